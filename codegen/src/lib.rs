@@ -1,0 +1,1 @@
+//! Bulkhead spec pipeline: load → validate → model → emit.

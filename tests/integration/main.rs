@@ -1,0 +1,1 @@
+//! Integration tests: real HTTP, real processes, real namespaces.

@@ -1,0 +1,1 @@
+//! Unit-level tests of runtime modules (one file per module).
