@@ -1,1 +1,23 @@
-fn main() {}
+//! Generates the servers from `specs/` (see `codegen/`). Spec errors stop the build, rendered like rustc.
+
+fn main() {
+    println!("cargo::rerun-if-changed=specs/servers");
+    println!("cargo::rerun-if-changed=specs/connectors");
+    println!("cargo::rerun-if-changed=specs/deployments");
+    let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    match bulkhead_codegen::Builder::new(root, out).run() {
+        Ok(report) => {
+            if let Some(warning) = report.mirror_warning {
+                println!("cargo::warning={warning}");
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            println!(
+                "cargo::error=bulkhead: specs/ has errors; see the diagnostics above (or run `bulkhead check`)"
+            );
+            std::process::exit(1);
+        }
+    }
+}

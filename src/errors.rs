@@ -52,7 +52,10 @@ mod tests {
 
     #[test]
     fn tiers_render_for_the_wire() {
-        assert_eq!(ToolError::retry("query is empty").wire_text(), "query is empty");
+        assert_eq!(
+            ToolError::retry("query is empty").wire_text(),
+            "query is empty"
+        );
         assert_eq!(ToolError::fatal("db down").wire_text(), "[FATAL] db down");
         assert!(!ToolError::bug("oops").wire_text().starts_with(FATAL_PREFIX));
         assert!(ToolError::fatal("x").is_fatal());

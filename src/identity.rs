@@ -24,7 +24,9 @@ pub enum IdentityError {
     #[error("{field} is longer than {MAX_ID_LEN} bytes")]
     TooLong { field: &'static str },
     /// The identifier holds a character outside `[A-Za-z0-9._@+-]` or starts with one of `.-+@`.
-    #[error("{field} contains a character that is not allowed (allowed: letters, digits, `.`, `_`, `@`, `+`, `-`; first must be a letter or digit)")]
+    #[error(
+        "{field} contains a character that is not allowed (allowed: letters, digits, `.`, `_`, `@`, `+`, `-`; first must be a letter or digit)"
+    )]
     BadChar { field: &'static str },
 }
 

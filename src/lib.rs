@@ -2,6 +2,13 @@
 //!
 //! Generated code imports only [`codegen`]; everything else is the runtime's own.
 
+extern crate self as bulkhead;
+
+pub mod codegen;
 pub mod errors;
+pub mod handlers;
 pub mod identity;
 pub mod policy;
+pub mod server;
+pub mod servers;
+pub mod tooldef;

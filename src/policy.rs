@@ -33,7 +33,9 @@ impl fmt::Display for Permission {
 }
 
 /// How sensitive data is. Ordered: `Public < Internal < Confidential < Secret`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Sensitivity {
     /// No restriction.
@@ -93,7 +95,9 @@ impl fmt::Display for Sensitivity {
 }
 
 /// The network an instance runs with. Ordered from least to most isolated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
     /// Full network access.

@@ -1,1 +1,178 @@
-//! Bulkhead spec pipeline: load → validate → model → emit.
+//! Bulkhead spec pipeline: load → validate (JSON Schema, then semantic checks) → model → emit.
+//!
+//! `build.rs` calls [`Builder::run`]; tests and `bulkhead check` call [`load`] and [`generate`].
+//! This crate never links the runtime: generated code is the bridge.
+
+pub mod check;
+pub mod diag;
+pub mod emit;
+pub mod load;
+pub mod model;
+pub mod schema;
+pub mod source;
+pub mod spec;
+pub mod suggest;
+pub mod yaml;
+
+use diag::Diagnostics;
+use emit::Output;
+use std::path::{Path, PathBuf};
+
+/// Loads and checks every spec under `specs_dir` (paths shown relative to `root`).
+pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
+    let (set, mut errors) = load::load_dir(specs_dir, root)?;
+    match check::check(
+        &set.connectors,
+        &set.servers,
+        &set.deployments,
+        &set.declared,
+    ) {
+        Ok(model) if errors.is_empty() => Ok(model),
+        Ok(_) => Err(BuildError::Specs(Diagnostics(errors).sorted())),
+        Err(mut more) => {
+            errors.append(&mut more);
+            Err(BuildError::Specs(Diagnostics(errors).sorted()))
+        }
+    }
+}
+
+/// Loads specs from memory (kind, display path, text); for tests and tools.
+pub fn load_sources(
+    sources: Vec<(spec::SpecKind, &str, &str)>,
+) -> Result<model::Model, Diagnostics> {
+    let files = sources
+        .into_iter()
+        .map(|(k, path, text)| (k, source::SourceFile::in_memory(path, text)))
+        .collect();
+    let (set, mut errors) = load::load_sources(files);
+    match check::check(
+        &set.connectors,
+        &set.servers,
+        &set.deployments,
+        &set.declared,
+    ) {
+        Ok(model) if errors.is_empty() => Ok(model),
+        Ok(_) => Err(Diagnostics(errors).sorted()),
+        Err(mut more) => {
+            errors.append(&mut more);
+            Err(Diagnostics(errors).sorted())
+        }
+    }
+}
+
+/// Every generated artifact for `model`, relative to `generated/`.
+pub fn generate(model: &model::Model) -> Output {
+    let mut out = Output::default();
+    emit::rust::emit(model, &mut out);
+    out
+}
+
+/// The JSON Schemas of the spec kinds, relative to `specs/schema/`.
+pub fn spec_schemas() -> Output {
+    let mut out = Output::default();
+    for kind in spec::SpecKind::ALL {
+        let mut text =
+            serde_json::to_string_pretty(&schema::schema_of(kind)).expect("schema is JSON");
+        text.push('\n');
+        out.add(format!("{}.schema.json", kind.schema_name()), text);
+    }
+    out
+}
+
+/// Why a build could not produce servers.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The specs have errors (rendered like rustc).
+    #[error("{0}")]
+    Specs(Diagnostics),
+    /// A spec folder could not be read.
+    #[error(transparent)]
+    Load(#[from] load::LoadError),
+    /// An output folder could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// What a build did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Files rewritten in the mirror and schema folders (empty on a no-op build).
+    pub mirrored: Vec<PathBuf>,
+    /// Why the mirror could not be written, if it could not (the build still succeeds).
+    pub mirror_warning: Option<String>,
+    /// Spec files read.
+    pub inputs: Vec<PathBuf>,
+}
+
+/// Drives a build: `specs/` → `OUT_DIR` (compiled) and `generated/` + `specs/schema/` (reviewed).
+#[derive(Clone, Debug)]
+pub struct Builder {
+    root: PathBuf,
+    out_dir: PathBuf,
+    mirror: bool,
+}
+
+impl Builder {
+    /// A builder for the project at `root` (which holds `specs/` and `generated/`).
+    pub fn new(root: impl Into<PathBuf>, out_dir: impl Into<PathBuf>) -> Builder {
+        Builder {
+            root: root.into(),
+            out_dir: out_dir.into(),
+            mirror: true,
+        }
+    }
+
+    /// Whether to mirror into `generated/` and `specs/schema/` (default: yes).
+    pub fn mirror(mut self, yes: bool) -> Builder {
+        self.mirror = yes;
+        self
+    }
+
+    /// Runs the pipeline. Spec errors come back as [`BuildError::Specs`].
+    pub fn run(&self) -> Result<Report, BuildError> {
+        let specs = self.root.join("specs");
+        let model = load(&specs, &self.root)?;
+        let generated = generate(&model);
+        generated
+            .write_into(&self.out_dir, &["rs"])
+            .map_err(|source| BuildError::Write {
+                path: self.out_dir.clone(),
+                source,
+            })?;
+        let mut report = Report::default();
+        for kind in spec::SpecKind::ALL {
+            report
+                .inputs
+                .extend(load::yaml_files(&specs.join(kind.folder()))?);
+        }
+        if self.mirror {
+            let mirrored = generated
+                .write_into(&self.root.join("generated"), &["rs"])
+                .and_then(|mut r| {
+                    spec_schemas()
+                        .write_into(&specs.join("schema"), &["json"])
+                        .map(|s| {
+                            r.written.extend(
+                                s.written
+                                    .into_iter()
+                                    .map(|p| Path::new("../specs/schema").join(p)),
+                            );
+                            r
+                        })
+                });
+            match mirrored {
+                Ok(r) => report.mirrored = r.written,
+                Err(e) => {
+                    report.mirror_warning =
+                        Some(format!("could not update generated/ or specs/schema/: {e}"))
+                }
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,479 @@
+//! Connector rules: names, settings per kind, and what each kind's operations must declare.
+
+use super::{Loaded, is_snake_ident, params, placeholders, ptr};
+use crate::diag::Diagnostic;
+use crate::model::{Connector, Operation, OperationBody, Param};
+use crate::spec::{
+    ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, OperationSpec, ParamSpec,
+    ParamType, SqliteSettings,
+};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Checks every connector spec; returns the model connectors (sorted by name).
+pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> Vec<Connector> {
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for l in specs {
+        let c = &l.spec;
+        if !is_snake_ident(&c.name) {
+            errors.push(
+                l.error_at_value(
+                    "/name",
+                    format!("connector name `{}` is not a lowercase identifier", c.name),
+                )
+                .label("use lowercase letters, digits and `_`"),
+            );
+        }
+        if let Some(first) = seen.insert(&c.name, &l.file.display) {
+            errors.push(
+                l.error_at_value("/name", format!("connector `{}` is defined twice", c.name))
+                    .label("second definition")
+                    .help(format!("the first is in {first}")),
+            );
+            continue;
+        }
+        check_settings(l, errors);
+        let operations = c
+            .operations
+            .iter()
+            .map(|(name, op)| operation(l, name, op, errors))
+            .collect();
+        out.push(Connector {
+            name: c.name.clone(),
+            source: l.file.display.clone(),
+            kind: c.kind,
+            sensitivity: c.sensitivity,
+            settings: c.settings.clone().unwrap_or_else(|| json!({})),
+            operations,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
+    let c = &l.spec;
+    let value = c.settings.clone().unwrap_or_else(|| json!({}));
+    let result = match c.kind {
+        ConnectorKind::Files => match value.as_object() {
+            Some(m) if m.is_empty() => Ok(()),
+            _ => Err(
+                "a `files` connector takes no settings: it works in the caller's workspace"
+                    .to_string(),
+            ),
+        },
+        ConnectorKind::Sqlite => serde_json::from_value::<SqliteSettings>(value)
+            .map(drop)
+            .map_err(|e| format!("sqlite settings: {e}")),
+        ConnectorKind::Logs => serde_json::from_value::<LogsSettings>(value)
+            .map(drop)
+            .map_err(|e| format!("logs settings: {e}")),
+        ConnectorKind::Http => serde_json::from_value::<HttpSettings>(value)
+            .map_err(|e| format!("http settings: {e}"))
+            .and_then(|s| {
+                if s.base_url.starts_with("http://")
+                    || s.base_url.starts_with("https://")
+                    || s.base_url.starts_with("${")
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`base_url` must start with http:// or https://, found `{}`",
+                        s.base_url
+                    ))
+                }
+            }),
+    };
+    if let Err(why) = result {
+        let at = if c.settings.is_some() {
+            "/settings"
+        } else {
+            "/kind"
+        };
+        errors.push(
+            l.error_at_key(
+                at,
+                format!(
+                    "invalid settings for {} connector `{}`",
+                    c.kind.as_str(),
+                    c.name
+                ),
+            )
+            .label(why),
+        );
+    }
+}
+
+fn operation(
+    l: &Loaded<ConnectorSpec>,
+    name: &str,
+    op: &OperationSpec,
+    errors: &mut Vec<Diagnostic>,
+) -> Operation {
+    let at = format!("/operations/{}", ptr(name));
+    let kind = l.spec.kind;
+    if !is_snake_ident(name) {
+        errors.push(
+            l.error_at_key(
+                &at,
+                format!("operation name `{name}` is not a lowercase identifier"),
+            )
+            .label("use lowercase letters, digits and `_`"),
+        );
+    }
+    let allowed: &[&str] = match kind {
+        ConnectorKind::Files | ConnectorKind::Logs => &["action"],
+        ConnectorKind::Sqlite => &["sql", "params"],
+        ConnectorKind::Http => &["method", "path", "params", "query", "body"],
+    };
+    let present = [
+        ("action", op.action.is_some()),
+        ("params", op.params.is_some()),
+        ("sql", op.sql.is_some()),
+        ("method", op.method.is_some()),
+        ("path", op.path.is_some()),
+        ("query", op.query.is_some()),
+        ("body", op.body.is_some()),
+    ];
+    for (key, is) in present {
+        if is && !allowed.contains(&key) {
+            errors.push(
+                l.error_at_key(
+                    &format!("{at}/{key}"),
+                    format!("`{key}` does not apply to a {} operation", kind.as_str()),
+                )
+                .label(format!(
+                    "a {} operation takes: {}",
+                    kind.as_str(),
+                    allowed.join(", ")
+                )),
+            );
+        }
+    }
+    let declared = op
+        .params
+        .as_ref()
+        .map(|p| params::check(l, &format!("{at}/params"), p, errors))
+        .unwrap_or_default();
+    let missing = |key: &str, errors: &mut Vec<Diagnostic>| {
+        errors.push(
+            l.error_at_key(
+                &at,
+                format!("{} operation `{name}` has no `{key}`", kind.as_str()),
+            )
+            .label(format!("needs `{key}`")),
+        );
+    };
+    let (body, params) = match kind {
+        ConnectorKind::Files | ConnectorKind::Logs => {
+            let action = op.action.unwrap_or_else(|| {
+                missing("action", errors);
+                FileAction::Read
+            });
+            if kind == ConnectorKind::Logs && action != FileAction::Search {
+                errors.push(
+                    l.error_at_value(
+                        &format!("{at}/action"),
+                        format!(
+                            "a logs operation can only `search`, not `{}`",
+                            action.as_str()
+                        ),
+                    )
+                    .label("use `action: search`"),
+                );
+            }
+            let body = if kind == ConnectorKind::Files {
+                OperationBody::Files { action }
+            } else {
+                OperationBody::Logs { action }
+            };
+            (body, implied_params(kind, action))
+        }
+        ConnectorKind::Sqlite => {
+            let sql = op.sql.clone().unwrap_or_else(|| {
+                missing("sql", errors);
+                String::new()
+            });
+            check_sql(l, &at, &sql, &declared, errors);
+            (
+                OperationBody::Sqlite {
+                    writes: sql_writes(&sql),
+                    sql,
+                },
+                declared,
+            )
+        }
+        ConnectorKind::Http => {
+            let method = op.method.unwrap_or_else(|| {
+                missing("method", errors);
+                crate::spec::HttpMethod::Get
+            });
+            let path = op.path.clone().unwrap_or_else(|| {
+                missing("path", errors);
+                String::new()
+            });
+            let query = op.query.clone().unwrap_or_default();
+            let body = op.body.clone().unwrap_or_default();
+            check_http(l, &at, &path, &query, &body, &declared, errors);
+            (
+                OperationBody::Http {
+                    method,
+                    path,
+                    query,
+                    body,
+                },
+                declared,
+            )
+        }
+    };
+    Operation {
+        name: name.to_string(),
+        description: op.description.clone(),
+        params,
+        body,
+    }
+}
+
+/// `:name` placeholders of an SQL statement (outside quoted strings).
+pub fn sql_placeholders(sql: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = sql.as_bytes();
+    let (mut i, mut quote) = (0, None);
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b':'
+                && i + 1 < bytes.len()
+                && (bytes[i + 1].is_ascii_alphabetic() || bytes[i + 1] == b'_') =>
+            {
+                let start = i + 1;
+                let mut end = start;
+                while end < bytes.len()
+                    && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_')
+                {
+                    end += 1;
+                }
+                out.insert(sql[start..end].to_string());
+                i = end;
+                continue;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn sql_writes(sql: &str) -> bool {
+    let first = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    !matches!(first.as_str(), "SELECT" | "WITH" | "EXPLAIN" | "VALUES")
+}
+
+fn check_sql(
+    l: &Loaded<ConnectorSpec>,
+    at: &str,
+    sql: &str,
+    params: &[Param],
+    errors: &mut Vec<Diagnostic>,
+) {
+    let used = sql_placeholders(sql);
+    let declared: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    for u in &used {
+        if !declared.contains(u.as_str()) {
+            errors.push(
+                l.error_at_value(
+                    &format!("{at}/sql"),
+                    format!("SQL placeholder `:{u}` is not a declared parameter"),
+                )
+                .label("undeclared placeholder")
+                .help(format!("declare `{u}` under `params`, or remove `:{u}`")),
+            );
+        }
+    }
+    for d in declared {
+        if !used.contains(d) {
+            errors.push(
+                l.error_at_key(
+                    &format!("{at}/params/{}", ptr(d)),
+                    format!("parameter `{d}` is not used by the SQL"),
+                )
+                .label("unused parameter")
+                .help(format!(
+                    "use `:{d}` in the statement or remove the parameter"
+                )),
+            );
+        }
+    }
+    let body = sql.trim().trim_end_matches(';');
+    if body.contains(';') {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/sql"),
+                "an operation runs exactly one SQL statement",
+            )
+            .label("more than one statement"),
+        );
+    }
+}
+
+fn check_http(
+    l: &Loaded<ConnectorSpec>,
+    at: &str,
+    path: &str,
+    query: &[String],
+    body: &[String],
+    params: &[Param],
+    errors: &mut Vec<Diagnostic>,
+) {
+    let declared: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let in_path = placeholders(path);
+    let mut used = BTreeSet::new();
+    for (key, names) in [
+        ("path", in_path.as_slice()),
+        ("query", query),
+        ("body", body),
+    ] {
+        for n in names {
+            if !declared.contains(n.as_str()) {
+                errors.push(
+                    l.error_at_value(
+                        &format!("{at}/{key}"),
+                        format!("`{n}` in `{key}` is not a declared parameter"),
+                    )
+                    .label("undeclared parameter"),
+                );
+            }
+            if !used.insert(n.as_str()) {
+                errors.push(
+                    l.error_at_value(
+                        &format!("{at}/{key}"),
+                        format!("parameter `{n}` is sent twice"),
+                    )
+                    .label("used in more than one place"),
+                );
+            }
+        }
+    }
+    if !path.starts_with('/') {
+        errors.push(
+            l.error_at_value(&format!("{at}/path"), "an http `path` starts with `/`")
+                .label("relative to the connector's `base_url`"),
+        );
+    }
+    for d in declared {
+        if !used.contains(d) {
+            errors.push(
+                l.error_at_key(
+                    &format!("{at}/params/{}", ptr(d)),
+                    format!("parameter `{d}` is not sent"),
+                )
+                .label("not in path, query or body"),
+            );
+        }
+    }
+}
+
+/// The parameters a built-in `files`/`logs` action takes.
+pub fn implied_params(kind: ConnectorKind, action: FileAction) -> Vec<Param> {
+    let s = |desc: &str| ParamSpec {
+        ty: ParamType::String,
+        description: desc.into(),
+        default: None,
+        optional: false,
+        min_length: Some(1),
+        max_length: Some(4096),
+        pattern: None,
+        minimum: None,
+        maximum: None,
+        values: None,
+        items: None,
+        min_items: None,
+        max_items: None,
+    };
+    let path = s("Path under /workspace, e.g. /workspace/notes.txt");
+    let dir = ParamSpec {
+        default: Some(json!("/workspace")),
+        ..s("Directory under /workspace to look in")
+    };
+    let context_lines = ParamSpec {
+        ty: ParamType::Integer,
+        default: Some(json!(2)),
+        minimum: Some(0.0),
+        maximum: Some(20.0),
+        min_length: None,
+        max_length: None,
+        ..s("Lines of context before and after each match")
+    };
+    let mut out: Vec<(&str, ParamSpec)> = match (kind, action) {
+        (ConnectorKind::Logs, _) => vec![
+            (
+                "pattern",
+                ParamSpec {
+                    max_length: Some(1024),
+                    ..s("Regular expression to search for")
+                },
+            ),
+            (
+                "since",
+                ParamSpec {
+                    optional: true,
+                    max_length: Some(64),
+                    ..s("Only entries at or after this RFC 3339 time")
+                },
+            ),
+            (
+                "until",
+                ParamSpec {
+                    optional: true,
+                    max_length: Some(64),
+                    ..s("Only entries before this RFC 3339 time")
+                },
+            ),
+            ("context_lines", context_lines),
+        ],
+        (_, FileAction::Read) => vec![("path", path)],
+        (_, FileAction::Write) => vec![
+            ("path", path),
+            (
+                "content",
+                ParamSpec {
+                    min_length: None,
+                    max_length: Some(16 * 1024 * 1024),
+                    ..s("Text to write; replaces the file")
+                },
+            ),
+        ],
+        (_, FileAction::List) => vec![
+            ("path", dir),
+            (
+                "pattern",
+                ParamSpec {
+                    default: Some(json!("*")),
+                    max_length: Some(256),
+                    ..s("Glob over file names, e.g. *.csv")
+                },
+            ),
+        ],
+        (_, FileAction::Search) => vec![
+            (
+                "pattern",
+                ParamSpec {
+                    max_length: Some(1024),
+                    ..s("Regular expression to search for")
+                },
+            ),
+            ("path", dir),
+            ("context_lines", context_lines),
+        ],
+    };
+    out.sort_by(|a, b| a.0.cmp(b.0));
+    out.iter().map(|(n, p)| params::lower(n, p)).collect()
+}

@@ -1,0 +1,325 @@
+//! Parameter rules: names, per-type keys, limits, and defaults inside the limits.
+
+use super::{Loaded, is_snake_ident, ptr};
+use crate::diag::Diagnostic;
+use crate::model::Param;
+use crate::spec::{ParamSpec, ParamType};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Checks a params map found at JSON pointer `at` and lowers it to model params.
+pub fn check<T>(
+    loaded: &Loaded<T>,
+    at: &str,
+    params: &BTreeMap<String, ParamSpec>,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<Param> {
+    params
+        .iter()
+        .map(|(name, spec)| {
+            let here = format!("{at}/{}", ptr(name));
+            if !is_snake_ident(name) {
+                errors.push(
+                    loaded
+                        .error_at_key(&here, format!("parameter name `{name}` is not a lowercase identifier"))
+                        .label("not allowed as a parameter name")
+                        .help("use lowercase letters, digits and `_`, starting with a letter, and no Rust keyword"),
+                );
+            }
+            check_one(loaded, &here, name, spec, errors);
+            lower(name, spec)
+        })
+        .collect()
+}
+
+/// Lowers one param spec (no checks).
+pub fn lower(name: &str, spec: &ParamSpec) -> Param {
+    Param {
+        name: name.to_string(),
+        ty: spec.ty,
+        description: spec.description.trim().to_string(),
+        required: spec.default.is_none() && !spec.optional,
+        default: spec.default.clone(),
+        min_length: spec.min_length,
+        max_length: spec.max_length,
+        pattern: spec.pattern.clone(),
+        minimum: spec.minimum,
+        maximum: spec.maximum,
+        values: spec.values.clone().unwrap_or_default(),
+        items: spec.items,
+        min_items: spec.min_items,
+        max_items: spec.max_items,
+    }
+}
+
+fn check_one<T>(
+    loaded: &Loaded<T>,
+    here: &str,
+    name: &str,
+    p: &ParamSpec,
+    errors: &mut Vec<Diagnostic>,
+) {
+    let ty = p.ty;
+    let mut misplaced = |key: &str, present: bool, applies: &[ParamType]| {
+        if present && !applies.contains(&ty) {
+            let names: Vec<&str> = applies.iter().map(|t| t.as_str()).collect();
+            errors.push(
+                loaded
+                    .error_at_key(
+                        &format!("{here}/{key}"),
+                        format!("`{key}` does not apply to a {} parameter", ty.as_str()),
+                    )
+                    .label(format!("only for {}", names.join(", ")))
+                    .help(format!("remove `{key}` from `{name}` or change its type")),
+            );
+        }
+    };
+    use ParamType::*;
+    misplaced("min_length", p.min_length.is_some(), &[String]);
+    misplaced("max_length", p.max_length.is_some(), &[String]);
+    misplaced("pattern", p.pattern.is_some(), &[String]);
+    misplaced("minimum", p.minimum.is_some(), &[Integer, Number]);
+    misplaced("maximum", p.maximum.is_some(), &[Integer, Number]);
+    misplaced("values", p.values.is_some(), &[Enum]);
+    misplaced("items", p.items.is_some(), &[Array]);
+    misplaced("min_items", p.min_items.is_some(), &[Array]);
+    misplaced("max_items", p.max_items.is_some(), &[Array]);
+
+    if p.description.trim().is_empty() {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/description"),
+                    format!("parameter `{name}` has an empty description"),
+                )
+                .label("say what the model should pass"),
+        );
+    }
+    if let (Some(a), Some(b)) = (p.min_length, p.max_length)
+        && a > b
+    {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/min_length"),
+                    format!("`min_length` {a} is greater than `max_length` {b}"),
+                )
+                .label("no string can satisfy both"),
+        );
+    }
+    if let (Some(a), Some(b)) = (p.minimum, p.maximum)
+        && a > b
+    {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/minimum"),
+                    format!("`minimum` {a} is greater than `maximum` {b}"),
+                )
+                .label("no value can satisfy both"),
+        );
+    }
+    if let (Some(a), Some(b)) = (p.min_items, p.max_items)
+        && a > b
+    {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/min_items"),
+                    format!("`min_items` {a} is greater than `max_items` {b}"),
+                )
+                .label("no list can satisfy both"),
+        );
+    }
+    if ty == Integer {
+        for (key, v) in [("minimum", p.minimum), ("maximum", p.maximum)] {
+            if let Some(v) = v
+                && v.fract() != 0.0
+            {
+                errors.push(
+                    loaded
+                        .error_at_value(
+                            &format!("{here}/{key}"),
+                            format!("`{key}` of an integer parameter must be a whole number"),
+                        )
+                        .label("not a whole number"),
+                );
+            }
+        }
+    }
+    if let Some(pattern) = &p.pattern
+        && jsonschema::validator_for(&serde_json::json!({ "type": "string", "pattern": pattern }))
+            .is_err()
+    {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/pattern"),
+                    format!("`pattern` of `{name}` is not a valid regular expression"),
+                )
+                .label("does not compile"),
+        );
+    }
+    if ty == Enum {
+        let values = p.values.as_deref().unwrap_or_default();
+        if values.is_empty() {
+            errors.push(
+                loaded
+                    .error_at_key(here, format!("enum parameter `{name}` lists no `values`"))
+                    .label("needs `values: [..]`")
+                    .help("list the accepted strings, e.g. `values: [asc, desc]`"),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for v in values {
+            if !seen.insert(v) {
+                errors.push(
+                    loaded
+                        .error_at_value(
+                            &format!("{here}/values"),
+                            format!("enum value `{v}` is listed twice"),
+                        )
+                        .label("duplicate value"),
+                );
+            }
+        }
+    }
+    if ty == Array {
+        match p.items {
+            None => errors.push(
+                loaded
+                    .error_at_key(
+                        here,
+                        format!("array parameter `{name}` does not say its `items` type"),
+                    )
+                    .label("needs `items`")
+                    .help("add `items: string` (or integer, number, boolean)"),
+            ),
+            Some(Array | Enum) => errors.push(
+                loaded
+                    .error_at_value(
+                        &format!("{here}/items"),
+                        "array items must be a scalar type",
+                    )
+                    .label("use string, integer, number or boolean"),
+            ),
+            Some(_) => {}
+        }
+    }
+    if p.default.is_some() && p.optional {
+        errors.push(
+            loaded
+                .error_at_key(
+                    &format!("{here}/optional"),
+                    format!("`{name}` has a default and `optional: true`"),
+                )
+                .label("a parameter with a default is already optional")
+                .help("remove `optional: true`"),
+        );
+    }
+    if let Some(default) = &p.default
+        && let Err(why) = default_fits(p, default)
+    {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/default"),
+                    format!("default of `{name}` is outside its limits"),
+                )
+                .label(why),
+        );
+    }
+}
+
+/// Whether a default value satisfies the declared type and limits; the error says why not.
+fn default_fits(p: &ParamSpec, v: &Value) -> Result<(), String> {
+    let scalar_ok = |ty: ParamType, v: &Value| match ty {
+        ParamType::String => v.is_string(),
+        ParamType::Integer => v.is_i64() || v.is_u64(),
+        ParamType::Number => v.is_number(),
+        ParamType::Boolean => v.is_boolean(),
+        _ => false,
+    };
+    match p.ty {
+        ParamType::String => {
+            let s = v.as_str().ok_or("expected a string")?;
+            let n = s.chars().count() as u64;
+            if p.min_length.is_some_and(|m| n < m) {
+                return Err(format!(
+                    "{n} characters, shorter than `min_length` {}",
+                    p.min_length.unwrap_or_default()
+                ));
+            }
+            if p.max_length.is_some_and(|m| n > m) {
+                return Err(format!(
+                    "{n} characters, longer than `max_length` {}",
+                    p.max_length.unwrap_or_default()
+                ));
+            }
+            if let Some(pattern) = &p.pattern
+                && let Ok(val) = jsonschema::validator_for(
+                    &serde_json::json!({ "type": "string", "pattern": pattern }),
+                )
+                && !val.is_valid(v)
+            {
+                return Err(format!("does not match `pattern` {pattern}"));
+            }
+            Ok(())
+        }
+        ParamType::Integer | ParamType::Number => {
+            if !scalar_ok(p.ty, v) {
+                return Err(format!(
+                    "expected {}",
+                    if p.ty == ParamType::Integer {
+                        "a whole number"
+                    } else {
+                        "a number"
+                    }
+                ));
+            }
+            let x = v.as_f64().unwrap_or_default();
+            if p.minimum.is_some_and(|m| x < m) {
+                return Err(format!(
+                    "{v} is below `minimum` {}",
+                    p.minimum.unwrap_or_default()
+                ));
+            }
+            if p.maximum.is_some_and(|m| x > m) {
+                return Err(format!(
+                    "{v} is above `maximum` {}",
+                    p.maximum.unwrap_or_default()
+                ));
+            }
+            Ok(())
+        }
+        ParamType::Boolean => v
+            .is_boolean()
+            .then_some(())
+            .ok_or_else(|| "expected true or false".to_string()),
+        ParamType::Enum => {
+            let s = v.as_str().ok_or("expected one of the `values`")?;
+            if p.values
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|x| x == s)
+            {
+                Ok(())
+            } else {
+                Err(format!("`{s}` is not one of the `values`"))
+            }
+        }
+        ParamType::Array => {
+            let items = v.as_array().ok_or("expected a list")?;
+            let n = items.len() as u64;
+            if p.min_items.is_some_and(|m| n < m) || p.max_items.is_some_and(|m| n > m) {
+                return Err(format!("{n} items, outside `min_items`/`max_items`"));
+            }
+            match p.items {
+                Some(ty) if items.iter().all(|i| scalar_ok(ty, i)) => Ok(()),
+                Some(ty) => Err(format!("every item must be a {}", ty.as_str())),
+                None => Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! Server and tool rules: the promise (permission, context, sensitivity), references to
+//! connectors, MCP tool names, datasets and presets.
+
+use super::{Loaded, is_snake_ident, params, placeholders, ptr};
+use crate::diag::Diagnostic;
+use crate::model::{Connector, Preset, Server, Target, Tool};
+use crate::spec::{HandlerKind, Permission, ServerSpec, SpecKind, ToolSpec};
+use crate::suggest::did_you_mean;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Presets every server has.
+pub const BUILTIN_PRESETS: [&str; 3] = ["default", "log_search", "sql_query"];
+
+/// Checks every server spec against the connectors; returns model servers (sorted by name).
+pub fn check(
+    specs: &[Loaded<ServerSpec>],
+    connectors: &[Connector],
+    declared: &BTreeSet<(SpecKind, String)>,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<Server> {
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for l in specs {
+        let s = &l.spec;
+        if !is_snake_ident(&s.name) {
+            errors.push(
+                l.error_at_value(
+                    "/name",
+                    format!("server name `{}` is not a lowercase identifier", s.name),
+                )
+                .label("use lowercase letters, digits and `_`")
+                .help("the name is also the generated Rust module name"),
+            );
+        }
+        if let Some(first) = seen.insert(&s.name, &l.file.display) {
+            errors.push(
+                l.error_at_value("/name", format!("server `{}` is defined twice", s.name))
+                    .label("second definition")
+                    .help(format!("the first is in {first}")),
+            );
+            continue;
+        }
+        let presets = presets(l, errors);
+        let preset_names: Vec<&str> = BUILTIN_PRESETS
+            .iter()
+            .copied()
+            .chain(presets.iter().map(|p| p.name.as_str()))
+            .collect();
+        let mut idents: BTreeMap<String, &str> = BTreeMap::new();
+        let mut tools = Vec::new();
+        for (name, spec) in &s.tools {
+            let tool = tool(l, name, spec, connectors, declared, &preset_names, errors);
+            if let Some(other) = idents.insert(tool.ident.clone(), name) {
+                errors.push(
+                    l.error_at_key(
+                        &format!("/tools/{}", ptr(name)),
+                        format!(
+                            "tools `{other}` and `{name}` map to the same Rust name `{}`",
+                            tool.ident
+                        ),
+                    )
+                    .label("rename one of them"),
+                );
+            }
+            tools.push(tool);
+        }
+        if s.tools.is_empty() {
+            errors.push(
+                l.error_at_key("/tools", format!("server `{}` has no tools", s.name))
+                    .label("declare at least one tool"),
+            );
+        }
+        out.push(Server {
+            name: s.name.clone(),
+            source: l.file.display.clone(),
+            instructions: s.instructions.trim().to_string(),
+            presets,
+            tools,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn presets(l: &Loaded<ServerSpec>, errors: &mut Vec<Diagnostic>) -> Vec<Preset> {
+    let declared: Vec<&str> = l.spec.context_presets.keys().map(String::as_str).collect();
+    let mut out = Vec::new();
+    for (name, p) in &l.spec.context_presets {
+        let at = format!("/context_presets/{}", ptr(name));
+        if !is_snake_ident(name) {
+            errors.push(
+                l.error_at_key(
+                    &at,
+                    format!("preset name `{name}` is not a lowercase identifier"),
+                )
+                .label("use lowercase letters, digits and `_`"),
+            );
+        }
+        if BUILTIN_PRESETS.contains(&name.as_str()) {
+            errors.push(
+                l.error_at_key(&at, format!("preset `{name}` is built in"))
+                    .label("choose another name")
+                    .help("override built-in numbers in config.yaml under `context.presets`"),
+            );
+        }
+        let based_on = p.based_on.clone().unwrap_or_else(|| "default".to_string());
+        if !BUILTIN_PRESETS.contains(&based_on.as_str()) {
+            let hint = did_you_mean(&based_on, BUILTIN_PRESETS);
+            let mut d = l
+                .error_at_value(
+                    &format!("{at}/based_on"),
+                    format!("unknown preset `{based_on}` in `based_on`"),
+                )
+                .label("a preset can only start from a built-in one");
+            if let Some(h) = hint {
+                d = d.help(format!("did you mean `{h}`?"));
+            }
+            errors.push(d);
+        }
+        let fields = [
+            ("lines_head", p.lines_head),
+            ("lines_tail", p.lines_tail),
+            ("max_preview_chars", p.max_preview_chars),
+            ("rows_head", p.rows_head),
+            ("rows_tail", p.rows_tail),
+            ("threshold_chars", p.threshold_chars),
+        ];
+        let overrides = fields
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+            .collect();
+        let _ = &declared;
+        out.push(Preset {
+            name: name.clone(),
+            based_on,
+            overrides,
+        });
+    }
+    out
+}
+
+fn tool(
+    l: &Loaded<ServerSpec>,
+    name: &str,
+    spec: &ToolSpec,
+    connectors: &[Connector],
+    declared: &BTreeSet<(SpecKind, String)>,
+    presets: &[&str],
+    errors: &mut Vec<Diagnostic>,
+) -> Tool {
+    let at = format!("/tools/{}", ptr(name));
+    if !is_mcp_tool_name(name) {
+        errors.push(
+            l.error_at_key(&at, format!("`{name}` is not a valid MCP tool name"))
+                .label("invalid tool name")
+                .help(
+                    "tool names are 1 to 64 characters of ASCII letters, digits, `_`, `-` and `.`",
+                ),
+        );
+    }
+    if spec.description.trim().is_empty() {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/description"),
+                format!("tool `{name}` has an empty description"),
+            )
+            .label("the model chooses tools by their description"),
+        );
+    }
+    if !presets.contains(&spec.context.as_str()) {
+        let mut d = l
+            .error_at_value(
+                &format!("{at}/context"),
+                format!("unknown context preset `{}`", spec.context),
+            )
+            .label(format!("known presets: {}", presets.join(", ")));
+        if let Some(h) = did_you_mean(&spec.context, presets.iter().copied()) {
+            d = d.help(format!("did you mean `{h}`?"));
+        }
+        errors.push(d);
+    }
+    let (target, params, default_dataset) = match (&spec.uses, spec.handler) {
+        (Some(_), Some(_)) => {
+            errors.push(l.error_at_key(&format!("{at}/handler"), format!("tool `{name}` has both `uses` and `handler`")).label("choose one").help("`uses: connector.operation` wraps a connector; `handler: rust` calls your code"));
+            (Target::Handler, Vec::new(), format!("tool:{name}"))
+        }
+        (None, None) => {
+            errors.push(
+                l.error_at_key(
+                    &at,
+                    format!("tool `{name}` says neither `uses` nor `handler`"),
+                )
+                .label("what does this tool run?")
+                .help("add `uses: connector.operation` or `handler: rust`"),
+            );
+            (Target::Handler, Vec::new(), format!("tool:{name}"))
+        }
+        (None, Some(HandlerKind::Rust)) => {
+            let params = spec
+                .params
+                .as_ref()
+                .map(|p| params::check(l, &format!("{at}/params"), p, errors))
+                .unwrap_or_default();
+            (Target::Handler, params, format!("tool:{name}"))
+        }
+        (Some(uses), None) => {
+            if spec.params.is_some() {
+                errors.push(
+                    l.error_at_key(
+                        &format!("{at}/params"),
+                        format!("tool `{name}` uses `{uses}` and also declares `params`"),
+                    )
+                    .label("parameters come from the connector operation")
+                    .help("remove `params` here or change the operation's parameters"),
+                );
+            }
+            resolve_uses(l, &at, name, spec, uses, connectors, declared, errors)
+        }
+    };
+    let dataset = spec.dataset.clone().unwrap_or(default_dataset);
+    for p in placeholders(&dataset) {
+        if !params.iter().any(|x| x.name == p) {
+            errors.push(
+                l.error_at_value(
+                    &format!("{at}/dataset"),
+                    format!(
+                        "dataset template names `{{{p}}}`, which is not a parameter of `{name}`"
+                    ),
+                )
+                .label("unknown placeholder"),
+            );
+        }
+    }
+    Tool {
+        name: name.to_string(),
+        ident: name.replace(['-', '.'], "_").to_ascii_lowercase(),
+        title: spec.title.clone(),
+        description: spec.description.trim().to_string(),
+        permission: spec.permission,
+        context: spec.context.clone(),
+        sensitivity: spec.sensitivity,
+        params,
+        target,
+        dataset,
+    }
+}
+
+fn resolve_uses(
+    l: &Loaded<ServerSpec>,
+    at: &str,
+    name: &str,
+    spec: &ToolSpec,
+    uses: &str,
+    connectors: &[Connector],
+    declared: &BTreeSet<(SpecKind, String)>,
+    errors: &mut Vec<Diagnostic>,
+) -> (Target, Vec<crate::model::Param>, String) {
+    let uses_at = format!("{at}/uses");
+    let fallback = (Target::Handler, Vec::new(), format!("tool:{name}"));
+    let Some((cname, oname)) = uses.split_once('.') else {
+        errors.push(
+            l.error_at_value(&uses_at, format!("`{uses}` is not `connector.operation`"))
+                .label("expected `connector.operation`"),
+        );
+        return fallback;
+    };
+    let Some(connector) = connectors.iter().find(|c| c.name == cname) else {
+        if declared.contains(&(SpecKind::Connector, cname.to_string())) {
+            return fallback; // the connector's own file has errors, reported there
+        }
+        let mut d = l
+            .error_at_value(&uses_at, format!("no connector named `{cname}`"))
+            .label("dangling reference");
+        d = match did_you_mean(cname, connectors.iter().map(|c| c.name.as_str())) {
+            Some(h) => d.help(format!("did you mean `{h}`?")),
+            None => d.help("connectors live in specs/connectors/*.yaml"),
+        };
+        errors.push(d);
+        return fallback;
+    };
+    let Some(op) = connector.operations.iter().find(|o| o.name == oname) else {
+        let mut d = l
+            .error_at_value(
+                &uses_at,
+                format!("connector `{cname}` has no operation `{oname}`"),
+            )
+            .label("dangling reference");
+        let names: Vec<&str> = connector
+            .operations
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        d = match did_you_mean(oname, names.iter().copied()) {
+            Some(h) => d.help(format!("did you mean `{h}`?")),
+            None => d.help(format!("its operations: {}", names.join(", "))),
+        };
+        errors.push(d);
+        return fallback;
+    };
+    if spec.sensitivity < connector.sensitivity {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/sensitivity"),
+                format!(
+                    "tool `{name}` understates its sensitivity: `{}` over a `{}` connector",
+                    spec.sensitivity.as_str(),
+                    connector.sensitivity.as_str()
+                ),
+            )
+            .label(format!(
+                "must be at least `{}`",
+                connector.sensitivity.as_str()
+            ))
+            .help(format!(
+                "connector `{cname}` ({}) reads data that is at least {}",
+                connector.source,
+                connector.sensitivity.as_str()
+            )),
+        );
+    }
+    if op.reaches_network() && spec.permission != Permission::Connect {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/permission"),
+                format!("tool `{name}` reaches the network through `{uses}` but is not `connect`"),
+            )
+            .label("must be `permission: connect`")
+            .help(
+                "connect tools are refused once a session holds private data; this one must be too",
+            ),
+        );
+    } else if op.writes() && spec.permission == Permission::Read {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/permission"),
+                format!("tool `{name}` writes through `{uses}` but declares `read`"),
+            )
+            .label("must be `permission: write`"),
+        );
+    }
+    (
+        Target::Connector {
+            connector: cname.to_string(),
+            operation: oname.to_string(),
+        },
+        op.params.clone(),
+        format!("{cname}:{oname}"),
+    )
+}
+
+/// MCP tool names: 1 to 64 of `[A-Za-z0-9_.-]`.
+pub fn is_mcp_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}

@@ -1,0 +1,373 @@
+//! The Rust emitter: one module per server (argument structs, tool table, handler trait and
+//! dispatch) plus `mod.rs` (connector table and server registry). Thin: no policy in here.
+
+use super::{Output, header, input_schema::input_schema};
+use crate::model::{Connector, Model, OperationBody, Param, Server, Target, Tool};
+use crate::spec::{ParamType, Permission, Sensitivity};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+
+/// Emits `rust/<server>.rs` for each server and `rust/mod.rs`.
+pub fn emit(model: &Model, out: &mut Output) {
+    for server in &model.servers {
+        let tokens = server_module(server);
+        out.add(
+            format!("rust/{}.rs", server.name),
+            render(&header("//", &[&server.source]), tokens),
+        );
+    }
+    let mut sources: Vec<&str> = model
+        .servers
+        .iter()
+        .map(|s| s.source.as_str())
+        .chain(model.connectors.iter().map(|c| c.source.as_str()))
+        .collect();
+    sources.sort();
+    sources.dedup();
+    let sources = if sources.is_empty() {
+        vec!["specs/"]
+    } else {
+        sources
+    };
+    out.add(
+        "rust/mod.rs",
+        render(&header("//", &sources), registry(model)),
+    );
+}
+
+fn render(header: &str, tokens: TokenStream) -> String {
+    let file: syn::File = syn::parse2(tokens).expect("emitted Rust parses");
+    format!("{header}\n{}", space_items(&prettyplease::unparse(&file)))
+}
+
+/// Puts a blank line between top-level items, as a person would write them.
+fn space_items(code: &str) -> String {
+    let mut out = String::with_capacity(code.len() + 256);
+    let mut prev = "";
+    for line in code.lines() {
+        let starts_item = !line.starts_with([' ', '}', ')', ']']) && !line.is_empty();
+        let prev_continues = prev.is_empty()
+            || prev.starts_with("///")
+            || prev.starts_with("#[")
+            || prev.starts_with("use ");
+        if starts_item && !prev_continues
+            || (starts_item && prev.starts_with("use ") && !line.starts_with("use "))
+        {
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+        prev = line;
+    }
+    out
+}
+
+/// A raw string literal (`r#"…"#`), so JSON reads as JSON in generated code.
+fn raw_str(text: &str) -> TokenStream {
+    let hashes = "#".repeat(
+        (1..8)
+            .find(|n| !text.contains(&format!("\"{}", "#".repeat(*n))))
+            .unwrap_or(8),
+    );
+    format!("r{hashes}\"{text}\"{hashes}")
+        .parse()
+        .expect("raw string literal")
+}
+
+fn ident(name: &str) -> Ident {
+    Ident::new(name, Span::call_site())
+}
+
+fn pascal(name: &str) -> String {
+    name.split(['_', '-', '.'])
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn permission(p: Permission) -> TokenStream {
+    match p {
+        Permission::Read => quote!(bh::Permission::Read),
+        Permission::Write => quote!(bh::Permission::Write),
+        Permission::Connect => quote!(bh::Permission::Connect),
+    }
+}
+
+fn sensitivity(s: Sensitivity) -> TokenStream {
+    match s {
+        Sensitivity::Public => quote!(bh::Sensitivity::Public),
+        Sensitivity::Internal => quote!(bh::Sensitivity::Internal),
+        Sensitivity::Confidential => quote!(bh::Sensitivity::Confidential),
+        Sensitivity::Secret => quote!(bh::Sensitivity::Secret),
+    }
+}
+
+/// Tool annotations derived from the permission, never more permissive than it.
+fn annotations(p: Permission) -> TokenStream {
+    let (read_only, destructive, idempotent, open_world) = match p {
+        Permission::Read => (true, false, true, false),
+        Permission::Write => (false, true, false, false),
+        Permission::Connect => (false, true, false, true),
+    };
+    quote!(bh::Annotations { read_only: #read_only, destructive: #destructive, idempotent: #idempotent, open_world: #open_world })
+}
+
+fn option_str(v: &Option<String>) -> TokenStream {
+    match v {
+        Some(s) => quote!(::std::option::Option::Some(#s)),
+        None => quote!(::std::option::Option::None),
+    }
+}
+
+fn rust_type(ty: ParamType, items: Option<ParamType>) -> TokenStream {
+    match ty {
+        ParamType::String | ParamType::Enum => quote!(::std::string::String),
+        ParamType::Integer => quote!(i64),
+        ParamType::Number => quote!(f64),
+        ParamType::Boolean => quote!(bool),
+        ParamType::Array => {
+            let inner = rust_type(items.unwrap_or(ParamType::String), None);
+            quote!(::std::vec::Vec<#inner>)
+        }
+    }
+}
+
+fn param_doc(p: &Param) -> String {
+    let mut doc = format!(" {}", p.description);
+    if p.ty == ParamType::Enum {
+        doc.push_str(&format!(" One of: {}.", p.values.join(", ")));
+    }
+    doc
+}
+
+fn args_struct(tool: &Tool) -> TokenStream {
+    let name = format_ident!("{}Args", pascal(&tool.ident));
+    let doc = format!(
+        " Arguments of tool `{}` (defaults are filled in before parsing).",
+        tool.name
+    );
+    let fields = tool.params.iter().map(|p| {
+        let field = ident(&p.name);
+        let ty = rust_type(p.ty, p.items);
+        let ty = if p.required || p.default.is_some() {
+            ty
+        } else {
+            quote!(::std::option::Option<#ty>)
+        };
+        let doc = param_doc(p);
+        quote! {
+            #[doc = #doc]
+            pub #field: #ty,
+        }
+    });
+    quote! {
+        #[doc = #doc]
+        #[derive(Debug, Clone, bh::Deserialize)]
+        #[serde(crate = "bh::serde", deny_unknown_fields)]
+        pub struct #name {
+            #(#fields)*
+        }
+    }
+}
+
+fn tool_def(tool: &Tool) -> TokenStream {
+    let name = &tool.name;
+    let title = option_str(&tool.title);
+    let description = &tool.description;
+    let permission = permission(tool.permission);
+    let context = &tool.context;
+    let sensitivity = sensitivity(tool.sensitivity);
+    let annotations = annotations(tool.permission);
+    let schema = raw_str(&input_schema(&tool.params).to_string());
+    let dataset = &tool.dataset;
+    let target = match &tool.target {
+        Target::Connector {
+            connector,
+            operation,
+        } => quote!(bh::Target::Connector { connector: #connector, operation: #operation }),
+        Target::Handler => quote!(bh::Target::Handler),
+    };
+    quote! {
+        bh::ToolDef {
+            name: #name,
+            title: #title,
+            description: #description,
+            permission: #permission,
+            context: #context,
+            sensitivity: #sensitivity,
+            annotations: #annotations,
+            input_schema: #schema,
+            dataset: #dataset,
+            target: #target,
+        }
+    }
+}
+
+fn server_module(server: &Server) -> TokenStream {
+    let handler_tools: Vec<&Tool> = server
+        .tools
+        .iter()
+        .filter(|t| t.target == Target::Handler)
+        .collect();
+    let structs = handler_tools.iter().map(|t| args_struct(t));
+    let tools = server.tools.iter().map(tool_def);
+    let presets = server.presets.iter().map(|p| {
+        let (name, based_on) = (&p.name, &p.based_on);
+        let overrides = p.overrides.iter().map(|(k, v)| quote!((#k, #v)));
+        quote!(bh::PresetDef { name: #name, based_on: #based_on, overrides: &[#(#overrides),*] })
+    });
+    let name = &server.name;
+    let instructions = &server.instructions;
+    let server_doc = format!(
+        " Server `{}` as declared in {}.",
+        server.name, server.source
+    );
+    let handlers = if handler_tools.is_empty() {
+        quote!()
+    } else {
+        handlers(server, &handler_tools)
+    };
+    quote! {
+        use ::bulkhead::codegen as bh;
+
+        #(#structs)*
+
+        #[doc = #server_doc]
+        pub static SERVER: bh::ServerDef = bh::ServerDef {
+            name: #name,
+            instructions: #instructions,
+            presets: &[#(#presets),*],
+            tools: &[#(#tools),*],
+        };
+
+        #handlers
+    }
+}
+
+fn handlers(server: &Server, tools: &[&Tool]) -> TokenStream {
+    let methods = tools.iter().map(|t| {
+        let method = ident(&t.ident);
+        let args = format_ident!("{}Args", pascal(&t.ident));
+        let doc = format!(" `{}`: {}", t.name, t.description);
+        quote! {
+            #[doc = #doc]
+            fn #method(&self, cx: bh::ToolContext, args: #args) -> impl ::std::future::Future<Output = bh::ToolResult> + ::std::marker::Send;
+        }
+    });
+    let arms = tools.iter().map(|t| {
+        let name = &t.name;
+        let method = ident(&t.ident);
+        quote!(#name => ::std::boxed::Box::pin(async move { self.0.#method(cx, bh::parse_args(args)?).await }),)
+    });
+    let trait_doc = format!(
+        " The tools of `{}` written in Rust: implement this in `src/handlers/{}.rs`.",
+        server.name, server.name
+    );
+    quote! {
+        #[doc = #trait_doc]
+        pub trait Handlers: ::std::marker::Send + ::std::marker::Sync + 'static {
+            #(#methods)*
+        }
+
+        /// Routes handler tools to their [`Handlers`] method; the runtime wrapper calls it after every check.
+        pub struct Dispatch<H>(pub H);
+
+        impl<H: Handlers> bh::HandlerSet for Dispatch<H> {
+            fn call<'a>(&'a self, tool: &'a str, cx: bh::ToolContext, args: bh::JsonObject) -> bh::BoxFuture<'a, bh::ToolResult> {
+                match tool {
+                    #(#arms)*
+                    _ => bh::unknown_handler(tool),
+                }
+            }
+        }
+    }
+}
+
+fn connector_def(c: &Connector) -> TokenStream {
+    let name = &c.name;
+    let kind = &c.kind.as_str();
+    let sens = sensitivity(c.sensitivity);
+    let settings = raw_str(&c.settings.to_string());
+    let ops = c.operations.iter().map(|op| {
+        let oname = &op.name;
+        let schema = raw_str(&input_schema(&op.params).to_string());
+        let body = match &op.body {
+            OperationBody::Files { action } => {
+                let a = action.as_str();
+                quote!(bh::OperationBody::Files { action: #a })
+            }
+            OperationBody::Logs { action } => {
+                let a = action.as_str();
+                quote!(bh::OperationBody::Logs { action: #a })
+            }
+            OperationBody::Sqlite { sql, writes } => quote!(bh::OperationBody::Sqlite { sql: #sql, writes: #writes }),
+            OperationBody::Http { method, path, query, body } => {
+                let m = format!("{method:?}").to_ascii_uppercase();
+                quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })
+            }
+        };
+        quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })
+    });
+    quote! {
+        bh::ConnectorDef {
+            name: #name,
+            kind: #kind,
+            sensitivity: #sens,
+            settings: #settings,
+            operations: &[#(#ops),*],
+        }
+    }
+}
+
+fn registry(model: &Model) -> TokenStream {
+    let mods = model.servers.iter().map(|s| {
+        let m = ident(&s.name);
+        let file = format!("/rust/{}.rs", s.name);
+        let doc = format!(" Server `{}` ({}).", s.name, s.source);
+        quote! {
+            #[doc = #doc]
+            #[allow(clippy::all, missing_docs)] // generated: lints belong to the spec, not to this code
+            pub mod #m {
+                include!(concat!(env!("OUT_DIR"), #file));
+            }
+        }
+    });
+    let connectors = model.connectors.iter().map(connector_def);
+    let servers = model.servers.iter().map(|s| {
+        let m = ident(&s.name);
+        quote!(&#m::SERVER)
+    });
+    let arms = model.servers.iter().map(|s| {
+        let m = ident(&s.name);
+        let name = &s.name;
+        if s.has_handlers() {
+            quote!(#name => ::std::option::Option::Some(bh::Server::new(&#m::SERVER, CONNECTORS, #m::Dispatch(crate::handlers::#m::handlers()))),)
+        } else {
+            quote!(#name => ::std::option::Option::Some(bh::Server::new(&#m::SERVER, CONNECTORS, bh::NoHandlers)),)
+        }
+    });
+    quote! {
+        use ::bulkhead::codegen as bh;
+
+        #(#mods)*
+
+        /// Every connector in `specs/connectors/`.
+        pub static CONNECTORS: &[bh::ConnectorDef] = &[#(#connectors),*];
+
+        /// Every server in `specs/servers/`, sorted by name.
+        pub static SERVERS: &[&bh::ServerDef] = &[#(#servers),*];
+
+        /// The runnable server `name`, wired to its handlers in `src/handlers/`.
+        pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
+            match name {
+                #(#arms)*
+                _ => ::std::option::Option::None,
+            }
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The one model every emitter reads: validated, resolved, sorted. No YAML in here.
+
+use crate::spec::{ConnectorKind, FileAction, HttpMethod, ParamType, Permission, Sensitivity};
+use serde_json::Value;
+
+/// Everything the specs describe, after validation.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    /// Connectors, sorted by name.
+    pub connectors: Vec<Connector>,
+    /// Servers, sorted by name.
+    pub servers: Vec<Server>,
+    /// Deployments, sorted by name.
+    pub deployments: Vec<Deployment>,
+}
+
+impl Model {
+    /// A server by name.
+    pub fn server(&self, name: &str) -> Option<&Server> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// A connector by name.
+    pub fn connector(&self, name: &str) -> Option<&Connector> {
+        self.connectors.iter().find(|c| c.name == name)
+    }
+}
+
+/// An MCP server.
+#[derive(Clone, Debug)]
+pub struct Server {
+    /// Server name (a Rust identifier).
+    pub name: String,
+    /// Spec file it came from, as shown in headers.
+    pub source: String,
+    /// Instructions for the model.
+    pub instructions: String,
+    /// Presets the server defines, sorted by name.
+    pub presets: Vec<Preset>,
+    /// Tools, sorted by name.
+    pub tools: Vec<Tool>,
+}
+
+impl Server {
+    /// The highest sensitivity any tool of this server can raise a session to.
+    pub fn max_sensitivity(&self) -> Sensitivity {
+        self.tools
+            .iter()
+            .map(|t| t.sensitivity)
+            .max()
+            .unwrap_or(Sensitivity::Public)
+    }
+
+    /// Whether any tool is implemented by a Rust handler.
+    pub fn has_handlers(&self) -> bool {
+        self.tools
+            .iter()
+            .any(|t| matches!(t.target, Target::Handler))
+    }
+}
+
+/// A context preset declared by a server.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    /// Preset name.
+    pub name: String,
+    /// The preset it starts from.
+    pub based_on: String,
+    /// Overridden numbers, sorted by field name.
+    pub overrides: Vec<(String, u64)>,
+}
+
+/// A tool, fully resolved.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    /// MCP tool name.
+    pub name: String,
+    /// Rust identifier derived from the name.
+    pub ident: String,
+    /// Optional title.
+    pub title: Option<String>,
+    /// Description for the model.
+    pub description: String,
+    /// Declared permission.
+    pub permission: Permission,
+    /// Context preset name.
+    pub context: String,
+    /// Declared sensitivity.
+    pub sensitivity: Sensitivity,
+    /// Parameters, sorted by name (own, or the operation's).
+    pub params: Vec<Param>,
+    /// What runs.
+    pub target: Target,
+    /// Dataset name template recorded when the call raises the session.
+    pub dataset: String,
+}
+
+/// What a tool runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A connector operation.
+    Connector {
+        /// Connector name.
+        connector: String,
+        /// Operation name.
+        operation: String,
+    },
+    /// A user-written Rust handler.
+    Handler,
+}
+
+/// A parameter.
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// Name (a Rust identifier).
+    pub name: String,
+    /// Type.
+    pub ty: ParamType,
+    /// Description.
+    pub description: String,
+    /// Whether callers must give it.
+    pub required: bool,
+    /// Default value.
+    pub default: Option<Value>,
+    /// String length limits.
+    pub min_length: Option<u64>,
+    /// String length limits.
+    pub max_length: Option<u64>,
+    /// String pattern.
+    pub pattern: Option<String>,
+    /// Numeric limits.
+    pub minimum: Option<f64>,
+    /// Numeric limits.
+    pub maximum: Option<f64>,
+    /// Enum values.
+    pub values: Vec<String>,
+    /// Array item type.
+    pub items: Option<ParamType>,
+    /// Array length limits.
+    pub min_items: Option<u64>,
+    /// Array length limits.
+    pub max_items: Option<u64>,
+}
+
+/// A connector.
+#[derive(Clone, Debug)]
+pub struct Connector {
+    /// Name.
+    pub name: String,
+    /// Spec file it came from.
+    pub source: String,
+    /// Kind.
+    pub kind: ConnectorKind,
+    /// Least sensitivity of what it reads.
+    pub sensitivity: Sensitivity,
+    /// Settings as written (strings may hold `${VAR}`; expanded at run time).
+    pub settings: Value,
+    /// Operations, sorted by name.
+    pub operations: Vec<Operation>,
+}
+
+/// A connector operation.
+#[derive(Clone, Debug)]
+pub struct Operation {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Parameters, sorted by name.
+    pub params: Vec<Param>,
+    /// Kind-specific body.
+    pub body: OperationBody,
+}
+
+impl Operation {
+    /// Whether the operation changes data.
+    pub fn writes(&self) -> bool {
+        match &self.body {
+            OperationBody::Files { action } => *action == FileAction::Write,
+            OperationBody::Sqlite { writes, .. } => *writes,
+            OperationBody::Http { method, .. } => *method != HttpMethod::Get,
+            OperationBody::Logs { .. } => false,
+        }
+    }
+
+    /// Whether the operation reaches the network outside the deployment.
+    pub fn reaches_network(&self) -> bool {
+        matches!(self.body, OperationBody::Http { .. })
+    }
+}
+
+/// What an operation does, per connector kind.
+#[derive(Clone, Debug)]
+pub enum OperationBody {
+    /// A built-in workspace file action.
+    Files {
+        /// The action.
+        action: FileAction,
+    },
+    /// Parameterised SQL.
+    Sqlite {
+        /// The statement.
+        sql: String,
+        /// Whether it writes (anything but SELECT/WITH … SELECT/EXPLAIN).
+        writes: bool,
+    },
+    /// An HTTP request.
+    Http {
+        /// Method.
+        method: HttpMethod,
+        /// Path template.
+        path: String,
+        /// Params sent as query.
+        query: Vec<String>,
+        /// Params sent as JSON body.
+        body: Vec<String>,
+    },
+    /// A log search.
+    Logs {
+        /// The action (search).
+        action: FileAction,
+    },
+}
+
+/// A deployment.
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    /// Name.
+    pub name: String,
+    /// Spec file it came from.
+    pub source: String,
+    /// Servers, sorted by name.
+    pub servers: Vec<DeployedServer>,
+}
+
+/// A server in a deployment.
+#[derive(Clone, Debug)]
+pub struct DeployedServer {
+    /// Server name.
+    pub name: String,
+    /// Port.
+    pub port: u16,
+    /// Egress of the full instance (informational).
+    pub egress: Vec<String>,
+    /// Allowlist of the proxied instance.
+    pub proxied_egress: Vec<String>,
+    /// Highest sensitivity any of its tools reaches.
+    pub max_sensitivity: Sensitivity,
+}

@@ -1,0 +1,243 @@
+//! JSON Schemas of the spec kinds (emitted from the spec types) and validation against them,
+//! with each error mapped back to a file position.
+
+use crate::diag::Diagnostic;
+use crate::source::SourceFile;
+use crate::spec::{ConnectorSpec, DeploymentSpec, ServerSpec, SpecKind};
+use crate::suggest::did_you_mean;
+use crate::yaml::Node;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+/// The JSON Schema of one spec kind, as written to `specs/schema/<kind>.schema.json`.
+pub fn schema_of(kind: SpecKind) -> Value {
+    let schema = match kind {
+        SpecKind::Server => schemars::schema_for!(ServerSpec),
+        SpecKind::Connector => schemars::schema_for!(ConnectorSpec),
+        SpecKind::Deployment => schemars::schema_for!(DeploymentSpec),
+    };
+    serde_json::to_value(schema).expect("schemars output is JSON")
+}
+
+/// Compiled validators for every spec kind.
+pub struct Schemas {
+    entries: Vec<(SpecKind, Value, jsonschema::Validator)>,
+}
+
+impl Schemas {
+    /// Builds the validators (once per run).
+    pub fn new() -> Schemas {
+        let entries = SpecKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let schema = schema_of(kind);
+                let validator = jsonschema::options()
+                    .should_validate_formats(true)
+                    .build(&schema)
+                    .expect("spec schemas compile");
+                (kind, schema, validator)
+            })
+            .collect();
+        Schemas { entries }
+    }
+
+    /// Validates one parsed file; every error comes back positioned.
+    pub fn validate(
+        &self,
+        kind: SpecKind,
+        file: &SourceFile,
+        root: &Node,
+        value: &Value,
+    ) -> Vec<Diagnostic> {
+        let (_, schema, validator) = self
+            .entries
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .expect("all kinds compiled");
+        validator
+            .iter_errors(value)
+            .map(|e| {
+                let pointer = e.instance_path().to_string();
+                to_diagnostic(file, root, schema, &pointer, e.kind(), &e.to_string())
+            })
+            .collect()
+    }
+}
+
+impl Default for Schemas {
+    fn default() -> Self {
+        Schemas::new()
+    }
+}
+
+fn to_diagnostic(
+    file: &SourceFile,
+    root: &Node,
+    schema: &Value,
+    pointer: &str,
+    kind: &ValidationErrorKind,
+    fallback: &str,
+) -> Diagnostic {
+    let (node_span, key_span) = root.locate(pointer);
+    let what = describe(pointer);
+    match kind {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let key = unexpected.first().cloned().unwrap_or_default();
+            let child = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+            let (_, span) = root.locate(&child);
+            let allowed = allowed_keys(schema, pointer);
+            let mut d = Diagnostic::error(
+                file,
+                span.unwrap_or(node_span),
+                format!("unknown key `{key}` in {what}"),
+            )
+            .label("not a known key");
+            d = match did_you_mean(&key, allowed.iter().map(String::as_str)) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None if !allowed.is_empty() => {
+                    d.help(format!("known keys: {}", allowed.join(", ")))
+                }
+                None => d,
+            };
+            d
+        }
+        ValidationErrorKind::Required { property } => {
+            let prop = property.as_str().unwrap_or_default();
+            let d = Diagnostic::error(
+                file,
+                key_span.unwrap_or(node_span),
+                format!("{what} is missing `{prop}`"),
+            )
+            .label(format!("`{prop}` is required here"));
+            match required_help(prop) {
+                Some(h) => d.help(h),
+                None => d,
+            }
+        }
+        ValidationErrorKind::Enum { options } => {
+            let opts: Vec<&str> = options
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let found = root_value(root, pointer);
+            let d = Diagnostic::error(
+                file,
+                node_span,
+                format!("`{found}` is not a valid {}", last_segment(pointer)),
+            )
+            .label(format!("expected one of: {}", opts.join(", ")));
+            match did_you_mean(&found, opts.iter().copied()) {
+                Some(s) => d.help(format!("did you mean `{s}`?")),
+                None => d,
+            }
+        }
+        ValidationErrorKind::Type { .. } => {
+            Diagnostic::error(file, node_span, format!("wrong type for {what}"))
+                .label(fallback.to_string())
+        }
+        _ => Diagnostic::error(file, node_span, format!("invalid {what}"))
+            .label(fallback.to_string()),
+    }
+}
+
+/// Human name of the object a pointer designates, e.g. "tool `read_file`".
+fn describe(pointer: &str) -> String {
+    let parts: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    match parts.as_slice() {
+        [] => "the spec".to_string(),
+        [collection, name] => format!("{} `{name}`", singular(collection)),
+        [_, parent, collection, name] => format!("{} `{name}` of `{parent}`", singular(collection)),
+        [.., last] => format!("`{last}`"),
+    }
+}
+
+fn singular(collection: &str) -> &str {
+    match collection {
+        "tools" => "tool",
+        "operations" => "operation",
+        "params" => "parameter",
+        "servers" => "server",
+        "context_presets" => "preset",
+        other => other,
+    }
+}
+
+fn last_segment(pointer: &str) -> String {
+    pointer.rsplit('/').next().unwrap_or_default().to_string()
+}
+
+fn root_value(root: &Node, pointer: &str) -> String {
+    let v = root.to_json();
+    match v.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+fn required_help(prop: &str) -> Option<&'static str> {
+    Some(match prop {
+        "permission" => {
+            "every tool declares `permission: read | write | connect`; there is no default"
+        }
+        "context" => {
+            "every tool declares `context:` with a preset name (`default`, `sql_query`, `log_search` or one of the server's `context_presets`)"
+        }
+        "sensitivity" => {
+            "every tool declares `sensitivity: public | internal | confidential | secret`; there is no default"
+        }
+        "description" => {
+            "the model chooses tools by their description: say what it does and when to use it"
+        }
+        _ => return None,
+    })
+}
+
+/// The keys the schema allows at the object `pointer` designates (for did-you-mean).
+fn allowed_keys(schema: &Value, pointer: &str) -> Vec<String> {
+    let mut node = schema;
+    for part in pointer.split('/').skip(1) {
+        node = resolve(schema, node);
+        let next = node
+            .get("properties")
+            .and_then(|p| p.get(part))
+            .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))
+            .or_else(|| node.get("items"));
+        match next {
+            Some(n) => node = n,
+            None => return Vec::new(),
+        }
+    }
+    let node = resolve(schema, node);
+    node.get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn resolve<'a>(root: &'a Value, mut node: &'a Value) -> &'a Value {
+    for _ in 0..8 {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(r) => match r.strip_prefix('#').and_then(|p| root.pointer(p)) {
+                Some(n) => node = n,
+                None => break,
+            },
+            None => {
+                // `Option<T>` fields come out as `anyOf: [{$ref}, {type: null}]`.
+                match node
+                    .get("anyOf")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|s| s.get("$ref").is_some()))
+                {
+                    Some(n) => node = n,
+                    None => break,
+                }
+            }
+        }
+    }
+    node
+}

@@ -1,0 +1,157 @@
+//! `specs/connectors/*.yaml`: data operations that tools wrap. No MCP in here.
+
+use super::{ParamSpec, Sensitivity};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A connector: one backend of one kind and the named operations on it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorSpec {
+    /// Connector name, referenced by tools as `name.operation`.
+    pub name: String,
+    /// The backend kind.
+    pub kind: ConnectorKind,
+    /// What this connector is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The least sensitivity of what this connector reads: tools using it must declare at least this.
+    pub sensitivity: Sensitivity,
+    /// Kind-specific settings; strings may use `${VAR}`, `${VAR:-default}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Value>,
+    /// The operations, by name.
+    pub operations: BTreeMap<String, OperationSpec>,
+}
+
+/// Built-in connector kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectorKind {
+    /// Files in the caller's workspace.
+    Files,
+    /// An SQLite database with named, parameterised SQL.
+    Sqlite,
+    /// An HTTP API under a declared base URL (reaches the network).
+    Http,
+    /// A directory of log files searched with regexes.
+    Logs,
+}
+
+impl ConnectorKind {
+    /// The spec spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectorKind::Files => "files",
+            ConnectorKind::Sqlite => "sqlite",
+            ConnectorKind::Http => "http",
+            ConnectorKind::Logs => "logs",
+        }
+    }
+}
+
+/// One operation. Which fields apply depends on the connector kind.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationSpec {
+    /// What the operation does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `files` and `logs`: which built-in action this is (its parameters are implied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<FileAction>,
+    /// Parameters (`sqlite`, `http`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<BTreeMap<String, ParamSpec>>,
+    /// `sqlite`: one SQL statement with `:name` placeholders for the parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql: Option<String>,
+    /// `http`: the method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<HttpMethod>,
+    /// `http`: path under the base URL, with `{param}` placeholders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `http`: parameters sent as query string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<Vec<String>>,
+    /// `http`: parameters sent as a JSON body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Vec<String>>,
+}
+
+/// Built-in actions of the `files` and `logs` kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FileAction {
+    /// Read one file (`path`).
+    Read,
+    /// Write one file (`path`, `content`).
+    Write,
+    /// List files (`path`, `pattern`).
+    List,
+    /// Search with a regex (`pattern`, `path`, `context_lines`, and for logs `since`/`until`).
+    Search,
+}
+
+impl FileAction {
+    /// The spec spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileAction::Read => "read",
+            FileAction::Write => "write",
+            FileAction::List => "list",
+            FileAction::Search => "search",
+        }
+    }
+}
+
+/// HTTP methods an `http` operation may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    /// GET
+    Get,
+    /// POST
+    Post,
+    /// PUT
+    Put,
+    /// PATCH
+    Patch,
+    /// DELETE
+    Delete,
+}
+
+/// `settings` of a `sqlite` connector.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteSettings {
+    /// Database file path (may use `${VAR:-default}`).
+    pub path: String,
+}
+
+/// `settings` of an `http` connector.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Base URL, `http://` or `https://`.
+    pub base_url: String,
+    /// Hosts (`host` or `host:port`) requests may go to; default: the base URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Request timeout in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Largest response body accepted, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
+}
+
+/// `settings` of a `logs` connector.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogsSettings {
+    /// Directory holding the log files (may use `${VAR:-default}`).
+    pub dir: String,
+}

@@ -1,0 +1,29 @@
+//! `specs/deployments/*.yaml`: which servers run where, and what they may reach.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A deployment: servers with ports and egress allowlists.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentSpec {
+    /// Deployment name (also the compose project name).
+    pub name: String,
+    /// Servers in this deployment, by server name.
+    pub servers: BTreeMap<String, DeploymentServer>,
+}
+
+/// One server in a deployment.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentServer {
+    /// Port the instances listen on.
+    pub port: u16,
+    /// `host:port` the full-network instance is expected to reach (documentation for reviewers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
+    /// `host:port` the proxied instance may reach through the egress proxy; nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxied_egress: Vec<String>,
+}

@@ -1,0 +1,103 @@
+//! Spec file types (serde + schemars). Unknown keys are rejected; the JSON Schemas in
+//! `specs/schema/` are emitted from these types.
+
+mod connector;
+mod deployment;
+mod param;
+mod server;
+
+pub use connector::{
+    ConnectorKind, ConnectorSpec, FileAction, HttpMethod, HttpSettings, LogsSettings,
+    OperationSpec, SqliteSettings,
+};
+pub use deployment::{DeploymentServer, DeploymentSpec};
+pub use param::{ParamSpec, ParamType};
+pub use server::{HandlerKind, PresetSpec, ServerSpec, ToolSpec};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a tool may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Reads data, no side effects.
+    Read,
+    /// Changes data inside the deployment.
+    Write,
+    /// Reaches the network outside the deployment.
+    Connect,
+}
+
+/// How sensitive the data a tool or connector reads is.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Sensitivity {
+    /// No restriction.
+    Public,
+    /// Internal, not private.
+    Internal,
+    /// Private: connect tools are refused afterwards; proxied network.
+    Confidential,
+    /// Private: no network at all.
+    Secret,
+}
+
+impl Sensitivity {
+    /// The spec spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sensitivity::Public => "public",
+            Sensitivity::Internal => "internal",
+            Sensitivity::Confidential => "confidential",
+            Sensitivity::Secret => "secret",
+        }
+    }
+}
+
+impl Permission {
+    /// The spec spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Read => "read",
+            Permission::Write => "write",
+            Permission::Connect => "connect",
+        }
+    }
+}
+
+/// Which kind of spec a file is, from the folder it lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SpecKind {
+    /// `specs/servers/*.yaml`
+    Server,
+    /// `specs/connectors/*.yaml`
+    Connector,
+    /// `specs/deployments/*.yaml`
+    Deployment,
+}
+
+impl SpecKind {
+    /// The folder under `specs/` and the schema file stem.
+    pub fn folder(self) -> &'static str {
+        match self {
+            SpecKind::Server => "servers",
+            SpecKind::Connector => "connectors",
+            SpecKind::Deployment => "deployments",
+        }
+    }
+
+    /// The schema file stem in `specs/schema/`.
+    pub fn schema_name(self) -> &'static str {
+        match self {
+            SpecKind::Server => "server",
+            SpecKind::Connector => "connector",
+            SpecKind::Deployment => "deployment",
+        }
+    }
+
+    /// All kinds, in load order.
+    pub const ALL: [SpecKind; 3] = [SpecKind::Connector, SpecKind::Server, SpecKind::Deployment];
+}

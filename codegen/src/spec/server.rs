@@ -1,0 +1,85 @@
+//! `specs/servers/*.yaml`: an MCP server and its tools.
+
+use super::{ParamSpec, Permission, Sensitivity};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An MCP server: its name, instructions for the model, and tools.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Server name: lowercase letters, digits and `_`; also the Rust module name.
+    pub name: String,
+    /// Instructions sent to the client at initialisation.
+    pub instructions: String,
+    /// Context presets this server defines beyond `default`, `sql_query` and `log_search`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub context_presets: BTreeMap<String, PresetSpec>,
+    /// The tools, by MCP tool name.
+    pub tools: BTreeMap<String, ToolSpec>,
+}
+
+/// A tool. `permission`, `context` and `sensitivity` are required: there are no defaults.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// A human-readable title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// What the tool may do: `read`, `write` or `connect`.
+    pub permission: Permission,
+    /// The context preset that bounds what the result may put into the model's context.
+    pub context: String,
+    /// How sensitive what the tool returns is; calling it raises the session to at least this.
+    pub sensitivity: Sensitivity,
+    /// `connector.operation` this tool wraps (its parameters come from the operation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<String>,
+    /// `rust`: the tool is implemented by a handler trait method the user writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handler: Option<HandlerKind>,
+    /// Parameters (only for `handler: rust` tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<BTreeMap<String, ParamSpec>>,
+    /// The dataset name recorded when the call raises the session, e.g. `dataset:{dataset_name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+}
+
+/// How a tool is implemented when it does not use a connector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HandlerKind {
+    /// A Rust trait method generated per server and implemented in `src/handlers/`.
+    Rust,
+}
+
+/// A context preset defined by a server: starts from `based_on` and overrides numbers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PresetSpec {
+    /// The preset this one starts from (default: `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on: Option<String>,
+    /// Results longer than this many characters are truncated and saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_chars: Option<u64>,
+    /// Table rows kept from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_head: Option<u64>,
+    /// Table rows kept from the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_tail: Option<u64>,
+    /// Lines kept from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_head: Option<u64>,
+    /// Lines kept from the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_tail: Option<u64>,
+    /// Hard cap on any preview, in characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_preview_chars: Option<u64>,
+}

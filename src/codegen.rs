@@ -1,0 +1,14 @@
+//! The one surface generated code imports (`use ::bulkhead::codegen as bh;`), like `tonic::codegen`.
+//! Nothing here holds policy: it names types and the entry points of the runtime wrapper.
+
+pub use crate::errors::ToolError;
+pub use crate::policy::{Permission, Sensitivity};
+pub use crate::server::{
+    BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,
+    parse_args, unknown_handler,
+};
+pub use crate::tooldef::{
+    Annotations, ConnectorDef, OperationBody, OperationDef, PresetDef, ServerDef, Target, ToolDef,
+};
+pub use serde;
+pub use serde::Deserialize;

@@ -1,0 +1,3 @@
+//! Hand-written Rust handlers for `handler: rust` tools, one module per server.
+
+pub mod template;

@@ -1,0 +1,30 @@
+//! Handlers of the `template` server's Rust tools.
+
+use crate::codegen::{ToolContext, ToolOutput, ToolResult};
+use crate::servers::template::{Handlers, LoadSensitiveDatasetArgs};
+
+/// The template server's handlers.
+#[derive(Debug, Default)]
+pub struct Template;
+
+/// Constructs the handlers (called by the generated registry).
+pub fn handlers() -> Template {
+    Template
+}
+
+impl Handlers for Template {
+    async fn load_sensitive_dataset(
+        &self,
+        cx: ToolContext,
+        args: LoadSensitiveDatasetArgs,
+    ) -> ToolResult {
+        // The wrapper has already raised the session to this tool's level and recorded the dataset
+        // before this runs; here we only produce the data.
+        Ok(ToolOutput::Text(format!(
+            "Loaded dataset `{}` for session {}. The session now holds {} data: connect tools are refused from here on.",
+            args.dataset_name,
+            cx.session_id(),
+            cx.level()
+        )))
+    }
+}

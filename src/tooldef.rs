@@ -1,0 +1,161 @@
+//! Static descriptions of servers, tools and connectors, as generated code declares them.
+
+use crate::policy::{Permission, Sensitivity};
+
+/// A server: what generated code declares about it.
+#[derive(Debug)]
+pub struct ServerDef {
+    /// Server name.
+    pub name: &'static str,
+    /// Instructions sent at initialisation.
+    pub instructions: &'static str,
+    /// Context presets the server defines.
+    pub presets: &'static [PresetDef],
+    /// Tools, sorted by name.
+    pub tools: &'static [ToolDef],
+}
+
+impl ServerDef {
+    /// A tool by name.
+    pub fn tool(&self, name: &str) -> Option<&'static ToolDef> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The highest sensitivity any tool can raise a session to.
+    pub fn max_sensitivity(&self) -> Sensitivity {
+        self.tools
+            .iter()
+            .map(|t| t.sensitivity)
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// A context preset declared in a server spec: a built-in one with some numbers overridden.
+#[derive(Debug)]
+pub struct PresetDef {
+    /// Preset name.
+    pub name: &'static str,
+    /// The built-in preset it starts from.
+    pub based_on: &'static str,
+    /// Overridden fields and values.
+    pub overrides: &'static [(&'static str, u64)],
+}
+
+/// A tool: the three declared properties, its schema, and what it runs.
+#[derive(Debug)]
+pub struct ToolDef {
+    /// MCP tool name.
+    pub name: &'static str,
+    /// Human title.
+    pub title: Option<&'static str>,
+    /// Description for the model.
+    pub description: &'static str,
+    /// Declared permission.
+    pub permission: Permission,
+    /// Context preset name.
+    pub context: &'static str,
+    /// Declared sensitivity.
+    pub sensitivity: Sensitivity,
+    /// Annotations derived from the permission.
+    pub annotations: Annotations,
+    /// `inputSchema` as JSON text.
+    pub input_schema: &'static str,
+    /// Dataset name template recorded when the call raises the session.
+    pub dataset: &'static str,
+    /// What runs.
+    pub target: Target,
+}
+
+/// MCP tool annotations, derived from the permission by the generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Annotations {
+    /// `readOnlyHint`
+    pub read_only: bool,
+    /// `destructiveHint`
+    pub destructive: bool,
+    /// `idempotentHint`
+    pub idempotent: bool,
+    /// `openWorldHint`
+    pub open_world: bool,
+}
+
+/// What a tool runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A connector operation.
+    Connector {
+        /// Connector name.
+        connector: &'static str,
+        /// Operation name.
+        operation: &'static str,
+    },
+    /// A user-written Rust handler.
+    Handler,
+}
+
+/// A connector as declared in `specs/connectors/`.
+#[derive(Debug)]
+pub struct ConnectorDef {
+    /// Name.
+    pub name: &'static str,
+    /// Kind: `files`, `sqlite`, `http` or `logs`.
+    pub kind: &'static str,
+    /// Least sensitivity of what it reads.
+    pub sensitivity: Sensitivity,
+    /// Settings as JSON text (strings may hold `${VAR}`; expanded at start).
+    pub settings: &'static str,
+    /// Operations.
+    pub operations: &'static [OperationDef],
+}
+
+impl ConnectorDef {
+    /// An operation by name.
+    pub fn operation(&self, name: &str) -> Option<&'static OperationDef> {
+        self.operations.iter().find(|o| o.name == name)
+    }
+}
+
+/// A connector operation.
+#[derive(Debug)]
+pub struct OperationDef {
+    /// Name.
+    pub name: &'static str,
+    /// JSON Schema of its parameters.
+    pub params_schema: &'static str,
+    /// What it does.
+    pub body: OperationBody,
+}
+
+/// Kind-specific operation body.
+#[derive(Debug)]
+pub enum OperationBody {
+    /// A workspace file action: `read`, `write`, `list`, `search`.
+    Files {
+        /// The action.
+        action: &'static str,
+    },
+    /// Parameterised SQL.
+    Sqlite {
+        /// The statement, with `:name` placeholders.
+        sql: &'static str,
+        /// Whether it writes.
+        writes: bool,
+    },
+    /// An HTTP request.
+    Http {
+        /// Method.
+        method: &'static str,
+        /// Path template with `{param}` placeholders.
+        path: &'static str,
+        /// Params sent as query.
+        query: &'static [&'static str],
+        /// Params sent as JSON body.
+        body: &'static [&'static str],
+    },
+    /// A log search.
+    Logs {
+        /// The action (`search`).
+        action: &'static str,
+    },
+}
