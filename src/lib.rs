@@ -2,6 +2,7 @@
 //!
 //! Generated code imports only [`codegen`]; everything else is the runtime's own.
 
+pub mod auth;
 pub mod errors;
 pub mod identity;
 pub mod policy;
