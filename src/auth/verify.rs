@@ -37,6 +37,9 @@ struct PeekHeader {
     alg: String,
     #[serde(default)]
     kid: Option<String>,
+    /// RFC 7515 §4.1.11: extensions the recipient must understand; Bulkhead understands none.
+    #[serde(default)]
+    crit: Option<serde::de::IgnoredAny>,
 }
 
 impl Verifier {
@@ -175,7 +178,13 @@ fn peek_header(token: &str) -> Result<PeekHeader, AuthError> {
     if b64.decode(payload).is_err() || b64.decode(signature).is_err() {
         return Err(AuthError::Malformed("segment is not base64url"));
     }
-    decode_header_json(&b64, header)
+    let header = decode_header_json(&b64, header)?;
+    if header.crit.is_some() {
+        return Err(AuthError::Malformed(
+            "critical header extensions are not supported",
+        ));
+    }
+    Ok(header)
 }
 
 fn decode_header_json(

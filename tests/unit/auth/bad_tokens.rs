@@ -437,6 +437,48 @@ fn bad_tokens() -> Vec<(String, String, AuthError)> {
         malformed(),
     );
 
+    // Header tricks: nothing in the header may bring its own key or bypass the checks.
+    let attacker = b"attacker-chosen-secret-0123456789abcdef";
+    let embedded = format!(
+        r#"{{"alg":"HS256","jwk":{{"kty":"oct","k":"{}"}}}}"#,
+        b64(attacker)
+    );
+    add(
+        "embedded jwk header with the attacker's key",
+        sign_raw(Algorithm::HS256, attacker, &embedded, &payload_json),
+        AuthError::BadSignature,
+    );
+    add(
+        "jku header pointing at the attacker",
+        sign_raw(
+            Algorithm::HS256,
+            attacker,
+            r#"{"alg":"HS256","jku":"https://evil.test/jwks.json"}"#,
+            &payload_json,
+        ),
+        AuthError::BadSignature,
+    );
+    add(
+        "duplicate alg in header",
+        sign_raw(
+            Algorithm::HS256,
+            SECRET.as_bytes(),
+            r#"{"alg":"HS256","alg":"none"}"#,
+            &payload_json,
+        ),
+        malformed(),
+    );
+    add(
+        "crit header extension",
+        sign_raw(
+            Algorithm::HS256,
+            SECRET.as_bytes(),
+            r#"{"alg":"HS256","crit":["exp"],"exp":1}"#,
+            &payload_json,
+        ),
+        malformed(),
+    );
+
     // Key selection.
     add(
         "unknown kid",
