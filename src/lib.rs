@@ -4,6 +4,7 @@
 
 extern crate self as bulkhead;
 
+pub mod auth;
 pub mod codegen;
 pub mod errors;
 pub mod handlers;

@@ -1,0 +1,204 @@
+//! The claims Bulkhead reads from a verified token, and their strict extraction.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::AuthError;
+use crate::identity::{Identity, IdentityError};
+
+/// The claims of an accepted token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Subject: the user id.
+    pub sub: String,
+    /// The caller's session id.
+    pub session_id: String,
+    /// Issuer.
+    pub iss: String,
+    /// Audiences (a single-string `aud` becomes a one-element list).
+    pub aud: Vec<String>,
+    /// Expiry, seconds since the epoch.
+    pub exp: u64,
+    /// Not-before, seconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+    /// Issued-at, seconds since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<u64>,
+}
+
+/// The payload as it arrives: each claim kept as raw JSON so a wrong type is reported as a bad
+/// claim rather than a parse failure. Duplicate keys among these fields are refused by serde.
+#[derive(Deserialize)]
+pub(crate) struct RawClaims {
+    #[serde(default)]
+    sub: Option<Value>,
+    #[serde(default)]
+    session_id: Option<Value>,
+    #[serde(default)]
+    iss: Option<Value>,
+    #[serde(default)]
+    aud: Option<Value>,
+    #[serde(default)]
+    exp: Option<Value>,
+    #[serde(default)]
+    nbf: Option<Value>,
+    #[serde(default)]
+    iat: Option<Value>,
+}
+
+impl RawClaims {
+    /// Checks presence and type of every claim, `iss`/`aud` against the configuration, and
+    /// `sub`/`session_id` through [`Identity::new`]. Time claims were checked by `jsonwebtoken`.
+    pub(crate) fn into_verified(
+        self,
+        issuer: &str,
+        audience: &str,
+    ) -> Result<(Identity, Claims), AuthError> {
+        let exp = time_claim("exp", self.exp)?.ok_or(AuthError::MissingClaim("exp"))?;
+        let nbf = time_claim("nbf", self.nbf)?;
+        let iat = time_claim("iat", self.iat)?;
+        let iss = string_claim("iss", self.iss)?;
+        if iss != issuer {
+            return Err(AuthError::WrongIssuer);
+        }
+        let aud = match self.aud {
+            None | Some(Value::Null) => return Err(AuthError::MissingClaim("aud")),
+            Some(Value::String(s)) => vec![s],
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s),
+                    _ => Err(bad("aud", "list holds a non-string")),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => return Err(bad("aud", "not a string or list of strings")),
+        };
+        if !aud.iter().any(|a| a == audience) {
+            return Err(AuthError::WrongAudience);
+        }
+        let sub = string_claim("sub", self.sub)?;
+        let session_id = string_claim("session_id", self.session_id)?;
+        let identity = Identity::new(sub.clone(), session_id.clone()).map_err(identity_error)?;
+        let claims = Claims {
+            sub,
+            session_id,
+            iss,
+            aud,
+            exp,
+            nbf,
+            iat,
+        };
+        Ok((identity, claims))
+    }
+}
+
+fn bad(claim: &'static str, reason: &str) -> AuthError {
+    AuthError::BadClaim {
+        claim,
+        reason: reason.into(),
+    }
+}
+
+/// A required string claim.
+fn string_claim(name: &'static str, value: Option<Value>) -> Result<String, AuthError> {
+    match value {
+        None | Some(Value::Null) => Err(AuthError::MissingClaim(name)),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(bad(name, "not a string")),
+    }
+}
+
+/// An optional NumericDate claim; Bulkhead accepts whole non-negative seconds only.
+fn time_claim(name: &'static str, value: Option<Value>) -> Result<Option<u64>, AuthError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad(name, "not whole seconds")),
+        Some(_) => Err(bad(name, "not a number")),
+    }
+}
+
+/// Maps an identity refusal to the claim it came from; the reason never repeats the value.
+fn identity_error(err: IdentityError) -> AuthError {
+    let field = match &err {
+        IdentityError::Empty { field }
+        | IdentityError::TooLong { field }
+        | IdentityError::BadChar { field } => *field,
+    };
+    let claim = if field == "user" { "sub" } else { "session_id" };
+    AuthError::BadClaim {
+        claim,
+        reason: err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(v: Value) -> RawClaims {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn extracts_single_and_list_audience() {
+        let base = json!({"sub": "alice", "session_id": "s1", "iss": "i", "aud": "me", "exp": 10});
+        let (id, claims) = raw(base).into_verified("i", "me").unwrap();
+        assert_eq!((id.user(), id.session()), ("alice", "s1"));
+        assert_eq!(claims.aud, vec!["me".to_string()]);
+        let list = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": ["x", "me"], "exp": 1});
+        raw(list).into_verified("i", "me").unwrap();
+    }
+
+    #[test]
+    fn classifies_claim_problems() {
+        let cases = [
+            (
+                json!({"session_id": "s", "iss": "i", "aud": "me", "exp": 1}),
+                AuthError::MissingClaim("sub"),
+            ),
+            (
+                json!({"sub": 7, "session_id": "s", "iss": "i", "aud": "me", "exp": 1}),
+                bad("sub", "not a string"),
+            ),
+            (
+                json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1.5}),
+                bad("exp", "not whole seconds"),
+            ),
+            (
+                json!({"sub": "a", "session_id": "s", "iss": "j", "aud": "me", "exp": 1}),
+                AuthError::WrongIssuer,
+            ),
+            (
+                json!({"sub": "a", "session_id": "s", "iss": "i", "aud": [], "exp": 1}),
+                AuthError::WrongAudience,
+            ),
+            (
+                json!({"sub": "a", "session_id": "s", "iss": "i", "exp": 1}),
+                AuthError::MissingClaim("aud"),
+            ),
+        ];
+        for (v, want) in cases {
+            let got = raw(v.clone()).into_verified("i", "me").unwrap_err();
+            assert_eq!(got, want, "{v}");
+        }
+        let err = raw(json!({"sub": "a", "session_id": "../x", "iss": "i", "aud": "me", "exp": 1}))
+            .into_verified("i", "me")
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AuthError::BadClaim {
+                    claim: "session_id",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("../x"));
+    }
+}

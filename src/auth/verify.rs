@@ -1,0 +1,198 @@
+//! Token verification: size limit, header pre-check, key selection, signature and claims.
+
+use std::collections::HashSet;
+
+use base64::Engine as _;
+use jsonwebtoken::{Validation, decode};
+use serde::Deserialize;
+
+use super::claims::{Claims, RawClaims};
+use super::config::{AuthConfig, AuthConfigError, KeyAlg, MAX_LEEWAY_SECS};
+use super::error::AuthError;
+use super::jwks::load_jwks;
+use super::keys::{VerifyKey, load_key};
+use crate::identity::Identity;
+
+/// An accepted token: who is calling, and the claims that said so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The validated (user, session) pair from `sub` and `session_id`.
+    pub identity: Identity,
+    /// The token's claims.
+    pub claims: Claims,
+}
+
+/// Verifies bearer tokens against one `auth:` configuration. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Verifier {
+    issuer: String,
+    audience: String,
+    max_token_bytes: usize,
+    keys: Vec<(VerifyKey, Validation)>,
+}
+
+/// The header fields that pick a key; everything else in the header is left to `jsonwebtoken`.
+#[derive(Deserialize)]
+struct PeekHeader {
+    alg: String,
+    #[serde(default)]
+    kid: Option<String>,
+    /// RFC 7515 §4.1.11: extensions the recipient must understand; Bulkhead understands none.
+    #[serde(default)]
+    crit: Option<serde::de::IgnoredAny>,
+}
+
+impl Verifier {
+    /// Checks the configuration and loads every key (inline, from files, from the JWKS file).
+    pub fn new(config: &AuthConfig) -> Result<Verifier, AuthConfigError> {
+        if config.issuer.is_empty() {
+            return Err(AuthConfigError::EmptyIssuer);
+        }
+        if config.audience.is_empty() {
+            return Err(AuthConfigError::EmptyAudience);
+        }
+        if config.leeway_secs > MAX_LEEWAY_SECS {
+            return Err(AuthConfigError::LeewayTooLarge(config.leeway_secs));
+        }
+        if config.max_token_bytes == 0 {
+            return Err(AuthConfigError::ZeroTokenLimit);
+        }
+        let mut keys = Vec::new();
+        for (index, key) in config.keys.iter().enumerate() {
+            keys.push(load_key(index, key)?);
+        }
+        if let Some(path) = &config.jwks_file {
+            keys.extend(load_jwks(path)?);
+        }
+        if keys.is_empty() {
+            return Err(AuthConfigError::NoKeys);
+        }
+        let mut kids = HashSet::new();
+        for key in &keys {
+            if let Some(kid) = &key.kid
+                && !kids.insert(kid.as_str())
+            {
+                return Err(AuthConfigError::DuplicateKid {
+                    key: key.label.clone(),
+                    kid: kid.clone(),
+                });
+            }
+        }
+        let keys = keys
+            .into_iter()
+            .map(|key| {
+                let validation = validation_for(key.alg, config);
+                (key, validation)
+            })
+            .collect();
+        Ok(Verifier {
+            issuer: config.issuer.clone(),
+            audience: config.audience.clone(),
+            max_token_bytes: config.max_token_bytes,
+            keys,
+        })
+    }
+
+    /// Verifies a compact JWS (without the `Bearer ` prefix) and returns the caller's identity.
+    pub fn verify(&self, token: &str) -> Result<Verified, AuthError> {
+        if token.len() > self.max_token_bytes {
+            return Err(AuthError::TooLarge {
+                max: self.max_token_bytes,
+            });
+        }
+        let header = peek_header(token)?;
+        let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
+        let candidates: Vec<&(VerifyKey, Validation)> = match &header.kid {
+            Some(kid) => {
+                let pair = self
+                    .keys
+                    .iter()
+                    .find(|(k, _)| k.kid.as_deref() == Some(kid.as_str()))
+                    .ok_or(AuthError::UnknownKid)?;
+                if pair.0.alg != alg {
+                    return Err(AuthError::AlgorithmNotAllowed);
+                }
+                vec![pair]
+            }
+            None => self.keys.iter().filter(|(k, _)| k.alg == alg).collect(),
+        };
+        if candidates.is_empty() {
+            return Err(AuthError::AlgorithmNotAllowed);
+        }
+        for (key, validation) in candidates {
+            match decode::<RawClaims>(token, &key.key, validation) {
+                Ok(data) => {
+                    let (identity, claims) =
+                        data.claims.into_verified(&self.issuer, &self.audience)?;
+                    return Ok(Verified { identity, claims });
+                }
+                Err(e) => match AuthError::from_jwt(&e) {
+                    // Another key of the same algorithm may have signed it.
+                    AuthError::BadSignature => continue,
+                    other => return Err(other),
+                },
+            }
+        }
+        Err(AuthError::BadSignature)
+    }
+}
+
+/// The `jsonwebtoken` validation for one key: its algorithm only, `exp` and `nbf` with leeway,
+/// `iss` and `aud` pinned. Presence and types are checked again in [`RawClaims::into_verified`],
+/// so none are marked required here (a wrong type is then reported as such, not as missing).
+fn validation_for(alg: KeyAlg, config: &AuthConfig) -> Validation {
+    let mut v = Validation::new(alg.jwt_alg());
+    v.leeway = config.leeway_secs;
+    v.validate_exp = true;
+    v.validate_nbf = true;
+    v.validate_aud = true;
+    v.required_spec_claims = HashSet::new();
+    v.set_issuer(&[&config.issuer]);
+    v.set_audience(&[&config.audience]);
+    v
+}
+
+/// Splits a compact JWS, checks all three segments are base64url, and reads `alg`/`kid`.
+fn peek_header(token: &str) -> Result<PeekHeader, AuthError> {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(AuthError::Malformed(
+            "expected three dot-separated segments",
+        ));
+    };
+    if header.is_empty() || payload.is_empty() {
+        return Err(AuthError::Malformed("empty segment"));
+    }
+    if signature.is_empty() {
+        // An unsigned token (`alg: none` style) is refused for its algorithm if the header parses.
+        let header = decode_header_json(&b64, header)?;
+        return Err(if KeyAlg::from_jose(&header.alg).is_some() {
+            AuthError::BadSignature
+        } else {
+            AuthError::AlgorithmNotAllowed
+        });
+    }
+    if b64.decode(payload).is_err() || b64.decode(signature).is_err() {
+        return Err(AuthError::Malformed("segment is not base64url"));
+    }
+    let header = decode_header_json(&b64, header)?;
+    if header.crit.is_some() {
+        return Err(AuthError::Malformed(
+            "critical header extensions are not supported",
+        ));
+    }
+    Ok(header)
+}
+
+fn decode_header_json(
+    b64: &base64::engine::GeneralPurpose,
+    header: &str,
+) -> Result<PeekHeader, AuthError> {
+    let bytes = b64
+        .decode(header)
+        .map_err(|_| AuthError::Malformed("header is not base64url"))?;
+    serde_json::from_slice(&bytes).map_err(|_| AuthError::Malformed("header is not a JWS header"))
+}
