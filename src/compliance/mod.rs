@@ -8,7 +8,7 @@ mod audit;
 mod store;
 
 pub use audit::{AuditError, AuditLog, AuditRecord, Outcome};
-pub use store::{ComplianceStore, DatasetRecord, SessionRecord, MAX_DATASET_LEN, SCHEMA_VERSION};
+pub use store::{ComplianceStore, DatasetRecord, MAX_DATASET_LEN, SCHEMA_VERSION, SessionRecord};
 
 use crate::policy::Sensitivity;
 use std::path::PathBuf;

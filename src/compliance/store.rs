@@ -201,10 +201,19 @@ impl ComplianceStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sql_error(e))?;
         let after: i64 = (|| {
-            tx.prepare_cached(UPSERT_SESSION)?
-                .execute(params![id.user(), id.session(), raw, now])?;
-            tx.prepare_cached(UPSERT_DATASET)?
-                .execute(params![id.user(), id.session(), dataset, raw, now])?;
+            tx.prepare_cached(UPSERT_SESSION)?.execute(params![
+                id.user(),
+                id.session(),
+                raw,
+                now
+            ])?;
+            tx.prepare_cached(UPSERT_DATASET)?.execute(params![
+                id.user(),
+                id.session(),
+                dataset,
+                raw,
+                now
+            ])?;
             tx.prepare_cached(SELECT_LEVEL)?
                 .query_row(params![id.user(), id.session()], |r| r.get(0))
         })()
@@ -221,7 +230,9 @@ impl ComplianceStore {
         let mutex = self.state.as_ref().map_err(Clone::clone)?;
         // A panic while holding the lock cannot leave a half-written state: an open
         // transaction rolls back when dropped, so the connection stays usable.
-        Ok(mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        Ok(mutex
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
     fn decode(&self, raw: i64) -> Result<Sensitivity, ComplianceError> {
@@ -362,7 +373,9 @@ fn check_schema(path: &Path, conn: &Connection) -> Result<(), ComplianceError> {
 
 /// Builds a fresh store beside `path` and links it into place unless another process won.
 fn create(path: &Path) -> Result<(), ComplianceError> {
-    let name = path.file_name().map_or_else(Default::default, |n| n.to_string_lossy());
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy());
     let tmp = path.with_file_name(format!(
         ".{name}.init-{}-{}",
         std::process::id(),
@@ -452,7 +465,10 @@ mod tests {
         let store = ComplianceStore::open(&dir.path().join("c.db")).unwrap();
         for bad in ["", "a\nb", &"x".repeat(MAX_DATASET_LEN + 1)] {
             let e = store.escalate(&id("a", "s"), bad, Sensitivity::Secret);
-            assert!(matches!(e, Err(ComplianceError::InvalidDataset { .. })), "{bad:?}");
+            assert!(
+                matches!(e, Err(ComplianceError::InvalidDataset { .. })),
+                "{bad:?}"
+            );
         }
     }
 
@@ -472,7 +488,9 @@ mod tests {
         let m = 200u32;
         let t = std::time::Instant::now();
         for i in 0..m {
-            store.escalate(&who, &format!("d{}", i % 7), Sensitivity::Internal).unwrap();
+            store
+                .escalate(&who, &format!("d{}", i % 7), Sensitivity::Internal)
+                .unwrap();
         }
         let esc_us = t.elapsed().as_micros() / u128::from(m);
         println!("compliance cost: level() {level_ns} ns/call, escalate() {esc_us} us/call");
