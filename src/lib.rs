@@ -2,7 +2,7 @@
 //!
 //! Generated code imports only [`codegen`]; everything else is the runtime's own.
 
+pub mod compliance;
 pub mod errors;
 pub mod identity;
 pub mod policy;
-pub mod compliance;
