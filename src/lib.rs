@@ -3,6 +3,7 @@
 //! Generated code imports only [`codegen`]; everything else is the runtime's own.
 
 pub mod compliance;
+pub mod config;
 pub mod errors;
 pub mod identity;
 pub mod policy;

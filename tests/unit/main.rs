@@ -1,2 +1,3 @@
 //! Unit-level tests of runtime modules (one file per module).
 mod compliance;
+mod config;
