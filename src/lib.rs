@@ -6,6 +6,8 @@ extern crate self as bulkhead;
 
 pub mod auth;
 pub mod codegen;
+pub mod compliance;
+pub mod config;
 pub mod errors;
 pub mod handlers;
 pub mod identity;

@@ -1,3 +1,5 @@
 //! Unit-level tests of runtime modules (one file per module).
 mod auth;
+mod compliance;
+mod config;
 mod freshness;
