@@ -2,6 +2,7 @@
 //!
 //! Generated code imports only [`codegen`]; everything else is the runtime's own.
 
+pub mod context;
 pub mod errors;
 pub mod identity;
 pub mod policy;
