@@ -150,11 +150,24 @@ pub(crate) fn lines_preview(
         let sample: Vec<&str> = lines.head().iter().map(text::Line::text).collect();
         detect::detect_lines(&sample)
     });
-    let (strategy, body) = match kind {
-        ContentKind::Table => (Strategy::Rows, table::rows_body(lines, preset)),
-        _ => (Strategy::Lines, text::lines_body(lines, preset)),
+    let (strategy, mut head, mut tail) = match kind {
+        ContentKind::Table => (Strategy::Rows, preset.rows_head, preset.rows_tail),
+        _ => (Strategy::Lines, preset.lines_head, preset.lines_tail),
     };
-    finish(preset, kind, strategy, body, total_chars)
+    // Fewer whole lines rather than a blind cut, so the omitted counts stay exact.
+    loop {
+        let body = match strategy {
+            Strategy::Rows => table::rows_body(lines, head, tail),
+            _ => text::lines_body(lines, head, tail),
+        };
+        let fits = body.text.len() <= preset.max_preview_chars
+            || body.text.chars().count() <= preset.max_preview_chars;
+        if fits || (head <= 1 && tail == 0) {
+            return finish(preset, kind, strategy, body, total_chars);
+        }
+        head = (head * 3 / 4).max(1);
+        tail = tail * 3 / 4;
+    }
 }
 
 fn finish(

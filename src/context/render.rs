@@ -68,6 +68,7 @@ pub fn render_saved(preview: &Preview, saved_path: &str) -> String {
 pub fn summary(preview: &Preview) -> String {
     let (om, tot) = (&preview.omitted, &preview.totals);
     let shown = |unit: &str, total: u64, omitted: u64| match omitted {
+        0 if total == 1 => format!("Showing the only {}.", unit.trim_end_matches('s')),
         0 => format!("Showing all {total} {unit}."),
         n => format!(
             "Showing {} of {total} {unit}; {n} {unit} omitted.",
@@ -95,4 +96,33 @@ pub fn summary(preview: &Preview) -> String {
         let _ = write!(line, " {} chars cut from long lines or values.", om.chars);
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hard_cap;
+
+    #[test]
+    fn hard_cap_keeps_head_and_tail_lines_within_the_cap() {
+        let mut text: String = (0..1000).map(|i| format!("line {i:04} é\n")).collect();
+        let total = text.chars().count();
+        let dropped = hard_cap(&mut text, 500);
+        assert!(text.chars().count() <= 500, "{}", text.chars().count());
+        assert!(text.starts_with("line 0000 é\n"));
+        assert!(text.ends_with("line 0999 é\n"));
+        let marker = format!("\n... {dropped} chars omitted (preview cap) ...\n");
+        let kept = text.replace(&marker, "");
+        assert_eq!(kept.chars().count() as u64 + dropped, total as u64);
+        let mut small = "short".to_owned();
+        assert_eq!(hard_cap(&mut small, 500), 0);
+        assert_eq!(small, "short");
+    }
+
+    #[test]
+    fn hard_cap_cuts_a_single_huge_line() {
+        let mut text = "€".repeat(200_000);
+        let dropped = hard_cap(&mut text, 1000);
+        assert!(text.chars().count() <= 1000);
+        assert!(dropped >= 199_000);
+    }
 }

@@ -2,10 +2,10 @@
 
 use super::detect::is_markdown_separator;
 use super::text::{Collector, marker};
-use super::{Body, Omitted, Preset, Totals};
+use super::{Body, Omitted, Totals};
 
-/// Header line(s) (two for markdown: names and `|---|`), then head and tail rows.
-pub(crate) fn rows_body(c: &Collector, p: &Preset) -> Body {
+/// Header line(s) (two for markdown: names and `|---|`), then `head` and `tail` rows.
+pub(crate) fn rows_body(c: &Collector, head: usize, tail: usize) -> Body {
     let n = c.total();
     let header: u64 = match c.head() {
         [] => 0,
@@ -13,7 +13,7 @@ pub(crate) fn rows_body(c: &Collector, p: &Preset) -> Body {
         _ => 1,
     };
     let rows = n - header;
-    let (h, t) = (p.rows_head as u64, p.rows_tail as u64);
+    let (h, t) = (head as u64, tail as u64);
     let mut text = String::new();
     let mut omitted = Omitted::default();
     if rows <= h + t {

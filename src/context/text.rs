@@ -125,10 +125,10 @@ pub(crate) fn marker(out: &mut String, n: u64, unit: &str) {
     let _ = write!(out, "... {n} {unit} omitted ...");
 }
 
-/// Head lines, a marker, tail lines.
-pub(crate) fn lines_body(c: &Collector, p: &Preset) -> Body {
+/// `head` lines, a marker, `tail` lines.
+pub(crate) fn lines_body(c: &Collector, head: usize, tail: usize) -> Body {
     let n = c.total();
-    let (h, t) = (p.lines_head as u64, p.lines_tail as u64);
+    let (h, t) = (head as u64, tail as u64);
     let mut text = String::new();
     let mut omitted = Omitted::default();
     if n <= h + t {
