@@ -140,13 +140,12 @@ fn shrink(v: &Value, depth: usize, lim: &Limits, om: &mut Omitted) -> Value {
 }
 
 fn cap_string(s: &str, max: usize, om: &mut Omitted) -> String {
-    let (end, kept) = cap_chars(s, max);
+    let (end, _) = cap_chars(s, max);
     if end == s.len() {
         return s.to_owned();
     }
     let cut = s[end..].chars().count() as u64;
     om.chars += cut;
-    let _ = kept;
     format!("{}… [{cut} chars cut]", &s[..end])
 }
 
