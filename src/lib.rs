@@ -8,6 +8,7 @@ pub mod auth;
 pub mod codegen;
 pub mod compliance;
 pub mod config;
+pub mod context;
 pub mod errors;
 pub mod handlers;
 pub mod identity;

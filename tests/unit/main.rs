@@ -2,4 +2,5 @@
 mod auth;
 mod compliance;
 mod config;
+mod context;
 mod freshness;
