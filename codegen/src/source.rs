@@ -91,6 +91,38 @@ impl Span {
     }
 }
 
+impl Span {
+    /// The first occurrence of `needle` in `text` within `window` bytes after this span's start
+    /// that `accept` agrees with (it sees the bytes after the match), or this span unchanged.
+    /// Points a diagnostic at the part of a long value that is wrong.
+    pub fn find(
+        self,
+        text: &str,
+        needle: &str,
+        window: usize,
+        accept: impl Fn(&str) -> bool,
+    ) -> Span {
+        let end = text.len().min(self.start.saturating_add(window));
+        let Some(hay) = text.get(self.start..end) else {
+            return self;
+        };
+        let found = hay
+            .match_indices(needle)
+            .map(|(i, _)| self.start + i)
+            .find(|&at| accept(&text[at + needle.len()..]));
+        let Some(start) = found else {
+            return self;
+        };
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        Span {
+            line: text[..start].matches('\n').count() + 1,
+            col: text[line_start..start].chars().count() + 1,
+            start,
+            end: start + needle.len(),
+        }
+    }
+}
+
 fn char_to_byte(text: &str, chars: usize) -> usize {
     text.char_indices()
         .nth(chars)

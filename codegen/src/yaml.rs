@@ -101,7 +101,16 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
     let docs = MarkedYaml::load_from_str(&file.text).map_err(|e| {
         let m = e.marker();
         let span = Span::from_chars(&file.text, m.line(), m.col(), m.index(), m.index() + 1);
-        vec![Diagnostic::error(file, span, format!("invalid YAML: {}", e.info())).label("here")]
+        if e.info() == "duplicated key in mapping" {
+            return vec![duplicate_key(file, span)];
+        }
+        let d = Diagnostic::error(file, span, format!("invalid YAML: {}", e.info())).label("here");
+        if e.info().starts_with("mapping values are not allowed") {
+            return vec![
+                d.help("a plain value cannot contain `: `; put the whole value in quotes"),
+            ];
+        }
+        vec![d]
     })?;
     match docs.len() {
         0 => Err(vec![
@@ -129,6 +138,43 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
             )
             .label("second document starts here"),
         ]),
+    }
+}
+
+/// saphyr reports a repeated key at its start: name the key, underline it, and find the first one.
+fn duplicate_key(file: &SourceFile, at: Span) -> Diagnostic {
+    let text: &str = &file.text;
+    let line = file.line_range(at.line);
+    let rest = &text[at.start.clamp(line.start, line.end)..line.end];
+    let key = rest.split(':').next().unwrap_or_default().trim_end();
+    let span = Span {
+        end: at.start + key.len().max(1),
+        ..at
+    };
+    let name = key.trim_matches(['"', '\'']);
+    let indent = at.col - 1;
+    // The first occurrence: an earlier line with the same indentation and key, before any line
+    // that is less indented (which would close the mapping).
+    let first = (1..at.line).rev().find_map(|n| {
+        let l = &text[file.line_range(n)];
+        let body = l.trim_start();
+        let lead = l.chars().count() - body.chars().count();
+        if body.is_empty() || body.starts_with('#') || lead > indent {
+            return None;
+        }
+        if lead < indent {
+            return Some(None);
+        }
+        let k = body.split(':').next().unwrap_or_default().trim_end();
+        (k == key).then_some(Some(n))
+    });
+    let d = Diagnostic::error(file, span, format!("duplicate key `{name}`"))
+        .label("this key is already set in this mapping");
+    match first.flatten() {
+        Some(n) => d.help(format!(
+            "the first `{name}` is on line {n}; a key may appear once per mapping"
+        )),
+        None => d.help("a key may appear once per mapping"),
     }
 }
 
