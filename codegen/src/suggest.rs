@@ -23,8 +23,8 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -52,5 +52,46 @@ mod tests {
         assert_eq!(did_you_mean("sensitivty", keys), Some("sensitivity"));
         assert_eq!(did_you_mean("contxt", keys), Some("context"));
         assert_eq!(did_you_mean("zebra", keys), None);
+    }
+
+    #[test]
+    fn a_swap_of_neighbours_is_one_edit() {
+        assert_eq!(distance("raed", "read"), 1);
+        assert_eq!(distance("read", "read"), 0);
+        assert_eq!(did_you_mean("raed", ["read", "write"]), Some("read"));
+        assert_eq!(did_you_mean("wirte", ["read", "write"]), Some("write"));
+    }
+
+    #[test]
+    fn case_and_multibyte_characters_count_as_characters() {
+        assert_eq!(distance("READ", "read"), 0);
+        assert_eq!(distance("grüß", "gruß"), 1);
+        assert_eq!(
+            did_you_mean("Permission", ["permission"]),
+            Some("permission")
+        );
+    }
+
+    #[test]
+    fn short_words_allow_one_edit_and_ties_go_alphabetically() {
+        assert_eq!(did_you_mean("rea", ["read"]), Some("read"));
+        assert_eq!(did_you_mean("ab", ["xy"]), None);
+        assert_eq!(did_you_mean("cat", ["cut", "bat"]), Some("bat"));
+        assert_eq!(did_you_mean("anything", std::iter::empty()), None);
+        assert_eq!(did_you_mean("", ["a", "bb"]), Some("a"));
+    }
+
+    #[test]
+    fn long_words_allow_more_edits() {
+        // 11 chars: limit 11 / 3 + 1 = 4.
+        assert_eq!(
+            did_you_mean("confidental", ["confidential", "public"]),
+            Some("confidential")
+        );
+        assert_eq!(
+            did_you_mean("sql_querry", ["sql_query", "log_search"]),
+            Some("sql_query")
+        );
+        assert_eq!(did_you_mean("sensitivity", ["description"]), None);
     }
 }

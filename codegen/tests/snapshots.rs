@@ -116,7 +116,10 @@ fn write_into_writes_only_changes_and_removes_stale_files() {
     std::fs::write(&edited, "// hand edit\n").expect("write");
     assert_eq!(
         out.diff_against(dir.path(), &["rs"]),
-        vec![PathBuf::from("rust/old_server.rs"), PathBuf::from("rust/ops.rs")]
+        vec![
+            PathBuf::from("rust/old_server.rs"),
+            PathBuf::from("rust/ops.rs")
+        ]
     );
 
     let third = out.write_into(dir.path(), &["rs"]).expect("third write");
@@ -251,7 +254,10 @@ fn adding_a_tool_changes_only_that_tools_lines() {
         .iter()
         .filter(|e| matches!(e, Edit::Removed(_)))
         .collect();
-    assert!(removed.is_empty(), "lines of other tools changed: {removed:?}");
+    assert!(
+        removed.is_empty(),
+        "lines of other tools changed: {removed:?}"
+    );
     let hunks = hunks(&edits);
     // The argument struct, the tool table row, the trait method, the dispatch arm.
     assert_eq!(hunks.len(), 4, "{hunks:#?}");
