@@ -61,7 +61,8 @@ impl Diagnostic {
         let start = self.span.start.clamp(range.start, range.end) - range.start;
         let end = self.span.end.clamp(range.start, range.end) - range.start;
         let end = if end <= start {
-            (start + 1).min(source.len().max(start + 1))
+            // One whole character, so a caret never splits a multibyte one.
+            start + source[start..].chars().next().map_or(1, char::len_utf8)
         } else {
             end
         };
@@ -141,3 +142,36 @@ impl fmt::Display for Diagnostics {
 }
 
 impl std::error::Error for Diagnostics {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_span_before_a_multibyte_char_underlines_the_whole_char() {
+        let file = SourceFile::in_memory("x.yaml", "name: é\n");
+        let span = Span {
+            line: 1,
+            col: 7,
+            start: 6,
+            end: 6,
+        };
+        let text = Diagnostic::error(&file, span, "bad name")
+            .label("here")
+            .render();
+        assert!(
+            text.starts_with("error: bad name\n --> x.yaml:1:7\n"),
+            "{text}"
+        );
+        assert!(text.contains("1 | name: é\n  |       ^ here"), "{text}");
+    }
+
+    #[test]
+    fn summary_counts_errors() {
+        assert!(
+            Diagnostics::default()
+                .render()
+                .ends_with("due to 0 previous errors\n")
+        );
+    }
+}

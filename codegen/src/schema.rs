@@ -58,7 +58,7 @@ impl Schemas {
             .iter_errors(value)
             .map(|e| {
                 let pointer = e.instance_path().to_string();
-                to_diagnostic(file, root, schema, &pointer, e.kind(), &e.to_string())
+                to_diagnostic(file, root, schema, kind, &pointer, e.kind(), &e.to_string())
             })
             .collect()
     }
@@ -74,12 +74,17 @@ fn to_diagnostic(
     file: &SourceFile,
     root: &Node,
     schema: &Value,
+    spec: SpecKind,
     pointer: &str,
     kind: &ValidationErrorKind,
     fallback: &str,
 ) -> Diagnostic {
     let (node_span, key_span) = root.locate(pointer);
-    let what = describe(pointer);
+    let what = if pointer.is_empty() {
+        format!("the {} spec", spec.schema_name())
+    } else {
+        describe(pointer)
+    };
     match kind {
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             let key = unexpected.first().cloned().unwrap_or_default();
@@ -119,17 +124,16 @@ fn to_diagnostic(
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let found = root_value(root, pointer);
-            let d = Diagnostic::error(
-                file,
-                node_span,
-                format!("`{found}` is not a valid {}", last_segment(pointer)),
-            )
-            .label(format!("expected one of: {}", opts.join(", ")));
-            match did_you_mean(&found, opts.iter().copied()) {
-                Some(s) => d.help(format!("did you mean `{s}`?")),
-                None => d,
-            }
+            enum_error(file, root, pointer, node_span, &opts)
+        }
+        // Documented enums come out of schemars as `oneOf` of `const`s (and `Option`s of them as
+        // `anyOf`): report them like plain enums, with the accepted values.
+        ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. }
+            if !enum_options(schema, pointer).is_empty() =>
+        {
+            let opts = enum_options(schema, pointer);
+            let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+            enum_error(file, root, pointer, node_span, &opts)
         }
         ValidationErrorKind::Type { .. } => {
             Diagnostic::error(file, node_span, format!("wrong type for {what}"))
@@ -137,6 +141,53 @@ fn to_diagnostic(
         }
         _ => Diagnostic::error(file, node_span, format!("invalid {what}"))
             .label(fallback.to_string()),
+    }
+}
+
+fn enum_error(
+    file: &SourceFile,
+    root: &Node,
+    pointer: &str,
+    node_span: crate::source::Span,
+    opts: &[&str],
+) -> Diagnostic {
+    let found = root_value(root, pointer);
+    let d = Diagnostic::error(
+        file,
+        node_span,
+        format!("`{found}` is not a valid {}", last_segment(pointer)),
+    )
+    .label(format!("expected one of: {}", opts.join(", ")));
+    match did_you_mean(&found, opts.iter().copied()) {
+        Some(s) => d.help(format!("did you mean `{s}`?")),
+        None => d,
+    }
+}
+
+/// The accepted strings when the schema at `pointer` is an enum (`enum`, or `oneOf` of `const`s).
+fn enum_options(schema: &Value, pointer: &str) -> Vec<String> {
+    let Some(node) = schema_at(schema, pointer) else {
+        return Vec::new();
+    };
+    if let Some(values) = node.get("enum").and_then(Value::as_array) {
+        return values
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
+    }
+    let Some(branches) = node.get("oneOf").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let consts: Vec<String> = branches
+        .iter()
+        .filter_map(|b| b.get("const").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
+    if consts.len() == branches.len() {
+        consts
+    } else {
+        Vec::new()
     }
 }
 
@@ -197,22 +248,26 @@ fn required_help(prop: &str) -> Option<&'static str> {
     })
 }
 
-/// The keys the schema allows at the object `pointer` designates (for did-you-mean).
-fn allowed_keys(schema: &Value, pointer: &str) -> Vec<String> {
+/// The subschema (with references resolved) that applies to the instance at `pointer`.
+fn schema_at<'a>(schema: &'a Value, pointer: &str) -> Option<&'a Value> {
     let mut node = schema;
     for part in pointer.split('/').skip(1) {
+        let part = part.replace("~1", "/").replace("~0", "~");
         node = resolve(schema, node);
-        let next = node
+        node = node
             .get("properties")
-            .and_then(|p| p.get(part))
+            .and_then(|p| p.get(&part))
             .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))
-            .or_else(|| node.get("items"));
-        match next {
-            Some(n) => node = n,
-            None => return Vec::new(),
-        }
+            .or_else(|| node.get("items"))?;
     }
-    let node = resolve(schema, node);
+    Some(resolve(schema, node))
+}
+
+/// The keys the schema allows at the object `pointer` designates (for did-you-mean).
+fn allowed_keys(schema: &Value, pointer: &str) -> Vec<String> {
+    let Some(node) = schema_at(schema, pointer) else {
+        return Vec::new();
+    };
     node.get("properties")
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())

@@ -80,7 +80,12 @@ impl Span {
             end -= 1;
         }
         if end <= start {
-            end = (start + 1).min(line_end.max(start));
+            // One whole character (never half of a multibyte one), or nothing at a line end.
+            end = start
+                + text[start..line_end]
+                    .chars()
+                    .next()
+                    .map_or(0, char::len_utf8);
         }
         Span {
             line,
@@ -91,8 +96,105 @@ impl Span {
     }
 }
 
+impl Span {
+    /// The first occurrence of `needle` in `text` within `window` bytes after this span's start
+    /// that `accept` agrees with (it sees the bytes after the match), or this span unchanged.
+    /// Points a diagnostic at the part of a long value that is wrong.
+    pub fn find(
+        self,
+        text: &str,
+        needle: &str,
+        window: usize,
+        accept: impl Fn(&str) -> bool,
+    ) -> Span {
+        let end = text.len().min(self.start.saturating_add(window));
+        let Some(hay) = text.get(self.start..end) else {
+            return self;
+        };
+        let found = hay
+            .match_indices(needle)
+            .map(|(i, _)| self.start + i)
+            .find(|&at| accept(&text[at + needle.len()..]));
+        let Some(start) = found else {
+            return self;
+        };
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        Span {
+            line: text[..start].matches('\n').count() + 1,
+            col: text[line_start..start].chars().count() + 1,
+            start,
+            end: start + needle.len(),
+        }
+    }
+}
+
 fn char_to_byte(text: &str, chars: usize) -> usize {
     text.char_indices()
         .nth(chars)
         .map_or(text.len(), |(b, _)| b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_chars_converts_multibyte_offsets_to_bytes() {
+        // "ü" and "ß" are two bytes each, "—" three: char offsets and byte offsets differ.
+        let text = "name: grüß\nwhy: a — b\n";
+        let start_char = text[..text.find("grüß").expect("present")].chars().count();
+        let span = Span::from_chars(text, 1, 6, start_char, start_char + 4);
+        assert_eq!(&text[span.start..span.end], "grüß");
+        assert_eq!((span.line, span.col), (1, 7));
+        let b = text.find('b').expect("present");
+        let b_char = text[..b].chars().count();
+        let span = Span::from_chars(text, 2, 9, b_char, b_char + 1);
+        assert_eq!(&text[span.start..span.end], "b");
+        assert_eq!(span.col, 10);
+    }
+
+    #[test]
+    fn from_chars_keeps_the_highlight_on_one_line_without_trailing_space() {
+        let text = "key: value   \nnext: 1\n";
+        let end = text.chars().count(); // a block that ends at the end of the file
+        let span = Span::from_chars(text, 1, 5, 5, end);
+        assert_eq!(&text[span.start..span.end], "value");
+    }
+
+    #[test]
+    fn from_chars_never_makes_an_empty_or_out_of_range_span() {
+        let text = "a: é";
+        let span = Span::from_chars(text, 1, 3, 3, 3);
+        assert_eq!(&text[span.start..span.end], "é");
+        assert!(span.end > span.start && span.end <= text.len());
+        let past = Span::from_chars(text, 1, 10, 10, 12);
+        assert_eq!((past.start, past.end), (text.len(), text.len()));
+    }
+
+    #[test]
+    fn find_points_at_the_needle_on_a_later_line() {
+        let text = "sql: |\n  SELECT a\n  WHERE ü = :who\n";
+        let value = Span::from_chars(text, 1, 5, 5, 6);
+        let span = value.find(text, ":who", 100, |_| true);
+        assert_eq!(&text[span.start..span.end], ":who");
+        assert_eq!((span.line, span.col), (3, 13));
+        assert_eq!(value.find(text, ":nobody", 100, |_| true), value);
+        assert_eq!(
+            value.find(text, ":who", 10, |_| true),
+            value,
+            "outside the window"
+        );
+        assert_eq!(
+            value.find(text, ":wh", 100, |after| after.starts_with(' ')),
+            value
+        );
+    }
+
+    #[test]
+    fn line_range_excludes_the_newline() {
+        let file = SourceFile::in_memory("t", "ab\r\ncdé\n");
+        assert_eq!(&file.text[file.line_range(1)], "ab");
+        assert_eq!(&file.text[file.line_range(2)], "cdé");
+        assert_eq!(file.line_range(9), file.text.len()..file.text.len());
+    }
 }

@@ -101,7 +101,16 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
     let docs = MarkedYaml::load_from_str(&file.text).map_err(|e| {
         let m = e.marker();
         let span = Span::from_chars(&file.text, m.line(), m.col(), m.index(), m.index() + 1);
-        vec![Diagnostic::error(file, span, format!("invalid YAML: {}", e.info())).label("here")]
+        if e.info() == "duplicated key in mapping" {
+            return vec![duplicate_key(file, span)];
+        }
+        let d = Diagnostic::error(file, span, format!("invalid YAML: {}", e.info())).label("here");
+        if e.info().starts_with("mapping values are not allowed") {
+            return vec![
+                d.help("a plain value cannot contain `: `; put the whole value in quotes"),
+            ];
+        }
+        vec![d]
     })?;
     match docs.len() {
         0 => Err(vec![
@@ -129,6 +138,43 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
             )
             .label("second document starts here"),
         ]),
+    }
+}
+
+/// saphyr reports a repeated key at its start: name the key, underline it, and find the first one.
+fn duplicate_key(file: &SourceFile, at: Span) -> Diagnostic {
+    let text: &str = &file.text;
+    let line = file.line_range(at.line);
+    let rest = &text[at.start.clamp(line.start, line.end)..line.end];
+    let key = rest.split(':').next().unwrap_or_default().trim_end();
+    let span = Span {
+        end: at.start + key.len().max(1),
+        ..at
+    };
+    let name = key.trim_matches(['"', '\'']);
+    let indent = at.col - 1;
+    // The first occurrence: an earlier line with the same indentation and key, before any line
+    // that is less indented (which would close the mapping).
+    let first = (1..at.line).rev().find_map(|n| {
+        let l = &text[file.line_range(n)];
+        let body = l.trim_start();
+        let lead = l.chars().count() - body.chars().count();
+        if body.is_empty() || body.starts_with('#') || lead > indent {
+            return None;
+        }
+        if lead < indent {
+            return Some(None);
+        }
+        let k = body.split(':').next().unwrap_or_default().trim_end();
+        (k == key).then_some(Some(n))
+    });
+    let d = Diagnostic::error(file, span, format!("duplicate key `{name}`"))
+        .label("this key is already set in this mapping");
+    match first.flatten() {
+        Some(n) => d.help(format!(
+            "the first `{name}` is on line {n}; a key may appear once per mapping"
+        )),
+        None => d.help("a key may appear once per mapping"),
     }
 }
 
@@ -209,5 +255,125 @@ fn scalar(file: &SourceFile, span: Span, s: &Scalar<'_>, errors: &mut Vec<Diagno
             }
         },
         Scalar::String(s) => Value::String(s.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(text: &str) -> (SourceFile, Node) {
+        let file = SourceFile::in_memory("t.yaml", text);
+        let root = parse(&file).unwrap_or_else(|e| panic!("{}", e[0].render()));
+        (file, root)
+    }
+
+    const TEXT: &str = "name: demo
+tools:
+  read_file:
+    permission: read
+    params:
+      a/b:
+        type: string
+      t~x: {type: integer}
+list:
+  - first
+  - second: {deep: [10, 20]}
+";
+
+    #[test]
+    fn locate_follows_nested_maps_and_reports_the_key() {
+        let (_, root) = tree(TEXT);
+        let (value, key) = root.locate("/tools/read_file/permission");
+        assert_eq!((value.line, value.col), (4, 17));
+        let key = key.expect("the last step named a key");
+        assert_eq!((key.line, key.col), (4, 5));
+        assert_eq!(&TEXT[key.start..key.end], "permission");
+        assert_eq!(&TEXT[value.start..value.end], "read");
+    }
+
+    #[test]
+    fn locate_unescapes_pointer_tokens() {
+        let (_, root) = tree(TEXT);
+        let (_, key) = root.locate("/tools/read_file/params/a~1b/type");
+        assert_eq!(key.map(|k| k.line), Some(7));
+        let (value, key) = root.locate("/tools/read_file/params/t~0x");
+        assert_eq!(key.map(|k| (k.line, k.col)), Some((8, 7)));
+        assert_eq!(value.line, 8);
+    }
+
+    #[test]
+    fn locate_walks_sequences_and_flow_collections() {
+        let (_, root) = tree(TEXT);
+        let (value, key) = root.locate("/list/0");
+        assert_eq!((value.line, value.col, key), (10, 5, None));
+        let (value, _) = root.locate("/list/1/second/deep/1");
+        assert_eq!(&TEXT[value.start..value.end], "20");
+        assert_eq!(value.line, 11);
+    }
+
+    #[test]
+    fn locate_stops_at_the_deepest_existing_node() {
+        let (_, root) = tree(TEXT);
+        let (value, key) = root.locate("/tools/read_file/missing/deeper");
+        let (tool, tool_key) = root.locate("/tools/read_file");
+        assert_eq!(value, tool);
+        assert_eq!(key, tool_key);
+        let (value, _) = root.locate("/list/7");
+        assert_eq!(value, root.locate("/list").0);
+        assert_eq!(root.locate("").0, root.span);
+    }
+
+    #[test]
+    fn to_json_keeps_types_and_order() {
+        let (_, root) = tree("b: 1\na: [true, 1.5, x, null, '017', 017]\n");
+        assert_eq!(
+            root.to_json().to_string(),
+            r#"{"b":1,"a":[true,1.5,"x",null,"017",17]}"#
+        );
+    }
+
+    #[test]
+    fn duplicate_key_names_the_key_and_the_first_line() {
+        let file = SourceFile::in_memory("t.yaml", "a:\n  x: 1\n  y: 2\n  x: 3\n");
+        let e = parse(&file).expect_err("duplicate keys are rejected");
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].message, "duplicate key `x`");
+        assert_eq!((e[0].span.line, e[0].span.col), (4, 3));
+        assert_eq!(
+            e[0].help.as_deref(),
+            Some("the first `x` is on line 2; a key may appear once per mapping")
+        );
+    }
+
+    #[test]
+    fn aliases_are_expanded_by_saphyr() {
+        // saphyr 0.3 resolves `*x` to a copy of the anchored node, so `convert` never sees an
+        // alias; this pins that behaviour (the `Alias` arm there is a safety net).
+        let (_, root) = tree("a: &x 1\nb: *x\n");
+        assert_eq!(root.to_json().to_string(), r#"{"a":1,"b":1}"#);
+    }
+
+    #[test]
+    fn infinities_and_several_documents_are_errors() {
+        for (text, message) in [
+            (
+                "a: .inf\n",
+                "infinite or NaN numbers are not allowed in specs",
+            ),
+            (
+                "a: .nan\n",
+                "infinite or NaN numbers are not allowed in specs",
+            ),
+            (
+                "a: 1\n---\nb: 2\n",
+                "a spec file holds exactly one YAML document",
+            ),
+            ("", "the spec file is empty"),
+        ] {
+            let file = SourceFile::in_memory("t.yaml", text);
+            let e = parse(&file).expect_err(text);
+            assert_eq!(e[0].message, message, "{text:?}");
+        }
     }
 }

@@ -4,3 +4,4 @@ mod compliance;
 mod config;
 mod context;
 mod freshness;
+mod generated_compiles;

@@ -288,9 +288,16 @@ fn check_sql(
     let declared: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
     for u in &used {
         if !declared.contains(u.as_str()) {
+            let span = l.value_at(&format!("{at}/sql")).find(
+                &l.file.text,
+                &format!(":{u}"),
+                sql.len() * 2 + 16,
+                |after| !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'),
+            );
             errors.push(
-                l.error_at_value(
-                    &format!("{at}/sql"),
+                Diagnostic::error(
+                    &l.file,
+                    span,
                     format!("SQL placeholder `:{u}` is not a declared parameter"),
                 )
                 .label("undeclared placeholder")

@@ -67,7 +67,16 @@ fn check_one<T>(
                 loaded
                     .error_at_key(
                         &format!("{here}/{key}"),
-                        format!("`{key}` does not apply to a {} parameter", ty.as_str()),
+                        format!(
+                            "`{key}` does not apply to {} {} parameter",
+                            if matches!(ty, ParamType::Integer | ParamType::Enum | ParamType::Array)
+                            {
+                                "an"
+                            } else {
+                                "a"
+                            },
+                            ty.as_str()
+                        ),
                     )
                     .label(format!("only for {}", names.join(", ")))
                     .help(format!("remove `{key}` from `{name}` or change its type")),

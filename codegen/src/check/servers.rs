@@ -220,15 +220,31 @@ fn tool(
     let dataset = spec.dataset.clone().unwrap_or(default_dataset);
     for p in placeholders(&dataset) {
         if !params.iter().any(|x| x.name == p) {
-            errors.push(
-                l.error_at_value(
-                    &format!("{at}/dataset"),
-                    format!(
-                        "dataset template names `{{{p}}}`, which is not a parameter of `{name}`"
-                    ),
-                )
-                .label("unknown placeholder"),
+            let span = l.value_at(&format!("{at}/dataset")).find(
+                &l.file.text,
+                &format!("{{{p}}}"),
+                dataset.len() * 2 + 16,
+                |_| true,
             );
+            let mut d = Diagnostic::error(
+                &l.file,
+                span,
+                format!("dataset template names `{{{p}}}`, which is not a parameter of `{name}`"),
+            )
+            .label("unknown placeholder");
+            d = match did_you_mean(&p, params.iter().map(|x| x.name.as_str())) {
+                Some(h) => d.help(format!("did you mean `{{{h}}}`?")),
+                None if params.is_empty() => d.help(format!("`{name}` has no parameters")),
+                None => d.help(format!(
+                    "its parameters: {}",
+                    params
+                        .iter()
+                        .map(|x| x.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            };
+            errors.push(d);
         }
     }
     Tool {

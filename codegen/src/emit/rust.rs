@@ -140,6 +140,9 @@ fn rust_type(ty: ParamType, items: Option<ParamType>) -> TokenStream {
 fn param_doc(p: &Param) -> String {
     let mut doc = format!(" {}", p.description);
     if p.ty == ParamType::Enum {
+        if !doc.ends_with('.') {
+            doc.push('.');
+        }
         doc.push_str(&format!(" One of: {}.", p.values.join(", ")));
     }
     doc

@@ -1,0 +1,117 @@
+//! Golden diagnostics: every folder under `tests/ui/` is a bad spec tree, and its
+//! `expected.stderr` is the exact rendered output. `BLESS=1` rewrites the expected files.
+
+use bulkhead_codegen::BuildError;
+use std::path::{Path, PathBuf};
+
+fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+fn cases() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(tests_dir().join("ui"))
+        .expect("tests/ui exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The rendered diagnostics of one case, or why it did not fail as a bad spec must.
+fn render(case: &Path) -> Result<String, String> {
+    match bulkhead_codegen::load(case, &tests_dir()) {
+        Ok(_) => Err("the specs loaded without errors".to_string()),
+        Err(BuildError::Specs(d)) => Ok(d.render()),
+        Err(other) => Err(format!("not a spec error: {other}")),
+    }
+}
+
+#[test]
+fn ui_cases_match_expected_stderr() {
+    let bless = std::env::var_os("BLESS").is_some();
+    let cases = cases();
+    assert!(cases.len() >= 24, "only {} ui cases", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().unwrap_or_default().to_string_lossy();
+        let actual = match render(case) {
+            Ok(text) => text,
+            Err(why) => {
+                failures.push(format!("ui/{name}: {why}"));
+                continue;
+            }
+        };
+        let expected_path = case.join("expected.stderr");
+        if bless {
+            let old = std::fs::read_to_string(&expected_path).ok();
+            if old.as_deref() != Some(actual.as_str()) {
+                std::fs::write(&expected_path, &actual).expect("write expected.stderr");
+            }
+            continue;
+        }
+        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
+        if expected != actual {
+            failures.push(format!(
+                "ui/{name}: rendered diagnostics differ (BLESS=1 to accept)\n\
+                 --- expected ({})\n{expected}\n--- actual\n{actual}",
+                expected_path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The rendering is a pure function of the specs: two loads give the same text.
+#[test]
+fn ui_rendering_is_deterministic() {
+    for case in cases() {
+        assert_eq!(render(&case), render(&case), "{}", case.display());
+    }
+}
+
+/// The case meant to show that errors are collected, not reported one at a time.
+#[test]
+fn many_errors_in_one_spec_are_reported_together() {
+    let case = tests_dir().join("ui/ten_errors_at_once");
+    let Err(BuildError::Specs(d)) = bulkhead_codegen::load(&case, &tests_dir()) else {
+        panic!("ten_errors_at_once must fail with spec errors");
+    };
+    let messages: std::collections::BTreeSet<&str> =
+        d.0.iter().map(|x| x.message.as_str()).collect();
+    assert!(
+        messages.len() >= 10,
+        "{} distinct errors: {messages:#?}",
+        messages.len()
+    );
+    assert!(
+        d.0.iter()
+            .all(|x| x.path == "ui/ten_errors_at_once/servers/many.yaml")
+    );
+}
+
+/// Every diagnostic points at a real position inside its file.
+#[test]
+fn every_position_is_inside_its_file() {
+    for case in cases() {
+        let Err(BuildError::Specs(d)) = bulkhead_codegen::load(&case, &tests_dir()) else {
+            continue;
+        };
+        for x in &d.0 {
+            let lines = x.text.lines().count().max(1);
+            assert!(x.span.line >= 1 && x.span.line <= lines, "{}", x.location());
+            assert!(x.span.col >= 1, "{}", x.location());
+            assert!(x.span.start <= x.text.len(), "{}", x.location());
+            assert!(!x.label.is_empty(), "{} has no label", x.location());
+            let mut first = x.message.chars();
+            let capitalised = first.next().is_some_and(char::is_uppercase)
+                && !first.next().is_some_and(char::is_uppercase); // acronyms like SQL are fine
+            assert!(
+                !x.message.ends_with('.') && !capitalised,
+                "{}: message style: {}",
+                x.location(),
+                x.message
+            );
+        }
+    }
+}
