@@ -5,3 +5,4 @@
 pub mod errors;
 pub mod identity;
 pub mod policy;
+pub mod workspace;
