@@ -115,9 +115,12 @@ impl SessionWorkspace {
         }
         let mut builder = DirBuilder::new();
         builder.recursive(true).mode(DIR_MODE);
-        self.dir
-            .create_dir_with(parent.fs_path(), &builder)
-            .map_err(io)?;
+        match self.dir.create_dir_with(parent.fs_path(), &builder) {
+            Ok(()) => {}
+            // An existing entry may be a symlink: opening it below gives the precise error.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
         let dir = self.dir.open_dir(parent.fs_path()).map_err(io)?;
         Ok((dir, name))
     }

@@ -1,1 +1,2 @@
 //! Unit-level tests of runtime modules (one file per module).
+mod workspace;
