@@ -16,3 +16,4 @@ pub mod policy;
 pub mod server;
 pub mod servers;
 pub mod tooldef;
+pub mod workspace;

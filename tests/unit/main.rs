@@ -5,3 +5,4 @@ mod config;
 mod context;
 mod freshness;
 mod generated_compiles;
+mod workspace;

@@ -1,0 +1,116 @@
+//! Per-session workspaces: agents see `/workspace/...`, the host keeps `<root>/<user>/<session>/...`.
+//!
+//! Confinement is done by the kernel at open time, not by string checks: every session is a cap-std
+//! [`Dir`], which resolves each path beneath that directory (`openat2` with `RESOLVE_BENEATH` on
+//! Linux ≥ 5.6, otherwise cap-std's own per-component `openat` walk) and refuses `..`, absolute
+//! paths and symlinks that leave it, including a symlink swapped in between a check and a use.
+
+mod error;
+mod path;
+mod results;
+mod session;
+mod write;
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
+use rustix::fs::OFlags;
+
+pub use error::WorkspaceError;
+pub use path::{AGENT_ROOT, MAX_COMPONENT_LEN, MAX_PATH_LEN, RelPath, agent_to_relative};
+pub use results::RESULTS_DIR;
+pub use session::{DirEntryInfo, SessionWorkspace};
+
+use crate::identity::Identity;
+
+/// Default largest file [`SessionWorkspace::read`] returns: 64 MiB.
+pub const DEFAULT_MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Mode of every directory the workspace creates.
+const DIR_MODE: u32 = 0o700;
+
+/// The directory that holds every user's sessions, opened once as a capability.
+#[derive(Debug)]
+pub struct WorkspaceRoot {
+    host: PathBuf,
+    dir: Dir,
+    max_read_bytes: u64,
+}
+
+impl WorkspaceRoot {
+    /// Creates `root` (and missing parents) with mode 0700 if absent and opens it. An existing
+    /// directory keeps its mode.
+    pub fn new(root: impl Into<PathBuf>) -> Result<WorkspaceRoot, WorkspaceError> {
+        let host = root.into();
+        let root_io = |op, err| WorkspaceError::Io {
+            path: "workspace root".to_owned(),
+            op,
+            kind: io::Error::kind(&err),
+            source: err,
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(&host)
+            .map_err(|e| root_io("create", e))?;
+        let dir = Dir::open_ambient_dir(&host, cap_std::ambient_authority())
+            .map_err(|e| root_io("open", e))?;
+        Ok(WorkspaceRoot {
+            host,
+            dir,
+            max_read_bytes: DEFAULT_MAX_READ_BYTES,
+        })
+    }
+
+    /// Sets the largest file size that [`SessionWorkspace::read`] returns for sessions opened after
+    /// this call.
+    pub fn with_max_read_bytes(mut self, limit: u64) -> Self {
+        self.max_read_bytes = limit;
+        self
+    }
+
+    /// The host path of the root (for operators and logs; never show it to agents).
+    pub fn host_path(&self) -> &Path {
+        &self.host
+    }
+
+    /// Opens the caller's session directory `<root>/<user>/<session>`, creating each level with
+    /// mode 0700 through the root capability. Each level is opened with `O_NOFOLLOW`, so a symlink
+    /// planted at `<root>/<user>` or `<root>/<user>/<session>` is refused rather than followed.
+    pub fn session(&self, id: &Identity) -> Result<SessionWorkspace, WorkspaceError> {
+        let user = open_child_dir(&self.dir, id.user())?;
+        let session = open_child_dir(&user, id.session())?;
+        Ok(SessionWorkspace::new(
+            session,
+            id.clone(),
+            self.host.join(id.user()).join(id.session()),
+            self.max_read_bytes,
+        ))
+    }
+}
+
+/// Creates `name` (one validated component) beneath `parent` if absent and opens it without
+/// following a symlink.
+fn open_child_dir(parent: &Dir, name: &str) -> Result<Dir, WorkspaceError> {
+    let at = |op, err: io::Error| WorkspaceError::Io {
+        path: "session directory".to_owned(),
+        op,
+        kind: err.kind(),
+        source: err,
+    };
+    let mut builder = DirBuilder::new();
+    builder.mode(DIR_MODE);
+    match parent.create_dir_with(name, &builder) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(at("create", e)),
+    }
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
+    let file = parent.open_with(name, &opts).map_err(|e| at("open", e))?;
+    Ok(Dir::from_std_file(file.into_std()))
+}

@@ -1,0 +1,230 @@
+//! One session's workspace: reading, listing and removing, all through the session's cap-std `Dir`.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt as _};
+use rustix::fs::OFlags;
+
+use super::path::{RelPath, agent_to_relative};
+use super::{WorkspaceError, write};
+use crate::identity::Identity;
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntryInfo {
+    /// The file name (one component).
+    pub name: String,
+    /// Whether it is a directory (a symlink counts as what it points to, if that is inside).
+    pub is_dir: bool,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+}
+
+/// A session's workspace directory, held open as a capability. Every operation takes an agent
+/// path and resolves it beneath this directory; nothing here ever builds an ambient host path.
+#[derive(Debug)]
+pub struct SessionWorkspace {
+    pub(super) dir: Dir,
+    identity: Identity,
+    host: PathBuf,
+    max_read_bytes: u64,
+}
+
+impl SessionWorkspace {
+    pub(super) fn new(dir: Dir, identity: Identity, host: PathBuf, max_read_bytes: u64) -> Self {
+        SessionWorkspace {
+            dir,
+            identity,
+            host,
+            max_read_bytes,
+        }
+    }
+
+    /// Whose workspace this is.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The host directory (for operators and logs; never show it to agents, never open by it).
+    pub fn host_path(&self) -> &Path {
+        &self.host
+    }
+
+    /// The largest file [`read`](Self::read) returns, in bytes.
+    pub fn max_read_bytes(&self) -> u64 {
+        self.max_read_bytes
+    }
+
+    /// The agent form of a relative path: `/workspace/<rel>`.
+    pub fn to_agent_path(&self, rel: &RelPath) -> String {
+        rel.to_agent_path()
+    }
+
+    /// Reads a whole file, refusing files above the read limit with [`WorkspaceError::TooLarge`].
+    pub fn read(&self, agent_path: &str) -> Result<Vec<u8>, WorkspaceError> {
+        let (rel, file) = self.open_regular(agent_path)?;
+        let agent = rel.to_agent_path();
+        let size = file_len(&file, &agent)?;
+        let limit = self.max_read_bytes;
+        if size > limit {
+            return Err(WorkspaceError::TooLarge {
+                path: agent,
+                size,
+                limit,
+            });
+        }
+        let mut buf = Vec::with_capacity(size as usize);
+        // The file may grow after the size check: never read past the limit.
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(|e| WorkspaceError::from_io(&agent, "read", e))?;
+        if buf.len() as u64 > limit {
+            return Err(WorkspaceError::TooLarge {
+                path: agent,
+                size: buf.len() as u64,
+                limit,
+            });
+        }
+        Ok(buf)
+    }
+
+    /// Reads a whole UTF-8 file (same limit as [`read`](Self::read)).
+    pub fn read_to_string(&self, agent_path: &str) -> Result<String, WorkspaceError> {
+        let bytes = self.read(agent_path)?;
+        String::from_utf8(bytes).map_err(|_| WorkspaceError::WrongType {
+            path: agent_to_relative(agent_path)
+                .map(|r| r.to_agent_path())
+                .unwrap_or_default(),
+            reason: "file is not valid UTF-8",
+        })
+    }
+
+    /// Opens a regular file for reading (streaming; no size limit).
+    pub fn open(&self, agent_path: &str) -> Result<std::fs::File, WorkspaceError> {
+        let (_, file) = self.open_regular(agent_path)?;
+        Ok(file)
+    }
+
+    /// Lists a directory, sorted by name. Symlinks are reported as what they point to when that
+    /// resolves inside the workspace, otherwise as a non-directory of size 0.
+    pub fn list(&self, agent_path: &str) -> Result<Vec<DirEntryInfo>, WorkspaceError> {
+        let rel = agent_to_relative(agent_path)?;
+        let agent = rel.to_agent_path();
+        let io = |e| WorkspaceError::from_io(&agent, "list", e);
+        let sub = if rel.is_root() {
+            self.dir.try_clone().map_err(io)?
+        } else {
+            self.dir.open_dir(rel.fs_path()).map_err(io)?
+        };
+        let mut out = Vec::new();
+        for entry in sub.entries().map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue; // names that are not UTF-8 cannot be addressed by agents
+            };
+            if write::is_temp_name(&name) {
+                continue;
+            }
+            // A symlink is resolved from the session root (not from `sub`) so that a relative
+            // link like `../x` that stays inside the session still resolves.
+            let meta = match entry.file_type() {
+                Ok(t) if t.is_symlink() => rel
+                    .join(&name)
+                    .ok()
+                    .and_then(|child| self.dir.metadata(child.fs_path()).ok()),
+                Ok(_) => entry.metadata().ok(),
+                Err(_) => None,
+            };
+            let (is_dir, size) = match meta {
+                Some(m) if m.is_dir() => (true, 0),
+                Some(m) if m.is_file() => (false, m.len()),
+                _ => (false, 0),
+            };
+            out.push(DirEntryInfo { name, is_dir, size });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Removes a file, a symlink (not its target) or a directory tree. The root cannot be removed.
+    pub fn remove(&self, agent_path: &str) -> Result<(), WorkspaceError> {
+        let rel = agent_to_relative(agent_path)?;
+        if rel.is_root() {
+            return Err(WorkspaceError::Invalid {
+                reason: "the workspace root cannot be removed".to_owned(),
+            });
+        }
+        let agent = rel.to_agent_path();
+        let io = |e| WorkspaceError::from_io(&agent, "remove", e);
+        let meta = self.dir.symlink_metadata(rel.fs_path()).map_err(io)?;
+        if meta.is_dir() {
+            self.dir.remove_dir_all(rel.fs_path()).map_err(io)
+        } else {
+            self.dir.remove_file(rel.fs_path()).map_err(io)
+        }
+    }
+
+    /// Whether something exists at the path (following symlinks that stay inside). A symlink that
+    /// points outside is [`WorkspaceError::Escape`], not `false`.
+    pub fn exists(&self, agent_path: &str) -> Result<bool, WorkspaceError> {
+        let rel = agent_to_relative(agent_path)?;
+        let agent = rel.to_agent_path();
+        self.dir
+            .try_exists(rel.fs_path())
+            .map_err(|e| WorkspaceError::from_io(&agent, "stat", e))
+    }
+
+    /// Opens `agent_path` read-only as a regular file with a single link, checked on the open
+    /// descriptor (no check-then-open window). `O_NONBLOCK` keeps a planted FIFO from hanging us.
+    fn open_regular(&self, agent_path: &str) -> Result<(RelPath, std::fs::File), WorkspaceError> {
+        let rel = agent_to_relative(agent_path)?;
+        let agent = rel.to_agent_path();
+        let mut opts = OpenOptions::new();
+        opts.read(true)
+            .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
+        let file = self
+            .dir
+            .open_with(rel.fs_path(), &opts)
+            .map_err(|e| WorkspaceError::from_io(&agent, "open", e))?;
+        let file = checked_regular(file, &agent)?;
+        Ok((rel, file))
+    }
+}
+
+/// Checks an open file is a regular file with one hard link and clears `O_NONBLOCK`.
+pub(super) fn checked_regular(file: File, agent: &str) -> Result<std::fs::File, WorkspaceError> {
+    let file = file.into_std();
+    let meta = file
+        .metadata()
+        .map_err(|e| WorkspaceError::from_io(agent, "stat", e))?;
+    if meta.is_dir() {
+        return Err(WorkspaceError::WrongType {
+            path: agent.to_owned(),
+            reason: "is a directory",
+        });
+    }
+    if !meta.is_file() {
+        return Err(WorkspaceError::WrongType {
+            path: agent.to_owned(),
+            reason: "is not a regular file",
+        });
+    }
+    // A hard link shares its inode with a file that may live outside the session: refuse it.
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(WorkspaceError::Escape {
+            path: agent.to_owned(),
+        });
+    }
+    let flags = rustix::fs::fcntl_getfl(&file)
+        .map_err(|e| WorkspaceError::from_io(agent, "open", e.into()))?;
+    rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
+        .map_err(|e| WorkspaceError::from_io(agent, "open", e.into()))?;
+    Ok(file)
+}
+
+fn file_len(file: &std::fs::File, agent: &str) -> Result<u64, WorkspaceError> {
+    file.metadata()
+        .map(|m| m.len())
+        .map_err(|e| WorkspaceError::from_io(agent, "stat", e))
+}
