@@ -5,9 +5,11 @@
 extern crate self as bulkhead;
 
 pub mod auth;
+pub mod call;
 pub mod codegen;
 pub mod compliance;
 pub mod config;
+pub mod connectors;
 pub mod context;
 pub mod errors;
 pub mod handlers;

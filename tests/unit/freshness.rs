@@ -11,8 +11,16 @@ fn generated_and_schemas_are_fresh() {
         Err(e) => panic!("specs/ do not build:\n{e}"),
     };
     let outputs = [
-        (bulkhead_codegen::generate(&model), root.join("generated"), "rs"),
-        (bulkhead_codegen::spec_schemas(), root.join("specs/schema"), "json"),
+        (
+            bulkhead_codegen::generate(&model),
+            root.join("generated"),
+            "rs",
+        ),
+        (
+            bulkhead_codegen::spec_schemas(),
+            root.join("specs/schema"),
+            "json",
+        ),
     ];
     let mut stale = Vec::new();
     for (output, dir, ext) in &outputs {
@@ -23,12 +31,23 @@ fn generated_and_schemas_are_fresh() {
     if stale.is_empty() {
         return;
     }
-    let list: Vec<String> = stale.iter().map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string()).collect();
+    let list: Vec<String> = stale
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+        .collect();
     if std::env::var_os("CI").is_some() {
-        panic!("stale generated files: {}\nrun `cargo build` and commit generated/ and specs/schema/", list.join(", "));
+        panic!(
+            "stale generated files: {}\nrun `cargo build` and commit generated/ and specs/schema/",
+            list.join(", ")
+        );
     }
     for (output, dir, ext) in &outputs {
-        output.write_into(dir, &[ext]).expect("rewrite generated files");
+        output
+            .write_into(dir, &[ext])
+            .expect("rewrite generated files");
     }
-    panic!("stale generated files were rewritten: {}\ncommit them and run the tests again", list.join(", "));
+    panic!(
+        "stale generated files were rewritten: {}\ncommit them and run the tests again",
+        list.join(", ")
+    );
 }

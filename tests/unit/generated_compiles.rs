@@ -103,9 +103,16 @@ fn annotations_follow_permission() {
             Permission::Connect => assert!(!read_only && open_world, "{}", tool.name),
         }
     }
-    let perms: std::collections::BTreeSet<&str> =
-        template().tools.iter().map(|t| t.permission.as_str()).collect();
-    assert_eq!(perms.len(), 3, "the template exercises read, write and connect");
+    let perms: std::collections::BTreeSet<&str> = template()
+        .tools
+        .iter()
+        .map(|t| t.permission.as_str())
+        .collect();
+    assert_eq!(
+        perms.len(),
+        3,
+        "the template exercises read, write and connect"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Unit-level tests of runtime modules (one file per module).
 mod auth;
+mod call;
 mod compliance;
 mod config;
 mod context;

@@ -1,0 +1,514 @@
+//! The one call wrapper against real SQLite, real workspaces and the generated template server:
+//! modes, connect blocking, escalation ordering, argument errors, panics, truncation, audit.
+
+use bulkhead::call::Runtime;
+use bulkhead::codegen::*;
+use bulkhead::compliance::{AuditLog, ComplianceStore};
+use bulkhead::context::Presets;
+use bulkhead::identity::Identity;
+use bulkhead::policy::NetworkMode;
+use bulkhead::workspace::WorkspaceRoot;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    store: Arc<ComplianceStore>,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let store = Arc::new(ComplianceStore::open(&root.join("state/compliance.db")).unwrap());
+    Env {
+        _dir: dir,
+        root,
+        store,
+    }
+}
+
+fn runtime(env: &Env, server: Server, mode: NetworkMode) -> Runtime {
+    let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
+    let audit = AuditLog::open(&env.root.join("state/audit.jsonl")).unwrap();
+    Runtime::new(
+        server,
+        mode,
+        Presets::builtin(),
+        workspaces,
+        env.store.clone(),
+        audit,
+    )
+    .unwrap()
+}
+
+fn template(env: &Env, mode: NetworkMode) -> Runtime {
+    runtime(env, bulkhead::servers::server("template").unwrap(), mode)
+}
+
+fn id(user: &str, session: &str) -> Identity {
+    Identity::new(user, session).unwrap()
+}
+
+fn args(v: Value) -> Option<JsonObject> {
+    v.as_object().cloned()
+}
+
+#[tokio::test]
+async fn workspace_tools_round_trip_and_stay_per_session() {
+    let env = env();
+    let rt = template(&env, NetworkMode::Full);
+    let alice = id("alice", "s1");
+    let out = rt
+        .call(
+            &alice,
+            "write_file",
+            args(json!({"path": "/workspace/notes/a.txt", "content": "hello"})),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    let out = rt
+        .call(
+            &alice,
+            "read_file",
+            args(json!({"path": "/workspace/notes/a.txt"})),
+        )
+        .await;
+    assert_eq!((out.is_error, out.text.as_str()), (false, "hello"));
+    assert_eq!(
+        out.level,
+        Sensitivity::Internal,
+        "read_file raises the session to internal"
+    );
+    for other in [id("bob", "s1"), id("alice", "s2")] {
+        let out = rt
+            .call(
+                &other,
+                "read_file",
+                args(json!({"path": "/workspace/notes/a.txt"})),
+            )
+            .await;
+        assert!(
+            out.is_error && !out.text.starts_with("[FATAL]"),
+            "{other}: {}",
+            out.text
+        );
+    }
+    let out = rt
+        .call(
+            &alice,
+            "read_file",
+            args(json!({"path": "/workspace/../../alice/s1/notes/a.txt"})),
+        )
+        .await;
+    assert!(
+        out.is_error,
+        "traversal through the tool must fail: {}",
+        out.text
+    );
+}
+
+#[tokio::test]
+async fn argument_errors_are_retryable_and_name_the_field() {
+    let env = env();
+    let rt = template(&env, NetworkMode::None);
+    let u = id("alice", "s1");
+    for (tool, a, field) in [
+        ("read_file", json!({}), "`path` is required"),
+        (
+            "load_sensitive_dataset",
+            json!({"dataset_name": "../etc"}),
+            "`dataset_name` must match",
+        ),
+        (
+            "write_file",
+            json!({"path": "/workspace/x", "content": "y", "mode": 7}),
+            "unknown argument `mode`",
+        ),
+        (
+            "search_records",
+            json!({"query": "   "}),
+            "`query` must match",
+        ),
+    ] {
+        let out = rt.call(&u, tool, args(a)).await;
+        assert!(out.is_error, "{tool}");
+        assert!(
+            !out.text.starts_with("[FATAL]"),
+            "{tool}: argument errors are retryable: {}",
+            out.text
+        );
+        assert!(out.text.contains(field), "{tool}: {}", out.text);
+    }
+    assert_eq!(
+        rt.level(&u),
+        Sensitivity::Public,
+        "refused calls raise nothing"
+    );
+}
+
+#[tokio::test]
+async fn full_instance_refuses_private_work_and_private_sessions() {
+    let env = env();
+    let full = template(&env, NetworkMode::Full);
+    let proxied = template(&env, NetworkMode::Proxied);
+    let u = id("alice", "s1");
+    let load = args(json!({"dataset_name": "customers_2026"}));
+    let out = full.call(&u, "load_sensitive_dataset", load.clone()).await;
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("`proxied` instance"),
+        "{}",
+        out.text
+    );
+    assert_eq!(
+        full.level(&u),
+        Sensitivity::Public,
+        "the refused load raised nothing"
+    );
+
+    let out = proxied.call(&u, "load_sensitive_dataset", load).await;
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(out.level, Sensitivity::Confidential);
+    let rec = env.store.record(&u).unwrap();
+    assert_eq!(
+        rec.datasets
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["dataset:customers_2026"]
+    );
+
+    // The session is private now: the full instance refuses it even for harmless tools.
+    let out = full
+        .call(&u, "read_file", args(json!({"path": "/workspace/x"})))
+        .await;
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("url_proxied"),
+        "{}",
+        out.text
+    );
+    // And `connect` is refused everywhere, with a fatal (non-retryable) error.
+    let out = proxied
+        .call(
+            &u,
+            "notify_team",
+            args(json!({"channel": "ops", "message": "hi"})),
+        )
+        .await;
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("connect tools stay blocked"),
+        "{}",
+        out.text
+    );
+    // Another session of the same user is untouched.
+    assert_eq!(full.level(&id("alice", "s2")), Sensitivity::Public);
+}
+
+#[tokio::test]
+async fn large_results_are_saved_and_previewed() {
+    let env = env();
+    let rt = template(&env, NetworkMode::Full);
+    let u = id("alice", "s1");
+    let big: String = (0..5000)
+        .map(|i| format!("line {i} of a long file\n"))
+        .collect();
+    let out = rt
+        .call(
+            &u,
+            "write_file",
+            args(json!({"path": "/workspace/big.txt", "content": big})),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    let out = rt
+        .call(&u, "read_file", args(json!({"path": "/workspace/big.txt"})))
+        .await;
+    assert!(!out.is_error);
+    let saved = out.saved_to.clone().expect("a large result is saved");
+    assert!(
+        saved.starts_with("/workspace/results/read_file-"),
+        "{saved}"
+    );
+    assert!(
+        out.text.starts_with(&format!("Results saved to {saved} (")),
+        "{}",
+        &out.text[..200]
+    );
+    assert!(
+        out.text.len() < 2 * 5000 + 500,
+        "preview bounded by the preset: {}",
+        out.text.len()
+    );
+    let again = rt.call(&u, "read_file", args(json!({"path": saved}))).await;
+    assert!(
+        again.saved_to.is_some(),
+        "the saved file holds the full result"
+    );
+}
+
+// --- a hand-written server to probe ordering, panics and the fail-closed store --------------
+
+static PROBE_TOOLS: &[ToolDef] = &[
+    ToolDef {
+        name: "ping_out",
+        title: None,
+        description: "a connect tool that takes a while",
+        permission: Permission::Connect,
+        context: "default",
+        sensitivity: Sensitivity::Public,
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+        dataset: "probe:ping",
+        target: Target::Handler,
+    },
+    ToolDef {
+        name: "load_secret",
+        title: None,
+        description: "raises the session to confidential",
+        permission: Permission::Read,
+        context: "default",
+        sensitivity: Sensitivity::Confidential,
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+        dataset: "probe:secret",
+        target: Target::Handler,
+    },
+    ToolDef {
+        name: "boom",
+        title: None,
+        description: "panics",
+        permission: Permission::Read,
+        context: "default",
+        sensitivity: Sensitivity::Public,
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+        dataset: "probe:boom",
+        target: Target::Handler,
+    },
+];
+
+static PROBE: ServerDef = ServerDef {
+    name: "probe",
+    instructions: "",
+    presets: &[],
+    tools: PROBE_TOOLS,
+};
+
+#[derive(Default)]
+struct Probe {
+    connects: Mutex<Vec<(Instant, Instant)>>,
+    loads: Mutex<Vec<Instant>>,
+}
+
+struct ProbeHandlers(Arc<Probe>);
+
+impl HandlerSet for ProbeHandlers {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        _cx: ToolContext,
+        _args: JsonObject,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            match tool {
+                "ping_out" => {
+                    let start = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    self.0
+                        .connects
+                        .lock()
+                        .unwrap()
+                        .push((start, Instant::now()));
+                    Ok(ToolOutput::Text("sent".into()))
+                }
+                "load_secret" => {
+                    self.0.loads.lock().unwrap().push(Instant::now());
+                    Ok(ToolOutput::Text("loaded".into()))
+                }
+                _ => panic!("tool code bug"),
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_connect_call_overlaps_an_escalation() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let rt = Arc::new(runtime(
+        &env,
+        Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
+        NetworkMode::Proxied,
+    ));
+    for round in 0..20 {
+        let u = id("alice", &format!("s{round}"));
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let (rt, u) = (rt.clone(), u.clone());
+            tasks.push(tokio::spawn(async move {
+                if i == 8 {
+                    rt.call(&u, "load_secret", None).await
+                } else {
+                    rt.call(&u, "ping_out", None).await
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+    let loads = probe.loads.lock().unwrap().clone();
+    let connects = probe.connects.lock().unwrap().clone();
+    assert_eq!(loads.len(), 20);
+    assert!(
+        !connects.is_empty(),
+        "some connect calls ran before the escalation"
+    );
+    // Every load started after its escalation committed; an allowed connect call of the same
+    // session must have finished before that. Sessions differ per round, so compare per round
+    // by ordering: no allowed connect call may end after a load of a session it shares.
+    // (Rounds run one after another, so a global check is exact.)
+    for (start, end) in &connects {
+        for load in &loads {
+            assert!(
+                !(start < load && end > load),
+                "a connect call was still running while its session escalated"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_tool_is_a_bug_not_fatal_and_the_server_keeps_serving() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let rt = runtime(
+        &env,
+        Server::new(&PROBE, &[], ProbeHandlers(probe)),
+        NetworkMode::Full,
+    );
+    let u = id("alice", "s1");
+    let out = rt.call(&u, "boom", None).await;
+    assert!(
+        out.is_error && !out.text.starts_with("[FATAL]"),
+        "{}",
+        out.text
+    );
+    assert!(
+        !out.text.contains("tool code bug"),
+        "panic text is logged, not sent: {}",
+        out.text
+    );
+    let out = rt.call(&u, "ping_out", None).await;
+    assert!(!out.is_error, "{}", out.text);
+}
+
+#[tokio::test]
+async fn an_unreadable_compliance_record_fails_closed() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let rt = runtime(
+        &env,
+        Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
+        NetworkMode::None,
+    );
+    let u = id("alice", "s1");
+    assert!(!rt.call(&u, "ping_out", None).await.is_error);
+    // Damage the store behind the runtime's back: a fresh store on a garbage file must refuse.
+    let bad = env.root.join("state/bad.db");
+    std::fs::write(
+        &bad,
+        b"this is not a database, it is garbage that must not read as public",
+    )
+    .unwrap();
+    let (store, err) = ComplianceStore::open_fail_closed(&bad);
+    assert!(err.is_some());
+    let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
+    let audit = AuditLog::open(&env.root.join("state/audit2.jsonl")).unwrap();
+    let rt = Runtime::new(
+        Server::new(&PROBE, &[], ProbeHandlers(probe)),
+        NetworkMode::None,
+        Presets::builtin(),
+        workspaces,
+        Arc::new(store),
+        audit,
+    )
+    .unwrap();
+    let out = rt.call(&u, "ping_out", None).await;
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("treated as secret"),
+        "{}",
+        out.text
+    );
+    assert_eq!(out.level, Sensitivity::Secret);
+}
+
+#[tokio::test]
+async fn every_decision_is_audited() {
+    let env = env();
+    let rt = template(&env, NetworkMode::Proxied);
+    let u = id("alice", "s1");
+    rt.call(&u, "read_file", args(json!({}))).await;
+    rt.call(
+        &u,
+        "load_sensitive_dataset",
+        args(json!({"dataset_name": "d1"})),
+    )
+    .await;
+    rt.call(
+        &u,
+        "notify_team",
+        args(json!({"channel": "ops", "message": "x"})),
+    )
+    .await;
+    let log = std::fs::read_to_string(env.root.join("state/audit.jsonl")).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let outcomes: Vec<(&str, &str, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["tool"].as_str().unwrap(),
+                l["outcome"].as_str().unwrap(),
+                l["level_before"].as_str().unwrap(),
+                l["level_after"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("read_file", "error", "public", "public"),
+            (
+                "load_sensitive_dataset",
+                "escalated",
+                "public",
+                "confidential"
+            ),
+            ("notify_team", "blocked", "confidential", "confidential"),
+        ]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["user"] == "alice" && l["session"] == "s1")
+    );
+}
