@@ -70,8 +70,27 @@ impl Span {
         start_char: usize,
         end_char: usize,
     ) -> Span {
-        let start = char_to_byte(text, start_char);
-        let mut end = char_to_byte(text, end_char.max(start_char));
+        Span::from_chars_with(
+            &CharTable::new(text),
+            text,
+            line,
+            col0,
+            start_char,
+            end_char,
+        )
+    }
+
+    /// [`Span::from_chars`] with a prebuilt [`CharTable`] for `text`.
+    pub fn from_chars_with(
+        table: &CharTable,
+        text: &str,
+        line: usize,
+        col0: usize,
+        start_char: usize,
+        end_char: usize,
+    ) -> Span {
+        let start = table.byte(start_char);
+        let mut end = table.byte(end_char.max(start_char));
         // A node's end marker may sit after trailing whitespace or on the next line: keep the
         // highlight on the start line and trim it.
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
@@ -129,9 +148,33 @@ impl Span {
 }
 
 fn char_to_byte(text: &str, chars: usize) -> usize {
-    text.char_indices()
-        .nth(chars)
-        .map_or(text.len(), |(b, _)| b)
+    CharTable::new(text).byte(chars)
+}
+
+/// Character offset → byte offset for one text, built once per file (loading would otherwise
+/// walk the text once per node, quadratic in file size). ASCII text needs no table.
+#[derive(Debug)]
+pub struct CharTable {
+    len: usize,
+    offsets: Option<Vec<usize>>,
+}
+
+impl CharTable {
+    /// Builds the table for `text`.
+    pub fn new(text: &str) -> CharTable {
+        CharTable {
+            len: text.len(),
+            offsets: (!text.is_ascii()).then(|| text.char_indices().map(|(b, _)| b).collect()),
+        }
+    }
+
+    /// The byte offset of character `chars` (the text's length past the end).
+    pub fn byte(&self, chars: usize) -> usize {
+        match &self.offsets {
+            None => chars.min(self.len),
+            Some(o) => o.get(chars).copied().unwrap_or(self.len),
+        }
+    }
 }
 
 #[cfg(test)]

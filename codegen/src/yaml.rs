@@ -1,7 +1,7 @@
 //! YAML → a position-keeping tree → JSON, via saphyr (YAML 1.2, duplicate keys are errors).
 
 use crate::diag::Diagnostic;
-use crate::source::{SourceFile, Span};
+use crate::source::{CharTable, SourceFile, Span};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use serde_json::{Map, Number, Value};
 
@@ -112,6 +112,7 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
         }
         vec![d]
     })?;
+    let table = &CharTable::new(&file.text);
     match docs.len() {
         0 => Err(vec![
             Diagnostic::error(
@@ -123,7 +124,7 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
         ]),
         1 => {
             let mut errors = Vec::new();
-            let node = convert(file, &docs[0], &mut errors);
+            let node = convert(file, table, &docs[0], &mut errors);
             if errors.is_empty() {
                 Ok(node)
             } else {
@@ -133,7 +134,7 @@ pub fn parse(file: &SourceFile) -> Result<Node, Vec<Diagnostic>> {
         _ => Err(vec![
             Diagnostic::error(
                 file,
-                span_of(file, &docs[1]),
+                span_of(file, table, &docs[1]),
                 "a spec file holds exactly one YAML document",
             )
             .label("second document starts here"),
@@ -178,23 +179,38 @@ fn duplicate_key(file: &SourceFile, at: Span) -> Diagnostic {
     }
 }
 
-fn span_of(file: &SourceFile, y: &MarkedYaml<'_>) -> Span {
+fn span_of(file: &SourceFile, table: &CharTable, y: &MarkedYaml<'_>) -> Span {
     let (s, e) = (y.span.start, y.span.end);
-    Span::from_chars(&file.text, s.line().max(1), s.col(), s.index(), e.index())
+    Span::from_chars_with(
+        table,
+        &file.text,
+        s.line().max(1),
+        s.col(),
+        s.index(),
+        e.index(),
+    )
 }
 
-fn convert(file: &SourceFile, y: &MarkedYaml<'_>, errors: &mut Vec<Diagnostic>) -> Node {
-    let span = span_of(file, y);
+fn convert(
+    file: &SourceFile,
+    table: &CharTable,
+    y: &MarkedYaml<'_>,
+    errors: &mut Vec<Diagnostic>,
+) -> Node {
+    let span = span_of(file, table, y);
     let kind = match &y.data {
         YamlData::Value(s) => NodeKind::Scalar(scalar(file, span, s, errors)),
         YamlData::Representation(text, _, _) => NodeKind::Scalar(Value::String(text.to_string())),
-        YamlData::Sequence(items) => {
-            NodeKind::Seq(items.iter().map(|i| convert(file, i, errors)).collect())
-        }
+        YamlData::Sequence(items) => NodeKind::Seq(
+            items
+                .iter()
+                .map(|i| convert(file, table, i, errors))
+                .collect(),
+        ),
         YamlData::Mapping(map) => {
             let mut entries = Vec::with_capacity(map.len());
             for (k, v) in map.iter() {
-                let key_span = span_of(file, k);
+                let key_span = span_of(file, table, k);
                 let name = match &k.data {
                     YamlData::Value(Scalar::String(s)) => s.to_string(),
                     YamlData::Representation(s, _, _) => s.to_string(),
@@ -211,12 +227,12 @@ fn convert(file: &SourceFile, y: &MarkedYaml<'_>, errors: &mut Vec<Diagnostic>) 
                         name,
                         span: key_span,
                     },
-                    convert(file, v, errors),
+                    convert(file, table, v, errors),
                 ));
             }
             NodeKind::Map(entries)
         }
-        YamlData::Tagged(_, inner) => return convert(file, inner, errors),
+        YamlData::Tagged(_, inner) => return convert(file, table, inner, errors),
         YamlData::Alias(_) => {
             errors.push(
                 Diagnostic::error(file, span, "YAML aliases are not supported in specs")

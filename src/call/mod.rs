@@ -5,9 +5,11 @@
 mod args;
 mod guard;
 mod output;
+mod presets;
 
 pub use args::ArgsSchema;
 pub use output::CallOutcome;
+pub use presets::{PresetsError, server_presets};
 
 use crate::compliance::{AuditLog, AuditRecord, ComplianceStore, Outcome};
 use crate::context::Presets;
