@@ -75,10 +75,10 @@ fn run_race(absolute: bool) {
                             violation(format!("open returned {buf:?}"));
                         }
                     }
-                    if let Ok(list) = ws.list("swap") {
-                        if list.iter().any(|e| e.name == "only-outside.txt") {
-                            violation("list showed the outside directory".into());
-                        }
+                    if let Ok(list) = ws.list("swap")
+                        && list.iter().any(|e| e.name == "only-outside.txt")
+                    {
+                        violation("list showed the outside directory".into());
                     }
                     let w = ws.write(&format!("swap/w{worker}.txt"), "W");
                     let a = ws.append("swap/log.txt", "L");
@@ -153,14 +153,8 @@ fn run_race(absolute: bool) {
         .file_type()
         .is_symlink()
     {
-        renameat_with(
-            &fs::File::open(s).unwrap(),
-            "swap",
-            &fs::File::open(s).unwrap(),
-            "alt",
-            RenameFlags::EXCHANGE,
-        )
-        .unwrap();
+        let fd = fs::File::open(s).unwrap();
+        renameat_with(&fd, "swap", &fd, "alt", RenameFlags::EXCHANGE).unwrap();
     }
     assert_eq!(fs::read(s.join("swap/f.txt")).unwrap(), canary_f);
 }
