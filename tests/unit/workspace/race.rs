@@ -1,5 +1,6 @@
 //! A path inside the session flips between a real directory and a symlink to an outside directory
-//! (atomic `RENAME_EXCHANGE`) while other threads read, list and write through it.
+//! (atomic `RENAME_EXCHANGE`) while other threads read, list and write through it. Bounded: at
+//! least 2,000 swaps and 2,000 reads, or 5 s, whichever comes first.
 
 use std::fs;
 use std::io::Read as _;
@@ -14,6 +15,7 @@ use rustix::fs::{RenameFlags, renameat_with};
 use super::{CANARY, Fixture, read_noatime};
 
 const MIN_SWAPS: usize = 2_000;
+const MIN_READS: usize = 2_000;
 const MAX_TIME: Duration = Duration::from_secs(5);
 const INSIDE: &str = "inside-content";
 
@@ -75,10 +77,10 @@ fn run_race(absolute: bool) {
                             violation(format!("open returned {buf:?}"));
                         }
                     }
-                    if let Ok(list) = ws.list("swap") {
-                        if list.iter().any(|e| e.name == "only-outside.txt") {
-                            violation("list showed the outside directory".into());
-                        }
+                    if let Ok(list) = ws.list("swap")
+                        && list.iter().any(|e| e.name == "only-outside.txt")
+                    {
+                        violation("list showed the outside directory".into());
                     }
                     let w = ws.write(&format!("swap/w{worker}.txt"), "W");
                     let a = ws.append("swap/log.txt", "L");
@@ -109,12 +111,14 @@ fn run_race(absolute: bool) {
                 )
                 .expect("exchange");
                 swaps += 1;
-                let both = seen.inside_reads.load(Ordering::Relaxed) > 0
-                    && seen.refused_reads.load(Ordering::Relaxed) > 0;
-                if (swaps >= MIN_SWAPS && both) || start.elapsed() > MAX_TIME {
+                let (ok, refused) = (
+                    seen.inside_reads.load(Ordering::Relaxed),
+                    seen.refused_reads.load(Ordering::Relaxed),
+                );
+                let enough = ok > 0 && refused > 0 && ok + refused >= MIN_READS;
+                if (swaps >= MIN_SWAPS && enough) || start.elapsed() > MAX_TIME {
                     break;
                 }
-                std::thread::yield_now();
             }
             done.store(true, Ordering::Relaxed);
             swaps
@@ -153,14 +157,8 @@ fn run_race(absolute: bool) {
         .file_type()
         .is_symlink()
     {
-        renameat_with(
-            &fs::File::open(s).unwrap(),
-            "swap",
-            &fs::File::open(s).unwrap(),
-            "alt",
-            RenameFlags::EXCHANGE,
-        )
-        .unwrap();
+        let fd = fs::File::open(s).unwrap();
+        renameat_with(&fd, "swap", &fd, "alt", RenameFlags::EXCHANGE).unwrap();
     }
     assert_eq!(fs::read(s.join("swap/f.txt")).unwrap(), canary_f);
 }
