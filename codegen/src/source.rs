@@ -147,10 +147,6 @@ impl Span {
     }
 }
 
-fn char_to_byte(text: &str, chars: usize) -> usize {
-    CharTable::new(text).byte(chars)
-}
-
 /// Character offset → byte offset for one text, built once per file (loading would otherwise
 /// walk the text once per node, quadratic in file size). ASCII text needs no table.
 #[derive(Debug)]
