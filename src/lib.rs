@@ -15,6 +15,7 @@ pub mod errors;
 pub mod handlers;
 pub mod identity;
 pub mod policy;
+pub mod serve;
 pub mod server;
 pub mod servers;
 pub mod tooldef;

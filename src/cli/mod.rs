@@ -1,8 +1,13 @@
 //! Command-line interface: parse arguments, run one command, map errors to exit codes.
 
 mod check;
+mod serve;
+mod token;
 
-use clap::{Parser, Subcommand};
+use bulkhead::config::Config;
+use bulkhead::policy::NetworkMode;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,8 +15,29 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "bulkhead", version, about, long_about = None)]
 pub struct Cli {
+    /// Runtime configuration (default: ./config.yaml if present, else the embedded defaults).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Transport {
+    /// Streamable HTTP with bearer tokens.
+    Http,
+    /// stdin/stdout; identity from `stdio:` in the configuration.
+    Stdio,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Mode {
+    /// Full network.
+    Full,
+    /// Egress through the proxy only (serves confidential sessions).
+    Proxied,
+    /// No network (serves secret sessions).
+    None,
 }
 
 #[derive(Debug, Subcommand)]
@@ -22,13 +48,79 @@ enum Command {
         #[arg(long, default_value = ".")]
         root: PathBuf,
     },
+    /// Serve one generated server.
+    Serve {
+        /// Server name (a file in specs/servers/).
+        server: String,
+        /// Transport.
+        #[arg(long, value_enum, default_value = "http")]
+        transport: Transport,
+        /// Listen address for HTTP.
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: SocketAddr,
+        /// Network mode of this instance; it refuses sessions that need a more isolated one.
+        #[arg(long, value_enum, default_value = "full")]
+        mode: Mode,
+    },
+    /// Mint a development token from the configured HS256 key (refused for production configs).
+    Token {
+        /// User id (`sub`).
+        #[arg(long, default_value = "alice")]
+        user: String,
+        /// Session id (`session_id`).
+        #[arg(long, default_value = "session-1")]
+        session: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+}
+
+fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
+    let path = path.or_else(|| {
+        std::path::Path::new("config.yaml")
+            .exists()
+            .then(|| "config.yaml".into())
+    });
+    Ok(Config::load(path.as_deref())?)
 }
 
 /// Runs the CLI.
 pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BULKHEAD_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { root } => check::run(&root),
+        Command::Serve {
+            server,
+            transport,
+            listen,
+            mode,
+        } => load_config(cli.config).and_then(|c| {
+            let mode = match mode {
+                Mode::Full => NetworkMode::Full,
+                Mode::Proxied => NetworkMode::Proxied,
+                Mode::None => NetworkMode::None,
+            };
+            serve::run(
+                &c,
+                serve::ServeArgs {
+                    server,
+                    stdio: matches!(transport, Transport::Stdio),
+                    listen,
+                    mode,
+                },
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Token { user, session, ttl } => load_config(cli.config)
+            .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,12 @@ mod yaml;
 pub use expand::expand;
 pub use yaml::load_yaml;
 
+mod model;
+pub use model::{
+    Config, ContextConfig, EMBEDDED, Environment, HttpConfig, McpServerEntry, StateConfig,
+    StdioConfig,
+};
+
 use std::path::{Path, PathBuf};
 
 /// Why a configuration could not be loaded.

@@ -1,1 +1,4 @@
-//! Integration tests: real HTTP, real processes, real namespaces.
+//! Integration tests: real HTTP on loopback with real tokens, real processes.
+
+mod harness;
+mod http;

@@ -1,0 +1,154 @@
+//! The MCP face of a runtime: an rmcp `ServerHandler` that lists the generated tools and sends
+//! every call through [`Runtime::call`]. Identity comes from the HTTP request (set by the auth
+//! layer) or, on stdio, from configuration — never from tool arguments or transport sessions.
+
+use crate::call::{CallOutcome, Runtime};
+use crate::identity::Identity;
+use crate::tooldef::ToolDef;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// `_meta` key carrying the session's sensitivity after the call.
+pub const META_SENSITIVITY: &str = "bulkhead/sensitivity";
+/// `_meta` key carrying the network mode the session now needs.
+pub const META_REQUIRED_MODE: &str = "bulkhead/required_mode";
+/// `_meta` key carrying where a truncated result was saved.
+pub const META_SAVED_TO: &str = "bulkhead/saved_to";
+
+/// The rmcp handler; cheap to clone (one per transport session or per stateless request).
+#[derive(Clone)]
+pub struct McpServer {
+    rt: Arc<Runtime>,
+    tools: Arc<Vec<Tool>>,
+    stdio_identity: Option<Identity>,
+}
+
+impl McpServer {
+    /// A handler for HTTP (identity from each request).
+    pub fn new(rt: Arc<Runtime>) -> McpServer {
+        let tools = Arc::new(rt.server().def.tools.iter().map(mcp_tool).collect());
+        McpServer {
+            rt,
+            tools,
+            stdio_identity: None,
+        }
+    }
+
+    /// A handler for stdio, where every call runs as `identity`.
+    pub fn stdio(rt: Arc<Runtime>, identity: Identity) -> McpServer {
+        McpServer {
+            stdio_identity: Some(identity),
+            ..McpServer::new(rt)
+        }
+    }
+
+    fn identity(&self, ctx: &RequestContext<RoleServer>) -> Option<Identity> {
+        if let Some(id) = &self.stdio_identity {
+            return Some(id.clone());
+        }
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Identity>())
+            .cloned()
+    }
+}
+
+/// The MCP tool description of a generated tool (schema and annotations straight from the spec).
+pub fn mcp_tool(def: &ToolDef) -> Tool {
+    let schema: Map<String, Value> = serde_json::from_str(def.input_schema).unwrap_or_default();
+    let a = def.annotations;
+    let mut annotations = ToolAnnotations::new()
+        .read_only(a.read_only)
+        .destructive(a.destructive)
+        .idempotent(a.idempotent)
+        .open_world(a.open_world);
+    annotations.title = def.title.map(str::to_string);
+    let mut meta = Map::new();
+    meta.insert(
+        "bulkhead/permission".into(),
+        Value::from(def.permission.as_str()),
+    );
+    meta.insert(
+        META_SENSITIVITY.into(),
+        Value::from(def.sensitivity.as_str()),
+    );
+    meta.insert("bulkhead/context".into(), Value::from(def.context));
+    let mut tool = Tool::new(def.name, def.description, Arc::new(schema))
+        .with_annotations(annotations)
+        .with_meta(MetaObject(meta));
+    if let Some(title) = def.title {
+        tool = tool.with_title(title);
+    }
+    tool
+}
+
+/// The MCP result of a call outcome, with the session's level in `_meta`.
+pub fn mcp_result(out: CallOutcome) -> CallToolResult {
+    let mut result = if out.is_error {
+        CallToolResult::error(vec![ContentBlock::text(out.text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(out.text)])
+    };
+    result.structured_content = out.structured;
+    let mut meta = Map::new();
+    meta.insert(META_SENSITIVITY.into(), Value::from(out.level.as_str()));
+    meta.insert(
+        META_REQUIRED_MODE.into(),
+        Value::from(out.level.required_mode().as_str()),
+    );
+    if let Some(path) = out.saved_to {
+        meta.insert(META_SAVED_TO.into(), Value::from(path));
+    }
+    result.meta = Some(MetaObject(meta));
+    result
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let def = self.rt.server().def;
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                format!("bulkhead-{}", def.name),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(def.instructions)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items((*self.tools).clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(id) = self.identity(&ctx) else {
+            // The auth layer refuses unauthenticated HTTP requests; reaching this is a wiring bug.
+            return Err(ErrorData::internal_error("no caller identity", None));
+        };
+        if self.rt.server().def.tool(&request.name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        }
+        let out = self.rt.call(&id, &request.name, request.arguments).await;
+        Ok(mcp_result(out).into())
+    }
+}

@@ -1,0 +1,289 @@
+//! Streamable HTTP with real tokens: 401s, metadata, tools, `_meta`, mode refusals, session
+//! binding, and 32 concurrent sessions that never see each other's files or levels.
+
+use crate::harness::{call, client, expired_token, start, token, token_for};
+use bulkhead::policy::NetworkMode;
+use serde_json::json;
+use std::sync::Arc;
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+fn init_body() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+async fn post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> reqwest::Response {
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("accept", ACCEPT)
+        .header("content-type", "application/json")
+        .json(&body);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.send().await.expect("request")
+}
+
+#[tokio::test]
+async fn bad_tokens_get_401_with_resource_metadata() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let forged = {
+        let t = token("alice", "s1");
+        let (head, sig) = t.rsplit_once('.').unwrap();
+        format!("{head}.{}", sig.chars().rev().collect::<String>())
+    };
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("missing", None),
+        ("garbage", Some("not-a-token".into())),
+        ("expired", Some(expired_token("alice", "s1"))),
+        (
+            "wrong audience",
+            Some(token_for("alice", "s1", "another-server", 600)),
+        ),
+        ("forged signature", Some(forged)),
+    ];
+    for (what, tok) in cases {
+        let resp = post(&inst.url, tok.as_deref(), None, init_body()).await;
+        assert_eq!(resp.status(), 401, "{what}");
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            challenge.starts_with("Bearer resource_metadata=\""),
+            "{what}: {challenge}"
+        );
+        assert!(
+            challenge.contains(&format!(
+                "{}/.well-known/oauth-protected-resource",
+                inst.base
+            )),
+            "{what}: {challenge}"
+        );
+    }
+    let meta: serde_json::Value = reqwest::get(format!(
+        "{}/.well-known/oauth-protected-resource",
+        inst.base
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(meta["resource"], json!(inst.url));
+    assert_eq!(meta["authorization_servers"], json!(["test-issuer"]));
+    let health = reqwest::get(format!("{}/healthz", inst.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(health, "ok full\n");
+}
+
+#[tokio::test]
+async fn a_foreign_host_header_is_refused() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let resp = reqwest::Client::new()
+        .post(&inst.url)
+        .header("host", "evil.example")
+        .header("accept", ACCEPT)
+        .header("authorization", format!("Bearer {}", token("alice", "s1")))
+        .json(&init_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        403,
+        "DNS-rebinding protection refuses unknown Host values"
+    );
+}
+
+#[tokio::test]
+async fn a_transport_session_cannot_be_used_with_another_subjects_token() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let resp = post(&inst.url, Some(&token("alice", "s1")), None, init_body()).await;
+    assert_eq!(resp.status(), 200);
+    let sid = resp
+        .headers()
+        .get("mcp-session-id")
+        .expect("stateful server opens a session")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let stolen = post(
+        &inst.url,
+        Some(&token("bob", "s9")),
+        Some(&sid),
+        list.clone(),
+    )
+    .await;
+    assert_eq!(
+        stolen.status(),
+        403,
+        "bob may not ride alice's transport session"
+    );
+    let other_session = post(&inst.url, Some(&token("alice", "s2")), Some(&sid), list).await;
+    assert_eq!(other_session.status(), 403, "nor may alice's other session");
+}
+
+#[tokio::test]
+async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let full = start(dir.clone(), NetworkMode::Full, true).await;
+    let proxied = start(dir, NetworkMode::Proxied, true).await;
+    let tok = token("alice", "s1");
+    let c = client(&full.url, &tok).await;
+    let tools = c.list_all_tools().await.unwrap();
+    let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "load_sensitive_dataset",
+            "notify_team",
+            "read_file",
+            "search_logs",
+            "search_records",
+            "write_file"
+        ]
+    );
+    let notify = tools.iter().find(|t| t.name == "notify_team").unwrap();
+    let ann = notify.annotations.clone().unwrap();
+    assert_eq!(
+        (ann.read_only_hint, ann.open_world_hint),
+        (Some(false), Some(true))
+    );
+
+    let (err, text, level) = call(
+        &c,
+        "write_file",
+        json!({"path": "/workspace/a.txt", "content": "alpha"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert_eq!(level, "internal");
+    assert_eq!(
+        call(&c, "read_file", json!({"path": "/workspace/a.txt"})).await,
+        (false, "alpha".into(), "internal".into())
+    );
+    let (err, text, _) = call(&c, "read_file", json!({})).await;
+    assert!(
+        err && text.contains("`path` is required") && !text.starts_with("[FATAL]"),
+        "{text}"
+    );
+
+    // The full instance refuses the sensitive load and names the instance to use.
+    let (err, text, level) = call(
+        &c,
+        "load_sensitive_dataset",
+        json!({"dataset_name": "customers"}),
+    )
+    .await;
+    assert!(
+        err && text.starts_with("[FATAL] ") && text.contains("url_proxied"),
+        "{text}"
+    );
+    assert_eq!(level, "internal");
+    // The proxied instance serves it; it shares the compliance store with the full one.
+    let p = client(&proxied.url, &tok).await;
+    let (err, text, level) = call(
+        &p,
+        "load_sensitive_dataset",
+        json!({"dataset_name": "customers"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert_eq!(level, "confidential");
+    // A client that keeps calling the full instance is refused from now on.
+    let (err, text, level) = call(&c, "read_file", json!({"path": "/workspace/a.txt"})).await;
+    assert!(err && text.starts_with("[FATAL] "), "{text}");
+    assert_eq!(level, "confidential");
+    let (err, text, _) = call(
+        &p,
+        "notify_team",
+        json!({"channel": "ops", "message": "leak"}),
+    )
+    .await;
+    assert!(err && text.contains("connect tools stay blocked"), "{text}");
+    // The workspace followed the session to the other instance.
+    assert_eq!(
+        call(&p, "read_file", json!({"path": "/workspace/a.txt"}))
+            .await
+            .1,
+        "alpha"
+    );
+    c.cancel().await.unwrap();
+    p.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_two_concurrent_sessions_stay_apart() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = Arc::new(start(dir, NetworkMode::Proxied, true).await);
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let inst = inst.clone();
+        tasks.push(tokio::spawn(async move {
+            // Users repeat across sessions: u0..u7, so isolation is per (user, session).
+            let (user, session) = (format!("u{}", i % 8), format!("s{i}"));
+            let c = client(&inst.url, &token(&user, &session)).await;
+            let mine = format!("secret of session {i}");
+            for round in 0..5 {
+                let (err, text, _) = call(
+                    &c,
+                    "write_file",
+                    json!({"path": "/workspace/mine.txt", "content": format!("{mine} #{round}")}),
+                )
+                .await;
+                assert!(!err, "{text}");
+                if i % 2 == 0 && round == 2 {
+                    let (err, text, level) = call(
+                        &c,
+                        "load_sensitive_dataset",
+                        json!({"dataset_name": format!("ds_{i}")}),
+                    )
+                    .await;
+                    assert!(!err, "{text}");
+                    assert_eq!(level, "confidential");
+                }
+                let (err, text, level) =
+                    call(&c, "read_file", json!({"path": "/workspace/mine.txt"})).await;
+                assert!(!err, "{text}");
+                assert_eq!(
+                    text,
+                    format!("{mine} #{round}"),
+                    "session {i} saw someone else's file"
+                );
+                let expect = if i % 2 == 0 && round >= 2 {
+                    "confidential"
+                } else {
+                    "internal"
+                };
+                assert_eq!(
+                    level, expect,
+                    "session {i} round {round} saw another session's level"
+                );
+            }
+            c.cancel().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
