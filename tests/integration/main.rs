@@ -1,4 +1,6 @@
-//! Integration tests: real HTTP on loopback with real tokens, real processes.
+//! Integration tests: real HTTP on loopback with real tokens, real processes, in-memory rmcp.
 
 mod harness;
 mod http;
+mod in_memory;
+mod stdio;
