@@ -3,4 +3,5 @@
 mod harness;
 mod http;
 mod in_memory;
+mod python_sdk;
 mod stdio;

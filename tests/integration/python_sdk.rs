@@ -1,0 +1,74 @@
+//! Interoperability with the official MCP Python SDK (`mcp` from PyPI) over Streamable HTTP.
+//! The test makes its own virtualenv under `target/` on first run (pip from PyPI), then reuses it.
+
+use crate::harness::{start, token};
+use bulkhead::policy::NetworkMode;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+fn venv_python() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let venv = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("interop-venv");
+    let python = venv.join("bin/python");
+    let ready = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import mcp.client.streamable_http"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ready {
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success())
+            && Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "mcp==2.3.0"])
+                .status()
+                .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "could not create {} with the `mcp` package (needs python3-venv and PyPI)",
+            venv.display()
+        );
+    }
+    python
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_lists_and_calls_tools() {
+    let python = tokio::task::spawn_blocking(venv_python).await.unwrap();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_client.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&inst.url)
+        .arg(token("pat", "py-1"))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("client prints JSON");
+    assert_eq!(seen["server"], "bulkhead-template");
+    assert_eq!(seen["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(seen["write_error"], false);
+    assert_eq!(seen["read_text"], "from python");
+    assert_eq!(seen["read_meta"]["bulkhead/sensitivity"], "internal");
+    assert_eq!(seen["bad_error"], true);
+    assert!(
+        seen["bad_text"]
+            .as_str()
+            .unwrap()
+            .contains("`path` is required"),
+        "{seen}"
+    );
+}
