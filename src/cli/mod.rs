@@ -1,6 +1,7 @@
 //! Command-line interface: parse arguments, run one command, map errors to exit codes.
 
 mod check;
+mod demo;
 mod serve;
 mod token;
 
@@ -62,6 +63,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "full")]
         mode: Mode,
     },
+    /// Walk the seeds' scenarios against local instances of `template`, printing each step.
+    Demo,
     /// Mint a development token from the configured HS256 key (refused for production configs).
     Token {
         /// User id (`sub`).
@@ -119,6 +122,9 @@ pub fn main() -> ExitCode {
             )
             .map(|()| ExitCode::SUCCESS)
         }),
+        Command::Demo => {
+            load_config(cli.config).and_then(|c| demo::run(&c).map(|()| ExitCode::SUCCESS))
+        }
         Command::Token { user, session, ttl } => load_config(cli.config)
             .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),
     };

@@ -1,0 +1,58 @@
+//! The CLI as a user runs it: `demo`, `token` (refused for production), `check`.
+
+use std::process::Command;
+
+fn bulkhead(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bulkhead"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run bulkhead")
+}
+
+#[test]
+fn demo_walks_the_four_scenarios() {
+    let out = bulkhead(&["demo"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expect in [
+        "→ meeting at 10",
+        "retryable error (the model may fix its arguments and try again); session level now: internal",
+        "load_sensitive_dataset on the proxied instance\n    → ok; session level now: confidential",
+        "connect tools stay blocked",
+        "a client that failed to switch)\n    → fatal error",
+    ] {
+        assert!(text.contains(expect), "missing {expect:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn token_is_refused_for_production_and_verifies_otherwise() {
+    let out = bulkhead(
+        &["token", "--user", "zoe"],
+        &[("BULKHEAD_ENV", "production")],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("environment: production"));
+    let out = bulkhead(&["token", "--user", "zoe", "--session", "s7"], &[]);
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap();
+    let config = bulkhead::config::Config::load(None).unwrap();
+    let v = bulkhead::auth::Verifier::new(&config.auth)
+        .unwrap()
+        .verify(token.trim())
+        .unwrap();
+    assert_eq!((v.identity.user(), v.identity.session()), ("zoe", "s7"));
+}
+
+#[test]
+fn check_reports_the_example_specs() {
+    let out = bulkhead(&["check"], &[]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("specs ok: 1 server(s), 6 tool(s)"));
+}
