@@ -8,7 +8,8 @@ pub use crate::server::{
     parse_args, unknown_handler,
 };
 pub use crate::tooldef::{
-    Annotations, ConnectorDef, OperationBody, OperationDef, PresetDef, ServerDef, Target, ToolDef,
+    Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
+    PresetDef, ServerDef, Target, ToolDef,
 };
 pub use serde;
 pub use serde::Deserialize;

@@ -159,3 +159,42 @@ pub enum OperationBody {
         action: &'static str,
     },
 }
+
+/// A deployment: which servers run, on which port, with which egress allowlists.
+#[derive(Debug)]
+pub struct DeploymentDef {
+    /// Deployment name.
+    pub name: &'static str,
+    /// Servers, sorted by name.
+    pub servers: &'static [DeployedServerDef],
+}
+
+/// One server in a deployment.
+#[derive(Debug)]
+pub struct DeployedServerDef {
+    /// Server name.
+    pub name: &'static str,
+    /// Port every instance listens on.
+    pub port: u16,
+    /// `host:port` the full instance is expected to reach (informational).
+    pub egress: &'static [&'static str],
+    /// `host:port` the proxied instance may reach; nothing else.
+    pub proxied_egress: &'static [&'static str],
+    /// The highest sensitivity its tools reach: decides which instances exist.
+    pub max_sensitivity: Sensitivity,
+}
+
+impl DeployedServerDef {
+    /// The network modes this server needs instances for, least isolated first.
+    pub fn modes(&self) -> Vec<crate::policy::NetworkMode> {
+        use crate::policy::NetworkMode;
+        let mut modes = vec![NetworkMode::Full];
+        if self.max_sensitivity >= Sensitivity::Confidential {
+            modes.push(NetworkMode::Proxied);
+        }
+        if self.max_sensitivity >= Sensitivity::Secret {
+            modes.push(NetworkMode::None);
+        }
+        modes
+    }
+}

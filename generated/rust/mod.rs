@@ -101,6 +101,22 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
 /// Every server in `specs/servers/`, sorted by name.
 pub static SERVERS: &[&bh::ServerDef] = &[&template::SERVER];
 
+/// Every deployment in `specs/deployments/`, sorted by name.
+pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
+    bh::DeploymentDef {
+        name: "local",
+        servers: &[
+            bh::DeployedServerDef {
+                name: "template",
+                port: 8000,
+                egress: &["hooks.example.com:443"],
+                proxied_egress: &["hooks.example.com:443"],
+                max_sensitivity: bh::Sensitivity::Confidential,
+            },
+        ],
+    },
+];
+
 /// The runnable server `name`, wired to its handlers in `src/handlers/`.
 pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
     match name {

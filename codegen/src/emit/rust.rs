@@ -327,7 +327,20 @@ fn connector_def(c: &Connector) -> TokenStream {
     }
 }
 
+fn deployment_def(d: &crate::model::Deployment) -> TokenStream {
+    let name = &d.name;
+    let servers = d.servers.iter().map(|s| {
+        let (server, port) = (&s.name, proc_macro2::Literal::u16_unsuffixed(s.port));
+        let egress = &s.egress;
+        let proxied = &s.proxied_egress;
+        let max = sensitivity(s.max_sensitivity);
+        quote!(bh::DeployedServerDef { name: #server, port: #port, egress: &[#(#egress),*], proxied_egress: &[#(#proxied),*], max_sensitivity: #max })
+    });
+    quote!(bh::DeploymentDef { name: #name, servers: &[#(#servers),*] })
+}
+
 fn registry(model: &Model) -> TokenStream {
+    let deployments = model.deployments.iter().map(deployment_def);
     let mods = model.servers.iter().map(|s| {
         let m = ident(&s.name);
         let file = format!("/rust/{}.rs", s.name);
@@ -364,6 +377,9 @@ fn registry(model: &Model) -> TokenStream {
 
         /// Every server in `specs/servers/`, sorted by name.
         pub static SERVERS: &[&bh::ServerDef] = &[#(#servers),*];
+
+        /// Every deployment in `specs/deployments/`, sorted by name.
+        pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[#(#deployments),*];
 
         /// The runnable server `name`, wired to its handlers in `src/handlers/`.
         pub fn server(name: &str) -> ::std::option::Option<bh::Server> {

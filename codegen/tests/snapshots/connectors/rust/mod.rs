@@ -109,6 +109,22 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
 /// Every server in `specs/servers/`, sorted by name.
 pub static SERVERS: &[&bh::ServerDef] = &[&ops::SERVER];
 
+/// Every deployment in `specs/deployments/`, sorted by name.
+pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
+    bh::DeploymentDef {
+        name: "local",
+        servers: &[
+            bh::DeployedServerDef {
+                name: "ops",
+                port: 8100,
+                egress: &["hooks.example.com:443"],
+                proxied_egress: &[],
+                max_sensitivity: bh::Sensitivity::Secret,
+            },
+        ],
+    },
+];
+
 /// The runnable server `name`, wired to its handlers in `src/handlers/`.
 pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
     match name {

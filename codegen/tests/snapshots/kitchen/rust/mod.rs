@@ -15,6 +15,9 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[];
 /// Every server in `specs/servers/`, sorted by name.
 pub static SERVERS: &[&bh::ServerDef] = &[&kitchen::SERVER];
 
+/// Every deployment in `specs/deployments/`, sorted by name.
+pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[];
+
 /// The runnable server `name`, wired to its handlers in `src/handlers/`.
 pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
     match name {
