@@ -14,6 +14,7 @@ pub mod context;
 pub mod errors;
 pub mod handlers;
 pub mod identity;
+pub mod isolation;
 pub mod policy;
 pub mod serve;
 pub mod server;

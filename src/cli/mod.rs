@@ -4,6 +4,7 @@ mod check;
 mod demo;
 mod serve;
 mod token;
+mod up;
 
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
@@ -62,6 +63,15 @@ enum Command {
         /// Network mode of this instance; it refuses sessions that need a more isolated one.
         #[arg(long, value_enum, default_value = "full")]
         mode: Mode,
+        /// Extra accepted `Host` values (added to `http.allowed_hosts`).
+        #[arg(long = "allow-host")]
+        allow_hosts: Vec<String>,
+    },
+    /// Run a deployment locally: every instance, the isolated ones in network namespaces (needs root).
+    Up {
+        /// Deployment name (a file in specs/deployments/).
+        #[arg(long, default_value = "local")]
+        deployment: String,
     },
     /// Walk the seeds' scenarios against local instances of `template`, printing each step.
     Demo,
@@ -100,12 +110,15 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { root } => check::run(&root),
+        Command::Up { deployment } => up::run(cli.config, &deployment),
         Command::Serve {
             server,
             transport,
             listen,
             mode,
-        } => load_config(cli.config).and_then(|c| {
+            allow_hosts,
+        } => load_config(cli.config).and_then(|mut c| {
+            c.http.allowed_hosts.extend(allow_hosts);
             let mode = match mode {
                 Mode::Full => NetworkMode::Full,
                 Mode::Proxied => NetworkMode::Proxied,

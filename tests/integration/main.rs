@@ -4,5 +4,6 @@ mod cli;
 mod harness;
 mod http;
 mod in_memory;
+mod isolation;
 mod python_sdk;
 mod stdio;
