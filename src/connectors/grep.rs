@@ -99,7 +99,10 @@ impl Context {
         if is_match {
             self.matches += 1;
             let first = self.before.front().map_or(n, |(m, _)| *m);
-            if self.any_emitted && self.last_emitted.is_none_or(|l| l + 1 < first) {
+            if self.context > 0
+                && self.any_emitted
+                && self.last_emitted.is_none_or(|l| l + 1 < first)
+            {
                 sink.push(Chunk::Line("--".into()))?;
             }
             while let Some((m, t)) = self.before.pop_front() {

@@ -126,10 +126,14 @@ fn open(
         OpenFlags::SQLITE_OPEN_READ_WRITE
     };
     let flags = mode | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // rusqlite appends the file path to open errors: report only SQLite's code description.
     let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+        let reason = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => f.to_string(),
+            _ => "unexpected error".to_owned(),
+        };
         ToolError::fatal(format!(
-            "database of connector `{name}` cannot be opened: {}",
-            short(&e)
+            "database of connector `{name}` cannot be opened: {reason}"
         ))
     })?;
     let setup = conn
