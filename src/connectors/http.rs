@@ -179,10 +179,8 @@ impl Http {
         if !status.is_success() {
             return Err(status_error(status, &buf));
         }
-        if is_json {
-            if let Ok(v) = serde_json::from_slice::<Value>(&buf) {
-                return Ok(ToolOutput::Json(v));
-            }
+        if is_json && let Ok(v) = serde_json::from_slice::<Value>(&buf) {
+            return Ok(ToolOutput::Json(v));
         }
         Ok(ToolOutput::Text(String::from_utf8_lossy(&buf).into_owned()))
     }

@@ -75,10 +75,10 @@ impl Logs {
                     .map_err(|e| grep::read_error(&file_name, e))?
                 {
                     n += 1;
-                    if window.is_set() {
-                        if let Some(t) = leading_timestamp(&buf) {
-                            ts = Some(t);
-                        }
+                    if window.is_set()
+                        && let Some(t) = leading_timestamp(&buf)
+                    {
+                        ts = Some(t);
                     }
                     let hit = window.contains(ts) && re.is_match(&buf);
                     cx.line(sink, &file_name, n, &buf, hit)?;

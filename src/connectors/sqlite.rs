@@ -2,7 +2,7 @@
 //! connection opened read-only (plus `PRAGMA query_only`), writes on a read-write one that never
 //! creates the file. Rows stream out header first; nothing holds the whole result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
@@ -77,7 +77,7 @@ impl Sqlite {
 
 fn query(
     name: &'static str,
-    path: &PathBuf,
+    path: &Path,
     busy: Duration,
     sql: &str,
     params_schema: &str,
@@ -114,12 +114,7 @@ fn query(
     Ok(())
 }
 
-fn open(
-    name: &str,
-    path: &PathBuf,
-    read_only: bool,
-    busy: Duration,
-) -> Result<Connection, ToolError> {
+fn open(name: &str, path: &Path, read_only: bool, busy: Duration) -> Result<Connection, ToolError> {
     let mode = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
