@@ -12,6 +12,7 @@ pub use output::CallOutcome;
 pub use presets::{PresetsError, server_presets};
 
 use crate::compliance::{AuditLog, AuditRecord, ComplianceStore, Outcome};
+use crate::connectors::{ConnectorError, Connectors};
 use crate::context::Presets;
 use crate::errors::ToolError;
 use crate::identity::{self, Identity};
@@ -27,6 +28,7 @@ use std::sync::Arc;
 /// Everything a server needs at run time besides its generated definition.
 pub struct Runtime {
     server: Server,
+    connectors: Connectors,
     mode: NetworkMode,
     presets: Presets,
     workspaces: WorkspaceRoot,
@@ -55,6 +57,9 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// A connector's settings are missing or malformed.
+    #[error(transparent)]
+    Connector(#[from] ConnectorError),
 }
 
 impl Runtime {
@@ -82,8 +87,15 @@ impl Runtime {
                 })?;
             schemas.insert(tool.name, schema);
         }
+        let used = |name: &str| {
+            server.def.tools.iter().any(
+                |t| matches!(t.target, Target::Connector { connector, .. } if connector == name),
+            )
+        };
+        let connectors = Connectors::from_env(server.connectors.iter().filter(|c| used(c.name)))?;
         Ok(Runtime {
             server,
+            connectors,
             mode,
             presets,
             workspaces,
@@ -250,10 +262,11 @@ impl Runtime {
         level: Sensitivity,
         args: JsonObject,
     ) -> Result<CallOutcome, ToolError> {
-        let workspace = self
-            .workspaces
-            .session(id)
-            .map_err(|e| ToolError::fatal(format!("workspace unavailable: {e}")))?;
+        let workspace = Arc::new(
+            self.workspaces
+                .session(id)
+                .map_err(|e| ToolError::fatal(format!("workspace unavailable: {e}")))?,
+        );
         let cx = ToolContext::new(id.clone(), level, tool);
         let fut = async {
             match tool.target {
@@ -262,8 +275,14 @@ impl Runtime {
                     connector,
                     operation,
                 } => {
-                    crate::connectors::call(&self.server, connector, operation, &workspace, args)
-                        .await
+                    crate::connectors::call(
+                        &self.connectors,
+                        connector,
+                        operation,
+                        &workspace,
+                        args,
+                    )
+                    .await
                 }
             }
         };

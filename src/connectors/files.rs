@@ -1,6 +1,11 @@
-//! The `files` connector: read, write and list inside the caller's own workspace.
+//! The `files` connector: read, write, list and search inside the caller's own workspace.
 
-use super::arg_str;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::sync::Arc;
+
+use super::grep::{self, Context};
+use super::stream::{self, Sink, Stop};
+use super::{arg_str, opt_str, opt_usize};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
 use crate::workspace::{SessionWorkspace, WorkspaceError};
@@ -14,8 +19,17 @@ fn map_err(e: WorkspaceError) -> ToolError {
 }
 
 /// Runs one file action.
-pub fn run(action: &str, ws: &SessionWorkspace, args: &JsonObject) -> ToolResult {
+pub async fn run(action: &str, ws: &Arc<SessionWorkspace>, args: &JsonObject) -> ToolResult {
     match action {
+        "search" => {
+            let re = grep::compile(arg_str(args, "pattern")?)?;
+            let path = opt_str(args, "path").unwrap_or("/workspace").to_owned();
+            let context = opt_usize(args, "context_lines").unwrap_or(0);
+            // Fail early (and plainly) on a path that is not a directory of this workspace.
+            ws.list(&path).map_err(map_err)?;
+            let ws = ws.clone();
+            stream::run_blocking(move |sink| search(&ws, &path, &re, context, sink)).await
+        }
         "read" => {
             let path = arg_str(args, "path")?;
             let bytes = ws.read(path).map_err(map_err)?;
@@ -54,6 +68,57 @@ pub fn run(action: &str, ws: &SessionWorkspace, args: &JsonObject) -> ToolResult
             "files action `{other}` is not available in this build of bulkhead"
         ))),
     }
+}
+
+/// Directories a search visits at most (symlinked directories could otherwise loop).
+const MAX_DIRS: usize = 10_000;
+
+/// Depth-first, name-ordered regex search below `root`. Each file is read only up to the size
+/// it had when listed, so a result file growing under the search cannot feed it forever.
+fn search(
+    ws: &SessionWorkspace,
+    root: &str,
+    re: &regex::bytes::Regex,
+    context: usize,
+    sink: &mut Sink,
+) -> Result<(), Stop> {
+    let mut cx = Context::new(context);
+    let mut buf = Vec::new();
+    let mut pending = vec![root.trim_end_matches('/').to_owned()];
+    let mut visited = 0usize;
+    while let Some(dir) = pending.pop() {
+        visited += 1;
+        if visited > MAX_DIRS {
+            sink.push(crate::server::Chunk::Line(format!(
+                "search stopped after {MAX_DIRS} directories; narrow `path`"
+            )))?;
+            break;
+        }
+        // A directory that vanished or turned into an escaping link is skipped, not fatal.
+        let Ok(entries) = ws.list(&dir) else { continue };
+        let mut subdirs = Vec::new();
+        for e in entries {
+            let child = format!("{dir}/{}", e.name);
+            if e.is_dir {
+                subdirs.push(child);
+                continue;
+            }
+            let Ok(file) = ws.open(&child) else { continue };
+            let mut reader = BufReader::with_capacity(1 << 16, file.take(e.size));
+            if reader.fill_buf().map(|b| b.contains(&0)).unwrap_or(true) {
+                continue; // binary
+            }
+            cx.new_file();
+            let mut n = 0u64;
+            while grep::read_line(&mut reader, &mut buf).map_err(|e| grep::read_error(&child, e))? {
+                n += 1;
+                let hit = re.is_match(&buf);
+                cx.line(sink, &child, n, &buf, hit)?;
+            }
+        }
+        pending.extend(subdirs.into_iter().rev());
+    }
+    Ok(())
 }
 
 /// `*` and `?` glob over one file name (dynamic programming: linear in pattern × name).

@@ -1,37 +1,138 @@
 //! Connectors: data operations behind tools. No MCP or HTTP-server types in here; the wrapper in
 //! `call` applies every policy before and after.
+//!
+//! [`Connectors`] is built once at start from the generated [`ConnectorDef`]s: settings are
+//! expanded (`${VAR}`, `${VAR:-default}`) and parsed, and each connector keeps its resources (a
+//! database path, an HTTP client, a log directory). [`call`] runs one operation.
 
 mod files;
+mod grep;
+mod http;
+mod logs;
+mod settings;
+mod sqlite;
+mod stream;
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::errors::ToolError;
-use crate::server::{JsonObject, Server, ToolResult};
-use crate::tooldef::OperationBody;
+use crate::server::{JsonObject, ToolResult};
+use crate::tooldef::{ConnectorDef, OperationBody};
 use crate::workspace::SessionWorkspace;
 
-/// Runs `connector.operation` with validated arguments.
+/// Why the connectors could not be built (a bad or missing setting).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectorError {
+    /// A setting is missing, malformed or fails `${VAR}` expansion.
+    #[error("connector `{connector}`: {reason}")]
+    Settings {
+        /// Connector name.
+        connector: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The kind is not one this runtime knows.
+    #[error("connector `{connector}`: unknown kind `{kind}`")]
+    UnknownKind {
+        /// Connector name.
+        connector: &'static str,
+        /// The declared kind.
+        kind: &'static str,
+    },
+}
+
+/// One built connector.
+enum Instance {
+    Files,
+    Sqlite(sqlite::Sqlite),
+    Http(http::Http),
+    Logs(logs::Logs),
+}
+
+/// Every connector a server uses, built once from its definitions and the environment.
+pub struct Connectors {
+    by_name: HashMap<&'static str, (&'static ConnectorDef, Instance)>,
+}
+
+impl std::fmt::Debug for Connectors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<_> = self.by_name.keys().collect();
+        names.sort();
+        f.debug_struct("Connectors").field("names", &names).finish()
+    }
+}
+
+impl Connectors {
+    /// Builds the connectors in `defs`, expanding `${VAR}` in their settings through `env`.
+    pub fn new(
+        defs: impl IntoIterator<Item = &'static ConnectorDef>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Connectors, ConnectorError> {
+        let mut by_name = HashMap::new();
+        for def in defs {
+            let value = settings::expanded(def, env)?;
+            let instance = match def.kind {
+                "files" => Instance::Files,
+                "sqlite" => Instance::Sqlite(sqlite::Sqlite::new(def, value)?),
+                "http" => Instance::Http(http::Http::new(def, value)?),
+                "logs" => Instance::Logs(logs::Logs::new(def, value)?),
+                kind => {
+                    return Err(ConnectorError::UnknownKind {
+                        connector: def.name,
+                        kind,
+                    });
+                }
+            };
+            by_name.insert(def.name, (def, instance));
+        }
+        Ok(Connectors { by_name })
+    }
+
+    /// Builds the connectors in `defs` with the process environment.
+    pub fn from_env(
+        defs: impl IntoIterator<Item = &'static ConnectorDef>,
+    ) -> Result<Connectors, ConnectorError> {
+        Connectors::new(defs, &|name| std::env::var(name).ok())
+    }
+
+    /// Whether a connector of this name was built.
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+}
+
+/// Runs `connector.operation` with arguments already validated against the operation's schema.
+///
+/// Large results come back as [`ToolOutput::Stream`](crate::server::ToolOutput::Stream), produced
+/// on a blocking thread through a bounded channel: memory stays bounded however big the result.
 pub async fn call(
-    server: &Server,
+    connectors: &Connectors,
     connector: &str,
     operation: &str,
-    ws: &SessionWorkspace,
+    ws: &Arc<SessionWorkspace>,
     args: JsonObject,
 ) -> ToolResult {
-    let def = server
-        .connector(connector)
-        .ok_or_else(|| ToolError::bug(format!("connector `{connector}` is not compiled in")))?;
+    let (def, instance) = connectors
+        .by_name
+        .get(connector)
+        .ok_or_else(|| ToolError::bug(format!("connector `{connector}` is not built")))?;
     let op = def.operation(operation).ok_or_else(|| {
         ToolError::bug(format!(
             "operation `{connector}.{operation}` is not compiled in"
         ))
     })?;
-    match &op.body {
-        OperationBody::Files { action } => files::run(action, ws, &args),
-        OperationBody::Sqlite { .. } | OperationBody::Http { .. } | OperationBody::Logs { .. } => {
-            Err(ToolError::fatal(format!(
-                "connector kind `{}` is not available in this build of bulkhead",
-                def.kind
-            )))
+    match (&op.body, instance) {
+        (OperationBody::Files { action }, Instance::Files) => files::run(action, ws, &args).await,
+        (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
+            db.run(sql, *writes, op.params_schema, args).await
         }
+        (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args).await,
+        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args).await,
+        _ => Err(ToolError::bug(format!(
+            "operation `{connector}.{operation}` does not match connector kind `{}`",
+            def.kind
+        ))),
     }
 }
 
@@ -40,4 +141,16 @@ pub(crate) fn arg_str<'a>(args: &'a JsonObject, name: &str) -> Result<&'a str, T
     args.get(name)
         .and_then(|v| v.as_str())
         .ok_or_else(|| ToolError::retry(format!("`{name}` must be a string")))
+}
+
+/// An optional string argument.
+pub(crate) fn opt_str<'a>(args: &'a JsonObject, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(|v| v.as_str())
+}
+
+/// An optional non-negative integer argument (the schema bounds it).
+pub(crate) fn opt_usize(args: &JsonObject, name: &str) -> Option<usize> {
+    args.get(name)
+        .and_then(|v| v.as_u64())
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }

@@ -3,6 +3,7 @@ mod auth;
 mod call;
 mod compliance;
 mod config;
+mod connectors;
 mod context;
 mod freshness;
 mod generated_compiles;

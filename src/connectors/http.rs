@@ -1,0 +1,285 @@
+//! The `http` connector: requests against one declared base URL. Path placeholders are filled
+//! segment by segment (percent-encoded), declared params go to the query or a JSON body,
+//! redirects are refused, only allowed `host:port`s are reached, and the body is read under a cap.
+
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Client, Method, StatusCode, Url};
+use serde_json::Value;
+
+use super::{ConnectorError, settings};
+use crate::errors::ToolError;
+use crate::server::{JsonObject, ToolOutput, ToolResult};
+use crate::tooldef::{ConnectorDef, OperationBody};
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    base_url: String,
+    allowed_hosts: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "settings::number")]
+    timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    max_response_bytes: Option<u64>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+/// A built `http` connector: base URL, allowed hosts, limits and one pooled client.
+pub struct Http {
+    name: &'static str,
+    base: Url,
+    allowed: Vec<String>,
+    timeout_ms: u64,
+    max_bytes: u64,
+    client: Client,
+}
+
+/// `host:port` of a URL, with the scheme's default port filled in.
+fn host_port(url: &Url) -> Option<String> {
+    let host = url.host_str()?.to_ascii_lowercase();
+    Some(format!("{host}:{}", url.port_or_known_default()?))
+}
+
+/// `host` or `host:port` (IPv6 in brackets) as `host:port`, lowercased.
+fn with_port(entry: &str, default_port: u16) -> String {
+    let h = entry.trim().to_ascii_lowercase();
+    if let Some((host, port)) = h.rsplit_once(':') {
+        let numeric = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+        if numeric && (!host.contains(':') || host.starts_with('[')) {
+            return h;
+        }
+    }
+    format!("{h}:{default_port}")
+}
+
+impl Http {
+    /// Reads the settings and builds the client (no redirects, total timeout).
+    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Http, ConnectorError> {
+        let err = |reason: String| ConnectorError::Settings {
+            connector: def.name,
+            reason,
+        };
+        let s: Settings = settings::parse(def, value)?;
+        let base = Url::parse(&s.base_url)
+            .map_err(|e| err(format!("settings.base_url is not a URL: {e}")))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(err("settings.base_url must be an http(s) URL".into()));
+        }
+        let default =
+            host_port(&base).ok_or_else(|| err("settings.base_url has no host".into()))?;
+        let allowed = match s.allowed_hosts {
+            None => vec![default],
+            Some(hosts) => {
+                let port = base.port_or_known_default().unwrap_or(443);
+                hosts.iter().map(|h| with_port(h, port)).collect()
+            }
+        };
+        let mut headers = HeaderMap::new();
+        for (k, v) in &s.headers {
+            let name = HeaderName::try_from(k.as_str())
+                .map_err(|_| err(format!("settings.headers: `{k}` is not a header name")))?;
+            let mut value = HeaderValue::try_from(v.as_str())
+                .map_err(|_| err(format!("settings.headers.{k}: not a valid header value")))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let timeout_ms = s.timeout_ms.unwrap_or(10_000);
+        let client = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_millis(timeout_ms))
+            .default_headers(headers)
+            .build()
+            .map_err(|e| err(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Http {
+            name: def.name,
+            base,
+            allowed,
+            timeout_ms,
+            max_bytes: s.max_response_bytes.unwrap_or(1 << 20),
+            client,
+        })
+    }
+
+    /// Sends the operation's request and reads the response under the size cap.
+    pub async fn run(&self, body: &OperationBody, args: JsonObject) -> ToolResult {
+        let OperationBody::Http {
+            method,
+            path,
+            query,
+            body,
+        } = body
+        else {
+            return Err(ToolError::bug("not an http operation"));
+        };
+        let url = self.url(path, query, &args)?;
+        let target = host_port(&url).unwrap_or_default();
+        if !self.allowed.contains(&target) {
+            return Err(ToolError::fatal(format!(
+                "connector `{}` may not reach {target} (not in allowed_hosts)",
+                self.name
+            )));
+        }
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| ToolError::bug(format!("bad HTTP method `{method}`")))?;
+        let mut req = self.client.request(method, url);
+        if !body.is_empty() {
+            let obj: JsonObject = body
+                .iter()
+                .filter_map(|k| args.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                .collect();
+            let bytes = serde_json::to_vec(&obj).map_err(ToolError::bug)?;
+            req = req.header(CONTENT_TYPE, "application/json").body(bytes);
+        }
+        let mut resp = req.send().await.map_err(|e| self.transport(&target, e))?;
+        let status = resp.status();
+        if status.is_redirection() {
+            return Err(ToolError::fatal(format!(
+                "{target} answered with a redirect (HTTP {}), which connector `{}` does not follow",
+                status.as_u16(),
+                self.name
+            )));
+        }
+        let is_json = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.contains("json"));
+        let declared_len = resp
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let too_large = || {
+            ToolError::retry(format!(
+                "response larger than {} bytes; narrow the request",
+                self.max_bytes
+            ))
+        };
+        if status.is_success() && declared_len.is_some_and(|n| n > self.max_bytes) {
+            return Err(too_large());
+        }
+        // Error bodies are read only far enough for an excerpt.
+        let cap = if status.is_success() {
+            self.max_bytes
+        } else {
+            512
+        };
+        let mut buf = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(&target, e))? {
+            if buf.len() as u64 + chunk.len() as u64 > cap {
+                if status.is_success() {
+                    return Err(too_large());
+                }
+                buf.extend_from_slice(&chunk[..(cap as usize).saturating_sub(buf.len())]);
+                break;
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        if !status.is_success() {
+            return Err(status_error(status, &buf));
+        }
+        if is_json && let Ok(v) = serde_json::from_slice::<Value>(&buf) {
+            return Ok(ToolOutput::Json(v));
+        }
+        Ok(ToolOutput::Text(String::from_utf8_lossy(&buf).into_owned()))
+    }
+
+    /// The base URL with the path template appended segment by segment and query params added.
+    fn url(&self, template: &str, query: &[&str], args: &JsonObject) -> Result<Url, ToolError> {
+        let mut url = self.base.clone();
+        {
+            let mut segs = url
+                .path_segments_mut()
+                .map_err(|_| ToolError::bug("base URL cannot take a path"))?;
+            segs.pop_if_empty();
+            for seg in template.split('/').filter(|s| !s.is_empty()) {
+                let filled = fill(seg, args)?;
+                if filled.is_empty() || filled == "." || filled == ".." {
+                    return Err(ToolError::retry(format!(
+                        "path segment `{seg}` may not be empty, `.` or `..`"
+                    )));
+                }
+                segs.push(&filled);
+            }
+        }
+        for key in query {
+            let values: Vec<String> = match args.get(*key) {
+                None | Some(Value::Null) => continue,
+                Some(Value::Array(items)) => items.iter().map(scalar).collect(),
+                Some(v) => vec![scalar(v)],
+            };
+            for v in values {
+                url.query_pairs_mut().append_pair(key, &v);
+            }
+        }
+        Ok(url)
+    }
+
+    fn transport(&self, target: &str, e: reqwest::Error) -> ToolError {
+        let e = e.without_url();
+        if e.is_timeout() {
+            ToolError::fatal(format!(
+                "{target} did not answer within {} ms",
+                self.timeout_ms
+            ))
+        } else if e.is_connect() {
+            ToolError::fatal(format!("cannot connect to {target}"))
+        } else if e.is_builder() {
+            ToolError::fatal(format!(
+                "cannot send a request to {target} (https needs TLS support in this build)"
+            ))
+        } else {
+            ToolError::fatal(format!("request to {target} failed: {e}"))
+        }
+    }
+}
+
+/// Replaces every `{param}` in one path segment with the argument's text.
+fn fill(seg: &str, args: &JsonObject) -> Result<String, ToolError> {
+    let mut out = String::new();
+    let mut rest = seg;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| ToolError::bug(format!("unclosed `{{` in path segment `{seg}`")))?;
+        let key = &after[..close];
+        match args.get(key) {
+            Some(v) if !v.is_null() => out.push_str(&scalar(v)),
+            _ => {
+                return Err(ToolError::retry(format!(
+                    "`{key}` is required for the path"
+                )));
+            }
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// 4xx: the request was wrong (retryable); 5xx and anything else: the service is (fatal).
+fn status_error(status: StatusCode, body: &[u8]) -> ToolError {
+    let text = String::from_utf8_lossy(body);
+    let excerpt: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let excerpt: String = excerpt.chars().take(200).collect();
+    let msg = if excerpt.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {excerpt}")
+    };
+    if status.is_client_error() {
+        ToolError::retry(msg)
+    } else {
+        ToolError::fatal(msg)
+    }
+}

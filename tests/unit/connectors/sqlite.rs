@@ -1,0 +1,243 @@
+//! `sqlite`: named binding, streamed rows, read-only reads, writes, error tiers, early drop.
+
+use super::*;
+use futures::StreamExt as _;
+use rusqlite::Connection;
+use serde_json::json;
+
+const SEARCH_SCHEMA: &str =
+    r#"{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}}}"#;
+const ADD_SCHEMA: &str = r#"{"type":"object","properties":{"id":{"type":"integer"},"title":{"type":"string"},"size":{}}}"#;
+
+static OPS: &[OperationDef] = &[
+    OperationDef {
+        name: "search",
+        params_schema: SEARCH_SCHEMA,
+        body: OperationBody::Sqlite {
+            sql: "SELECT id, title, size FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
+            writes: false,
+        },
+    },
+    OperationDef {
+        name: "all",
+        params_schema: r#"{"type":"object","properties":{}}"#,
+        body: OperationBody::Sqlite {
+            sql: "SELECT id FROM records ORDER BY id",
+            writes: false,
+        },
+    },
+    OperationDef {
+        name: "sneaky_delete",
+        params_schema: r#"{"type":"object","properties":{}}"#,
+        body: OperationBody::Sqlite {
+            sql: "DELETE FROM records",
+            writes: false,
+        },
+    },
+    OperationDef {
+        name: "add",
+        params_schema: ADD_SCHEMA,
+        body: OperationBody::Sqlite {
+            sql: "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)",
+            writes: true,
+        },
+    },
+    OperationDef {
+        name: "undeclared",
+        params_schema: r#"{"type":"object","properties":{}}"#,
+        body: OperationBody::Sqlite {
+            sql: "SELECT id FROM records WHERE id = :secret_id",
+            writes: false,
+        },
+    },
+];
+
+static DB: ConnectorDef = ConnectorDef {
+    name: "records",
+    kind: "sqlite",
+    sensitivity: Sensitivity::Confidential,
+    settings: r#"{"path":"${TEST_DB}","busy_timeout_ms":"${BUSY:-5000}"}"#,
+    operations: OPS,
+};
+
+fn db(t: &Tmp, rows: i64) -> Connectors {
+    let path = t.dir.path().join("records.db");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, title TEXT NOT NULL, size INTEGER) STRICT;",
+    )
+    .unwrap();
+    let tx = conn.unchecked_transaction().unwrap();
+    for i in 1..=rows {
+        tx.execute(
+            "INSERT INTO records VALUES (?1, ?2, ?3)",
+            rusqlite::params![
+                i,
+                format!("record {i}"),
+                if i % 2 == 0 { Some(i * 10) } else { None }
+            ],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    build(&DB, &[("TEST_DB", path.display().to_string())])
+}
+
+fn count(t: &Tmp) -> i64 {
+    let conn = Connection::open(t.dir.path().join("records.db")).unwrap();
+    conn.query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn read_binds_named_params_and_streams_header_then_rows() {
+    let t = tmp();
+    let c = db(&t, 30);
+    let rows = run(
+        &c,
+        &t,
+        "records",
+        "search",
+        json!({"query": "record 2", "limit": 3}),
+    )
+    .await
+    .unwrap()
+    .rows();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["id", "title", "size"],
+            vec!["2", "record 2", "20"],
+            vec!["20", "record 20", "200"],
+            vec!["21", "record 21", ""],
+        ]
+    );
+    // An injection attempt is just text to LIKE.
+    let rows = run(
+        &c,
+        &t,
+        "records",
+        "search",
+        json!({"query": "' OR 1=1 --", "limit": 5}),
+    )
+    .await
+    .unwrap()
+    .rows();
+    assert_eq!(rows, vec![vec!["id", "title", "size"]]);
+}
+
+#[tokio::test]
+async fn read_operations_cannot_write() {
+    let t = tmp();
+    let c = db(&t, 5);
+    let msg = fatal(run(&c, &t, "records", "sneaky_delete", json!({})).await);
+    assert!(
+        msg.contains("readonly") || msg.contains("read-only") || msg.contains("query_only"),
+        "{msg}"
+    );
+    assert_eq!(count(&t), 5);
+}
+
+#[tokio::test]
+async fn writes_report_changes_and_bad_input_is_retryable_without_paths() {
+    let t = tmp();
+    let c = db(&t, 2);
+    let out = run(
+        &c,
+        &t,
+        "records",
+        "add",
+        json!({"id": 7, "title": "new", "size": 1}),
+    )
+    .await
+    .unwrap()
+    .text();
+    assert_eq!(out, "1 row changed");
+    assert_eq!(count(&t), 3);
+    let dup = retryable(run(&c, &t, "records", "add", json!({"id": 7, "title": "again"})).await);
+    assert!(dup.contains("UNIQUE constraint failed"), "{dup}");
+    let null = retryable(run(&c, &t, "records", "add", json!({"id": 8})).await);
+    assert!(null.contains("NOT NULL"), "{null}");
+    let typed = retryable(
+        run(
+            &c,
+            &t,
+            "records",
+            "add",
+            json!({"id": 9, "title": "x", "size": "big"}),
+        )
+        .await,
+    );
+    assert!(
+        typed.contains("cannot store TEXT value in INTEGER column"),
+        "{typed}"
+    );
+    let host = t.dir.path().display().to_string();
+    for m in [&dup, &null, &typed] {
+        assert!(!m.contains(&host), "{m}");
+    }
+    assert_eq!(count(&t), 3);
+}
+
+#[tokio::test]
+async fn missing_or_corrupt_database_is_fatal_and_never_created() {
+    let t = tmp();
+    let path = t.dir.path().join("absent.db");
+    let c = build(&DB, &[("TEST_DB", path.display().to_string())]);
+    let m = fatal(run(&c, &t, "records", "all", json!({})).await);
+    assert!(!m.contains(&t.dir.path().display().to_string()), "{m}");
+    let m = fatal(run(&c, &t, "records", "add", json!({"id": 1, "title": "x"})).await);
+    assert!(m.contains("cannot be opened"), "{m}");
+    assert!(!path.exists(), "a write must not create the database");
+
+    std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+    let m = fatal(run(&c, &t, "records", "all", json!({})).await);
+    assert!(m.contains("not a database"), "{m}");
+}
+
+#[tokio::test]
+async fn undeclared_placeholder_is_a_misconfiguration() {
+    let t = tmp();
+    let c = db(&t, 1);
+    let m = fatal(run(&c, &t, "records", "undeclared", json!({})).await);
+    assert!(m.contains(":secret_id"), "{m}");
+}
+
+/// Dropping a half-read stream must stop the producer and release the read lock; otherwise the
+/// write below waits out the busy timeout and fails as busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_stream_releases_the_database() {
+    let t = tmp();
+    db(&t, 100_000);
+    let c = build(
+        &DB,
+        &[
+            (
+                "TEST_DB",
+                t.dir.path().join("records.db").display().to_string(),
+            ),
+            ("BUSY", "3000".into()),
+        ],
+    );
+    let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})))
+        .await
+        .unwrap();
+    let ToolOutput::Stream(mut s) = out else {
+        panic!("expected a stream")
+    };
+    for _ in 0..10 {
+        s.next().await.unwrap().unwrap();
+    }
+    drop(s);
+    let out = run(
+        &c,
+        &t,
+        "records",
+        "add",
+        json!({"id": 100_001, "title": "after"}),
+    )
+    .await
+    .unwrap()
+    .text();
+    assert_eq!(out, "1 row changed");
+}
