@@ -111,6 +111,10 @@ fn full_reaches_out_proxied_only_its_allowlist_none_nothing() {
         proxied_egress: Some(vec![allowed.clone()]),
         env: vec![
             (
+                "WEBHOOK_URL".into(),
+                format!("http://10.{subnet}.0.200:8080"),
+            ),
+            (
                 "BULKHEAD_STATE_DIR".into(),
                 dir.path().join("state").display().to_string(),
             ),
@@ -154,6 +158,32 @@ fn full_reaches_out_proxied_only_its_allowlist_none_nothing() {
         "not even the host end of its own link"
     );
 
+    // The same through the instances themselves: `notify_team` (an http connector tool) posts to
+    // the outside server. A fresh session is public, so policy allows it; only the kernel decides.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let token = dev_token("nick", "iso-1");
+    for (mode, reaches) in [
+        (NetworkMode::Full, true),
+        (NetworkMode::Proxied, true),
+        (NetworkMode::None, false),
+    ] {
+        let url = running.instance("template", mode).unwrap().url.clone();
+        let (is_error, text) = rt.block_on(notify(&url, &token));
+        // python's http.server answers POST with 501: reaching it shows as an HTTP status.
+        let reached = text.contains("501");
+        assert_eq!(reached, reaches, "{mode:?} instance: {text}");
+        assert!(is_error, "{mode:?}: {text}");
+        if !reaches {
+            assert!(
+                text.starts_with("[FATAL] "),
+                "a blocked call is fatal: {text}"
+            );
+        }
+    }
+
     // Every instance still answers its clients over its link.
     for i in &running.instances {
         let health = i.url.replace("/mcp", "/healthz");
@@ -174,6 +204,48 @@ fn full_reaches_out_proxied_only_its_allowlist_none_nothing() {
         !left.contains("bt-0"),
         "namespaces removed on teardown: {left}"
     );
+}
+
+fn dev_token(user: &str, session: &str) -> String {
+    let config = bulkhead::config::Config::load(Some(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml"),
+    ))
+    .unwrap();
+    let secret = config.auth.keys[0].secret.clone().unwrap();
+    let claims = bulkhead::auth::MintClaims {
+        sub: user.into(),
+        session_id: session.into(),
+        iss: config.auth.issuer,
+        aud: config.auth.audience,
+        ttl_secs: 300,
+    };
+    bulkhead::auth::mint::mint_hs256(secret.as_bytes(), &claims).unwrap()
+}
+
+async fn notify(url: &str, token: &str) -> (bool, String) {
+    use rmcp::ServiceExt;
+    let t = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_string(),
+        )
+        .auth_header(token.to_string()),
+    );
+    let c = ().serve(t).await.expect("connect to instance");
+    let args = serde_json::json!({"channel": "ops", "message": "hello"});
+    let r = c
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("notify_team")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let text = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect::<String>();
+    let _ = c.cancel().await;
+    (r.is_error.unwrap_or(false), text)
 }
 
 /// A non-owning handle to the bridge `up` made (the `Running` owns and removes it).
