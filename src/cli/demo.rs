@@ -1,9 +1,11 @@
-//! `bulkhead demo`: the seeds' client scenarios against real local instances of `template`
-//! (full and proxied, on loopback, sharing one compliance store), printed step by step.
+//! `bulkhead demo`: the seeds' client scenarios against real local instances of `template`,
+//! printed step by step. As root it runs on `bulkhead up` (network namespaces + nftables) and
+//! also shows the kernel blocking an outbound call; elsewhere it runs the instances in-process.
 
 use bulkhead::auth::Verifier;
 use bulkhead::auth::mint::{MintClaims, mint_hs256};
 use bulkhead::config::Config;
+use bulkhead::isolation::up::{Running, UpOptions, namespaces_permitted, up};
 use bulkhead::policy::NetworkMode;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -11,12 +13,15 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 type Client = RunningService<rmcp::RoleClient, ()>;
 
-async fn start(
+const WEBHOOK_PORT: u16 = 9099;
+
+async fn start_in_process(
     config: &Config,
     mode: NetworkMode,
     stop: &CancellationToken,
@@ -34,6 +39,19 @@ async fn start(
     );
     tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
     Ok(format!("{base}/mcp"))
+}
+
+/// A stand-in for the team's webhook service: answers every POST with 200.
+async fn start_webhook(addr: std::net::SocketAddr, stop: &CancellationToken) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let app = axum::Router::new().fallback(|| async { axum::Json(json!({"delivered": true})) });
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    Ok(())
 }
 
 async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
@@ -72,18 +90,13 @@ fn show(step: &str, (err, text, level): &(bool, String, String)) {
         (true, false) => "retryable error (the model may fix its arguments and try again)",
         (true, true) => "fatal error (a strict client aborts the run)",
     };
-    println!(
-        "  {step}\n    → {verdict}; session level now: {level}\n    → {}",
-        text.lines().next().unwrap_or("")
-    );
+    println!("  {step}\n    → {verdict}; session level now: {level}");
+    for line in text.lines().take(4) {
+        println!("    → {line}");
+    }
 }
 
-/// Runs the scenarios; state goes to a temporary folder.
-pub fn run(config: &Config) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let mut config = config.clone();
-    config.state.dir = dir.path().join("state");
-    config.state.workspaces = dir.path().join("workspaces");
+fn token(config: &Config, user: &str, session: &str) -> anyhow::Result<String> {
     let key = config
         .auth
         .keys
@@ -91,25 +104,82 @@ pub fn run(config: &Config) -> anyhow::Result<()> {
         .find_map(|k| k.secret.clone())
         .ok_or_else(|| anyhow::anyhow!("the demo needs an HS256 dev key in auth.keys"))?;
     let claims = MintClaims {
-        sub: "alice".into(),
-        session_id: "demo-1".into(),
+        sub: user.into(),
+        session_id: session.into(),
         iss: config.auth.issuer.clone(),
         aud: config.auth.audience.clone(),
         ttl_secs: 600,
     };
-    let token = mint_hs256(key.as_bytes(), &claims)?;
+    Ok(mint_hs256(key.as_bytes(), &claims)?)
+}
+
+/// Runs the scenarios with state and sample data in a temporary folder.
+pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut env = super::samples::seed(&dir.path().join("samples"))?;
+    env.push((
+        "BULKHEAD_STATE_DIR".into(),
+        dir.path().join("state").display().to_string(),
+    ));
+    env.push((
+        "BULKHEAD_WORKSPACES".into(),
+        dir.path().join("workspaces").display().to_string(),
+    ));
+    let isolated = namespaces_permitted().is_ok();
+    let webhook_host = if isolated { "10.249.0.1" } else { "127.0.0.1" };
+    env.push((
+        "WEBHOOK_URL".into(),
+        format!("http://{webhook_host}:{WEBHOOK_PORT}"),
+    ));
+    let mut config = config.clone();
+    config.state.dir = dir.path().join("state");
+    config.state.workspaces = dir.path().join("workspaces");
+    // Before any thread exists: the in-process connectors read their settings from the environment.
+    for (k, v) in &env {
+        // SAFETY: single-threaded here (no runtime or helper thread has started yet).
+        unsafe { std::env::set_var(k, v) };
+    }
+    let alice = token(&config, "alice", "demo-1")?;
+    let bob = token(&config, "bob", "demo-2")?;
+    let dep = bulkhead::servers::DEPLOYMENTS
+        .iter()
+        .find(|d| d.name == "local")
+        .ok_or_else(|| anyhow::anyhow!("deployment `local` is missing"))?;
+    let running: Option<Running> = if isolated {
+        let opts = UpOptions {
+            exe: std::env::current_exe()?,
+            config: config_path,
+            subnet: 249,
+            prefix: "bd".into(),
+            proxied_egress: None,
+            env,
+        };
+        Some(up(dep, &opts)?)
+    } else {
+        None
+    };
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async move {
         let stop = CancellationToken::new();
-        let full_url = start(&config, NetworkMode::Full, &stop).await?;
-        let proxied_url = start(&config, NetworkMode::Proxied, &stop).await?;
-        println!("Template server, two instances on loopback sharing one compliance store:");
-        println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  caller: alice / session demo-1 (a real HS256 token)\n");
-        let full = connect(&full_url, &token).await?;
-        let proxied = connect(&proxied_url, &token).await?;
+        let (full_url, proxied_url) = match &running {
+            Some(r) => (r.instance("template", NetworkMode::Full).map(|i| i.url.clone()), r.instance("template", NetworkMode::Proxied).map(|i| i.url.clone())),
+            None => (Some(start_in_process(&config, NetworkMode::Full, &stop).await?), Some(start_in_process(&config, NetworkMode::Proxied, &stop).await?)),
+        };
+        let (full_url, proxied_url) = (full_url.ok_or_else(|| anyhow::anyhow!("no full instance"))?, proxied_url.ok_or_else(|| anyhow::anyhow!("no proxied instance"))?);
+        start_webhook(format!("{webhook_host}:{WEBHOOK_PORT}").parse()?, &stop).await?;
+        if isolated {
+            println!("Template server via `bulkhead up`: the proxied instance runs in its own network namespace;");
+            println!("nftables there allows outbound connections only to its allowlist (hooks.example.com:443).");
+        } else {
+            println!("Template server, two in-process instances (network namespaces need root: run as root for real isolation).");
+        }
+        println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: alice / session demo-1 (a real HS256 token)\n");
+        let full = connect(&full_url, &alice).await?;
+        let proxied = connect(&proxied_url, &alice).await?;
 
         println!("1. A normal read: write a note, read it back (full instance).");
         show("write_file /workspace/notes.txt", &call(&full, "write_file", json!({"path": "/workspace/notes.txt", "content": "meeting at 10"})).await?);
         show("read_file /workspace/notes.txt", &call(&full, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
+        show("notify_team (connect) while the session holds no private data", &call(&full, "notify_team", json!({"channel": "ops", "message": "starting"})).await?);
 
         println!("\n2. A retryable error: search with an empty query. `search_records` is declared confidential");
         println!("   (its `_meta` in tools/list says so), so the client sends it to the proxied instance:");
@@ -119,16 +189,25 @@ pub fn run(config: &Config) -> anyhow::Result<()> {
         show("load_sensitive_dataset on the full instance", &call(&full, "load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await?);
         println!("   so the client switches to the proxied instance (one-way) and loads it there:");
         show("load_sensitive_dataset on the proxied instance", &call(&proxied, "load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await?);
+        show("search_records query=\"Acme\" on the proxied instance", &call(&proxied, "search_records", json!({"query": "Acme", "limit": 3})).await?);
 
         println!("\n4. From now on:");
         show("notify_team (a connect tool) on the proxied instance", &call(&proxied, "notify_team", json!({"channel": "ops", "message": "customer list attached"})).await?);
         show("read_file on the full instance (a client that failed to switch)", &call(&full, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
         show("read_file on the proxied instance (same workspace)", &call(&proxied, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
 
+        if isolated {
+            println!("\n5. Defence in depth: bob's session is public, so policy lets `notify_team` run on the proxied");
+            println!("   instance — and the kernel blocks the connection, because the webhook is not on its allowlist:");
+            let b = connect(&proxied_url, &bob).await?;
+            show("notify_team from the proxied instance (bob, public session)", &call(&b, "notify_team", json!({"channel": "ops", "message": "hello"})).await?);
+            b.cancel().await?;
+        }
         full.cancel().await?;
         proxied.cancel().await?;
         stop.cancel();
-        println!("\nDone: every step above went through token auth, the workspace, the context preset and the ratchet.");
+        drop(running);
+        println!("\nDone: every step went through token auth, the workspace, the context preset and the ratchet.");
         Ok(())
     })
 }

@@ -2,6 +2,7 @@
 
 mod check;
 mod demo;
+mod samples;
 mod serve;
 mod token;
 mod up;
@@ -89,13 +90,16 @@ enum Command {
     },
 }
 
-fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
-    let path = path.or_else(|| {
+fn config_path(path: Option<PathBuf>) -> Option<PathBuf> {
+    path.or_else(|| {
         std::path::Path::new("config.yaml")
             .exists()
             .then(|| "config.yaml".into())
-    });
-    Ok(Config::load(path.as_deref())?)
+    })
+}
+
+fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
+    Ok(Config::load(config_path(path).as_deref())?)
 }
 
 /// Runs the CLI.
@@ -136,7 +140,8 @@ pub fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
         }),
         Command::Demo => {
-            load_config(cli.config).and_then(|c| demo::run(&c).map(|()| ExitCode::SUCCESS))
+            let path = config_path(cli.config.clone());
+            load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))
         }
         Command::Token { user, session, ttl } => load_config(cli.config)
             .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),

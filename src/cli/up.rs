@@ -16,13 +16,14 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
             .exists()
             .then(|| PathBuf::from("config.yaml"))
     });
+    let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;
     let opts = UpOptions {
         exe: std::env::current_exe()?,
         config,
         subnet: 250,
         prefix: "bh".into(),
         proxied_egress: None,
-        env: Vec::new(),
+        env,
     };
     let running = up(dep, &opts)?;
     println!("deployment `{deployment}` is up:");

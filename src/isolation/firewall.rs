@@ -21,6 +21,8 @@ pub fn ruleset(port: u16, allow: &[SocketAddrV4]) -> String {
             a.port()
         );
     }
+    // Refuse at once (the policy would drop silently and callers would wait for a timeout).
+    out.push_str("    meta l4proto tcp reject with tcp reset\n    reject\n");
     out.push_str("  }\n}\n");
     out
 }

@@ -29,6 +29,13 @@ fn demo_walks_the_four_scenarios() {
     ] {
         assert!(text.contains(expect), "missing {expect:?} in:\n{text}");
     }
+    if rustix::process::geteuid().is_root() {
+        // With namespaces the demo also shows the kernel refusing the proxied instance's connection.
+        assert!(
+            text.contains("bob, public session)\n    → fatal error"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
