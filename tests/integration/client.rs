@@ -17,10 +17,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// Arrival order across all instances of a test process.
+static ARRIVAL: AtomicUsize = AtomicUsize::new(0);
+
 /// What one instance received.
 #[derive(Default)]
 struct Recorder {
-    calls: Mutex<Vec<String>>,
+    /// (arrival number, tool name) of every `tools/call`.
+    calls: Mutex<Vec<(usize, String)>>,
     initializes: AtomicUsize,
     deletes_ok: AtomicUsize,
     sessions: Mutex<Vec<String>>,
@@ -28,6 +32,15 @@ struct Recorder {
 
 impl Recorder {
     fn calls(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.1.clone())
+            .collect()
+    }
+
+    fn arrivals(&self) -> Vec<(usize, String)> {
         self.calls.lock().unwrap().clone()
     }
 }
@@ -39,11 +52,10 @@ async fn record(State(rec): State<Arc<Recorder>>, req: Request, next: Next) -> R
         .unwrap_or_default();
     if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
         match v["method"].as_str() {
-            Some("tools/call") => rec
-                .calls
-                .lock()
-                .unwrap()
-                .push(v["params"]["name"].as_str().unwrap_or("?").to_string()),
+            Some("tools/call") => rec.calls.lock().unwrap().push((
+                ARRIVAL.fetch_add(1, Ordering::SeqCst),
+                v["params"]["name"].as_str().unwrap_or("?").to_string(),
+            )),
             Some("initialize") => {
                 rec.initializes.fetch_add(1, Ordering::SeqCst);
             }
@@ -336,6 +348,18 @@ async fn sixteen_concurrent_tasks_never_route_back_during_an_escalation() {
         task.await.unwrap();
     }
     assert_eq!(c.current_mode(), NetworkMode::Proxied);
+    // Each task has at most one call in flight when the floor rises (task 0 is the one raising
+    // it), so at most 15 calls may still reach full after the load reached proxied; a client
+    // that routed back would send many more.
+    let load_at = i[1]
+        .rec
+        .arrivals()
+        .iter()
+        .find(|c| c.1 == "load_sensitive_dataset")
+        .map(|c| c.0)
+        .unwrap();
+    let late = i[0].rec.arrivals().iter().filter(|c| c.0 > load_at).count();
+    assert!(late <= 15, "{late} calls reached full after the escalation");
     let full_before = i[0].rec.calls().len();
     let proxied_before = i[1].rec.calls().len();
     for t in 0..16 {
