@@ -484,3 +484,52 @@ async fn bad_entries_are_configuration_errors() {
         Err(ClientError::Config(_))
     ));
 }
+
+/// A server whose only tool answers after 30 s.
+#[derive(Clone)]
+struct Slow;
+
+impl rmcp::ServerHandler for Slow {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn call_tool(
+        &self,
+        _request: rmcp::model::CallToolRequestParams,
+        _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        Ok(rmcp::model::CallToolResult::success(vec![]).into())
+    }
+}
+
+#[tokio::test]
+async fn a_call_is_bounded_by_read_timeout() {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let stop = CancellationToken::new();
+    let mut cfg = StreamableHttpServerConfig::default();
+    cfg.cancellation_token = stop.clone();
+    let service =
+        StreamableHttpService::new(|| Ok(Slow), Arc::new(LocalSessionManager::default()), cfg);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let app = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
+    let c = StrictClient::connect(&url, "unused", NetworkMode::Full, 1, true)
+        .await
+        .unwrap();
+    match c.call_tool("slow", json!({})).await {
+        Err(ClientError::Timeout { url: u, seconds }) => assert_eq!((u, seconds), (url, 1)),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    c.close().await;
+    stop.cancel();
+}
