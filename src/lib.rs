@@ -6,6 +6,7 @@ extern crate self as bulkhead;
 
 pub mod auth;
 pub mod call;
+pub mod client;
 pub mod codegen;
 pub mod compliance;
 pub mod config;

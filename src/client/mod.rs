@@ -1,0 +1,64 @@
+//! The client side of Bulkhead: connect to the instances of a server listed in `config.yaml`
+//! `mcp_servers`, turn trusted `[FATAL] ` results into hard errors, and follow the session's
+//! sensitivity from the normal instance to the more isolated ones, one way.
+
+mod config;
+mod error;
+mod isolating;
+mod reply;
+mod route;
+mod strict;
+
+pub use config::{get_mcp_client, instances};
+pub use error::ClientError;
+pub use isolating::IsolatingClient;
+pub use reply::{ModeRefusal, ToolReply};
+pub use route::Ratchet;
+pub use strict::StrictClient;
+
+use crate::policy::NetworkMode;
+use rmcp::model::Tool;
+use serde_json::Value;
+
+/// A client for one configured server: strict (one instance) or isolating (several instances).
+pub enum McpClient {
+    /// Only `url` is configured.
+    Strict(StrictClient),
+    /// `url_proxied` or `url_isolated` is configured as well.
+    Isolating(IsolatingClient),
+}
+
+impl McpClient {
+    /// Calls `name` with `args` (a JSON object or `null`); see [`StrictClient::call_tool`] and
+    /// [`IsolatingClient::call_tool`].
+    pub async fn call_tool(&self, name: &str, args: Value) -> Result<ToolReply, ClientError> {
+        match self {
+            McpClient::Strict(c) => c.call_tool(name, args).await,
+            McpClient::Isolating(c) => c.call_tool(name, args).await,
+        }
+    }
+
+    /// The server's tools, as listed by the instance that would serve the next call.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        match self {
+            McpClient::Strict(c) => c.list_tools().await,
+            McpClient::Isolating(c) => c.list_tools().await,
+        }
+    }
+
+    /// The network mode of the instance the next call would go to (at least).
+    pub fn current_mode(&self) -> NetworkMode {
+        match self {
+            McpClient::Strict(c) => c.mode(),
+            McpClient::Isolating(c) => c.current_mode(),
+        }
+    }
+
+    /// Closes every connection (each transport session is deleted on the server).
+    pub async fn close(&self) {
+        match self {
+            McpClient::Strict(c) => c.close().await,
+            McpClient::Isolating(c) => c.close().await,
+        }
+    }
+}

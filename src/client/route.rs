@@ -1,0 +1,164 @@
+//! The client's one-way routing state: the session level it has seen and the least isolated
+//! mode it may still use. Both are atomics that only ever rise, so concurrent calls can never
+//! route a later decision to a less isolated instance than an earlier one.
+
+use crate::policy::{NetworkMode, Sensitivity};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const MODES: [NetworkMode; 3] = [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None];
+
+fn mode_index(m: NetworkMode) -> u8 {
+    match m {
+        NetworkMode::Full => 0,
+        NetworkMode::Proxied => 1,
+        NetworkMode::None => 2,
+    }
+}
+
+fn level_index(l: Sensitivity) -> u8 {
+    match l {
+        Sensitivity::Public => 0,
+        Sensitivity::Internal => 1,
+        Sensitivity::Confidential => 2,
+        Sensitivity::Secret => 3,
+    }
+}
+
+/// The session level as the client knows it and the mode floor it routes at; never lowered.
+#[derive(Debug, Default)]
+pub struct Ratchet {
+    level: AtomicU8,
+    mode: AtomicU8,
+}
+
+impl Ratchet {
+    /// A fresh ratchet: `public`, full network.
+    pub fn new() -> Ratchet {
+        Ratchet::default()
+    }
+
+    /// The highest session level seen.
+    pub fn level(&self) -> Sensitivity {
+        Sensitivity::ALL[usize::from(self.level.load(Ordering::SeqCst).min(3))]
+    }
+
+    /// The least isolated mode the client may still route to.
+    pub fn mode(&self) -> NetworkMode {
+        MODES[usize::from(self.mode.load(Ordering::SeqCst).min(2))]
+    }
+
+    /// Raises the known level (and the mode floor with it); lower values are ignored.
+    pub fn raise_level(&self, level: Sensitivity) {
+        self.level.fetch_max(level_index(level), Ordering::SeqCst);
+        self.raise_mode(level.required_mode());
+    }
+
+    /// Raises the mode floor; lower values are ignored.
+    pub fn raise_mode(&self, mode: NetworkMode) {
+        self.mode.fetch_max(mode_index(mode), Ordering::SeqCst);
+    }
+
+    /// Picks the least isolated of `available` (sorted, least isolated first) that may serve
+    /// `max(known level, declared)` and is not below the floor, and raises the floor to it.
+    /// `Err` carries the level no available instance may serve.
+    pub fn route(
+        &self,
+        declared: Sensitivity,
+        available: &[NetworkMode],
+    ) -> Result<NetworkMode, Sensitivity> {
+        loop {
+            let needed = self.level().max(declared);
+            let want = self.mode().max(needed.required_mode());
+            let Some(&pick) = available.iter().find(|&&m| m >= want) else {
+                return Err(needed.max(floor_level(want)));
+            };
+            // If another call raised the floor past `pick` meanwhile, decide again.
+            let before = self.mode.fetch_max(mode_index(pick), Ordering::SeqCst);
+            if before <= mode_index(pick) {
+                return Ok(pick);
+            }
+        }
+    }
+}
+
+/// The least level that needs `mode`.
+fn floor_level(mode: NetworkMode) -> Sensitivity {
+    match mode {
+        NetworkMode::Full => Sensitivity::Public,
+        NetworkMode::Proxied => Sensitivity::Confidential,
+        NetworkMode::None => Sensitivity::Secret,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const ALL: [NetworkMode; 3] = MODES;
+
+    #[test]
+    fn routes_by_level_and_declared_sensitivity_one_way() {
+        let r = Ratchet::new();
+        assert_eq!(r.route(Sensitivity::Internal, &ALL), Ok(NetworkMode::Full));
+        assert_eq!(
+            r.route(Sensitivity::Confidential, &ALL),
+            Ok(NetworkMode::Proxied)
+        );
+        // The floor stays even though the known level never rose (the call may have escalated).
+        assert_eq!(r.level(), Sensitivity::Public);
+        assert_eq!(r.route(Sensitivity::Public, &ALL), Ok(NetworkMode::Proxied));
+        r.raise_level(Sensitivity::Secret);
+        assert_eq!(r.route(Sensitivity::Public, &ALL), Ok(NetworkMode::None));
+        r.raise_level(Sensitivity::Internal);
+        assert_eq!(r.level(), Sensitivity::Secret, "never lowered");
+        assert_eq!(r.mode(), NetworkMode::None);
+    }
+
+    #[test]
+    fn skips_missing_instances_and_refuses_when_none_fits() {
+        let r = Ratchet::new();
+        let two = [NetworkMode::Full, NetworkMode::None];
+        assert_eq!(
+            r.route(Sensitivity::Confidential, &two),
+            Ok(NetworkMode::None)
+        );
+        assert_eq!(r.mode(), NetworkMode::None);
+        let r = Ratchet::new();
+        let normal_and_proxied = [NetworkMode::Full, NetworkMode::Proxied];
+        assert_eq!(
+            r.route(Sensitivity::Secret, &normal_and_proxied),
+            Err(Sensitivity::Secret)
+        );
+        assert_eq!(
+            r.mode(),
+            NetworkMode::Full,
+            "a refused route raises nothing"
+        );
+    }
+
+    #[test]
+    fn concurrent_raises_and_routes_never_decrease() {
+        let r = Arc::new(Ratchet::new());
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    let mut last = NetworkMode::Full;
+                    for n in 0..2000 {
+                        if i == 0 && n == 500 {
+                            r.raise_level(Sensitivity::Confidential);
+                        }
+                        let m = r.route(Sensitivity::Public, &ALL).unwrap();
+                        assert!(m >= last, "thread {i} went back from {last} to {m}");
+                        last = m;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(r.route(Sensitivity::Public, &ALL), Ok(NetworkMode::Proxied));
+    }
+}

@@ -1,0 +1,143 @@
+//! One connection to one instance. `[FATAL] ` results become [`ClientError::Fatal`] only when
+//! the server entry is `trusted`; every request is bounded by the entry's `read_timeout`.
+
+use super::{ClientError, ToolReply};
+use crate::policy::NetworkMode;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::RwLock;
+
+/// A client of one instance of a server.
+pub struct StrictClient {
+    url: String,
+    mode: NetworkMode,
+    trusted: bool,
+    read_timeout: u64,
+    service: RwLock<Option<RunningService<RoleClient, ()>>>,
+}
+
+impl StrictClient {
+    /// Connects to the instance at `url` (running in `mode`) with a bearer `token` (without the
+    /// `Bearer ` prefix). `read_timeout` (seconds) bounds the connection and every request.
+    pub async fn connect(
+        url: &str,
+        token: &str,
+        mode: NetworkMode,
+        read_timeout: u64,
+        trusted: bool,
+    ) -> Result<StrictClient, ClientError> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.to_string())
+                .auth_header(token.to_string()),
+        );
+        let connect_error = |reason: String| ClientError::Connect {
+            url: url.to_string(),
+            reason,
+        };
+        let service = match tokio::time::timeout(
+            Duration::from_secs(read_timeout),
+            ().serve(transport),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(connect_error(e.to_string())),
+            Err(_) => return Err(connect_error(format!("no answer within {read_timeout} s"))),
+        };
+        Ok(StrictClient {
+            url: url.to_string(),
+            mode,
+            trusted,
+            read_timeout,
+            service: RwLock::new(Some(service)),
+        })
+    }
+
+    /// The instance URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The network mode of the instance.
+    pub fn mode(&self) -> NetworkMode {
+        self.mode
+    }
+
+    /// Whether `[FATAL] ` results from this server abort the run.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Calls `name` with `args` (a JSON object, or `null` for none). A tool's error result is
+    /// an `Ok` reply with `is_error` unless it is a `[FATAL] ` one from a trusted server, which
+    /// is [`ClientError::Fatal`].
+    pub async fn call_tool(&self, name: &str, args: Value) -> Result<ToolReply, ClientError> {
+        let reply = self.call_raw(name, args).await?;
+        classify(reply, self.trusted)
+    }
+
+    /// Calls a tool without classifying `[FATAL] ` results.
+    pub(crate) async fn call_raw(&self, name: &str, args: Value) -> Result<ToolReply, ClientError> {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        match args {
+            Value::Object(m) => params = params.with_arguments(m),
+            Value::Null => {}
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "tool arguments must be a JSON object, not {other}"
+                )));
+            }
+        }
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        let result = self.bounded(service.call_tool(params)).await?;
+        Ok(ToolReply::from_result(result, self.mode))
+    }
+
+    /// The server's tools.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        self.bounded(service.list_all_tools()).await
+    }
+
+    /// Closes the connection and deletes the transport session on the server; waits for
+    /// calls in flight. Later calls fail with [`ClientError::Closed`].
+    pub async fn close(&self) {
+        let taken = self.service.write().await.take();
+        if let Some(mut service) = taken
+            && let Err(e) = service.close().await
+        {
+            tracing::warn!(url = %self.url, error = %e, "client task ended abnormally");
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, ClientError> {
+        match tokio::time::timeout(Duration::from_secs(self.read_timeout), request).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(ClientError::Protocol(format!("{}: {e}", self.url))),
+            Err(_) => Err(ClientError::Timeout {
+                url: self.url.clone(),
+                seconds: self.read_timeout,
+            }),
+        }
+    }
+}
+
+/// A `[FATAL] ` error result becomes [`ClientError::Fatal`] when the server is trusted; from an
+/// untrusted server it stays an ordinary (retryable) error result.
+pub(crate) fn classify(reply: ToolReply, trusted: bool) -> Result<ToolReply, ClientError> {
+    match reply.fatal_message() {
+        Some(message) if trusted => Err(ClientError::Fatal(message.to_string())),
+        _ => Ok(reply),
+    }
+}
