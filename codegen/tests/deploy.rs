@@ -164,7 +164,8 @@ fn compose_files_keep_isolation_properties() {
 fn the_property_check_catches_each_violation() {
     let (_, model) = models().remove(1);
     let doc = file(&model, "compose/prod.yaml");
-    let mutations: [(&str, fn(&mut Value)); 4] = [
+    type Mutation = (&'static str, fn(&mut Value));
+    let mutations: [Mutation; 4] = [
         ("network_mode", |d| {
             d["services"]["vault-isolated"]["network_mode"] = "none".into()
         }),
