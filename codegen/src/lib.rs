@@ -64,8 +64,13 @@ pub fn load_sources(
 pub fn generate(model: &model::Model) -> Output {
     let mut out = Output::default();
     emit::rust::emit(model, &mut out);
+    emit::deploy::emit(model, &mut out);
     out
 }
+
+/// Extensions of the files [`generate`] owns in `generated/`: a file with one of them in a folder
+/// it writes to, that it no longer produces, is stale (removed by the build, flagged by tests).
+pub const GENERATED_EXTS: &[&str] = &["rs", "yaml", "json", "md", "dockerignore"];
 
 /// The JSON Schemas of the spec kinds, relative to `specs/schema/`.
 pub fn spec_schemas() -> Output {
@@ -139,6 +144,7 @@ impl Builder {
         let model = load(&specs, &self.root)?;
         let generated = generate(&model);
         generated
+            .only_under("rust")
             .write_into(&self.out_dir, &["rs"])
             .map_err(|source| BuildError::Write {
                 path: self.out_dir.clone(),
@@ -152,7 +158,7 @@ impl Builder {
         }
         if self.mirror {
             let mirrored = generated
-                .write_into(&self.root.join("generated"), &["rs"])
+                .write_into(&self.root.join("generated"), GENERATED_EXTS)
                 .and_then(|mut r| {
                     spec_schemas()
                         .write_into(&specs.join("schema"), &["json"])

@@ -2,6 +2,7 @@
 
 mod cli;
 mod client;
+mod compose;
 mod harness;
 mod http;
 mod in_memory;

@@ -14,17 +14,17 @@ fn generated_and_schemas_are_fresh() {
         (
             bulkhead_codegen::generate(&model),
             root.join("generated"),
-            "rs",
+            bulkhead_codegen::GENERATED_EXTS,
         ),
         (
             bulkhead_codegen::spec_schemas(),
             root.join("specs/schema"),
-            "json",
+            &["json"][..],
         ),
     ];
     let mut stale = Vec::new();
-    for (output, dir, ext) in &outputs {
-        for rel in output.diff_against(dir, &[ext]) {
+    for (output, dir, exts) in &outputs {
+        for rel in output.diff_against(dir, exts) {
             stale.push(dir.join(rel));
         }
     }
@@ -41,9 +41,9 @@ fn generated_and_schemas_are_fresh() {
             list.join(", ")
         );
     }
-    for (output, dir, ext) in &outputs {
+    for (output, dir, exts) in &outputs {
         output
-            .write_into(dir, &[ext])
+            .write_into(dir, exts)
             .expect("rewrite generated files");
     }
     panic!(

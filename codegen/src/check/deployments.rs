@@ -120,9 +120,49 @@ pub fn host_port(entry: &str) -> Result<(), String> {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
         });
-    if ok {
-        Ok(())
-    } else {
-        Err("the host is not a DNS name or IPv4 address".into())
+    if !ok {
+        return Err("the host is not a DNS name or IPv4 address".into());
+    }
+    match host.parse::<std::net::Ipv4Addr>() {
+        Ok(ip) if ip.is_loopback() || ip.is_unspecified() || ip.octets()[0] == 0 => {
+            Err("loopback and unspecified addresses are never egress".into())
+        }
+        Ok(ip) if ip.is_link_local() => {
+            Err("link-local addresses (cloud metadata, 169.254.0.0/16) are never egress".into())
+        }
+        Ok(ip) if ip.is_multicast() || ip.is_broadcast() => {
+            Err("multicast and broadcast addresses are never egress".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_port;
+
+    #[test]
+    fn host_port_accepts_names_and_routable_addresses() {
+        for ok in ["db.internal:5432", "hooks.example.com:443", "10.1.2.3:80"] {
+            assert_eq!(host_port(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn host_port_refuses_metadata_loopback_and_malformed() {
+        for bad in [
+            "169.254.169.254:80",
+            "169.254.1.1:443",
+            "127.0.0.1:8000",
+            "0.0.0.0:80",
+            "224.0.0.1:5353",
+            "255.255.255.255:9",
+            "host",
+            "host:0",
+            "host:70000",
+            "-bad.example:80",
+        ] {
+            assert!(host_port(bad).is_err(), "{bad}");
+        }
     }
 }

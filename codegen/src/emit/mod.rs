@@ -1,8 +1,10 @@
 //! Emitters: each reads the model and adds files to an [`Output`]; writing happens once, only
 //! where bytes changed.
 
+pub mod deploy;
 pub mod input_schema;
 pub mod rust;
+pub mod yaml_text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,18 @@ impl Output {
     /// Adds a file.
     pub fn add(&mut self, path: impl Into<PathBuf>, contents: String) {
         self.files.insert(path.into(), contents);
+    }
+
+    /// The files whose path starts with `folder` (e.g. `rust/`, what the crate compiles).
+    pub fn only_under(&self, folder: &str) -> Output {
+        Output {
+            files: self
+                .files
+                .iter()
+                .filter(|(p, _)| p.starts_with(folder))
+                .map(|(p, c)| (p.clone(), c.clone()))
+                .collect(),
+        }
     }
 
     /// Writes every file under `dir` whose bytes differ; removes files with one of `owned_exts`

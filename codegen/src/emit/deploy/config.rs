@@ -1,0 +1,44 @@
+//! `config/<deployment>.yaml`: the runtime configuration every instance of a deployment reads
+//! (mounted read-only at `/etc/bulkhead/config.yaml`): its compose service names as accepted
+//! `Host` values, state and workspaces in their separate volumes, keys from the environment.
+
+use super::{STATE_DIR, WORKSPACES_DIR, plan};
+use crate::emit::yaml_text::to_yaml;
+use crate::emit::{Output, header};
+use crate::model::Deployment;
+use serde_json::json;
+
+/// Adds `config/<deployment>.yaml`.
+pub fn emit(d: &Deployment, out: &mut Output) {
+    let mut hosts: Vec<String> = plan(d)
+        .iter()
+        .flat_map(|p| p.instances.iter().map(|i| i.service.clone()))
+        .collect();
+    hosts.sort();
+    hosts.extend(["localhost".to_string(), "127.0.0.1".to_string()]);
+    let doc = json!({
+        "environment": "${BULKHEAD_ENV:-development}",
+        "auth": {
+            "issuer": "${BULKHEAD_ISSUER:-bulkhead-dev}",
+            "audience": "${BULKHEAD_AUDIENCE:-bulkhead}",
+            "keys": [{
+                "kid": "dev",
+                "alg": "HS256",
+                "secret": "${BULKHEAD_DEV_SECRET:?set BULKHEAD_DEV_SECRET (32 bytes or more) before starting the deployment}",
+            }],
+        },
+        "http": { "allowed_hosts": hosts, "stateful": true },
+        "state": {
+            "dir": format!("${{BULKHEAD_STATE_DIR:-{STATE_DIR}}}"),
+            "workspaces": format!("${{BULKHEAD_WORKSPACES:-{WORKSPACES_DIR}}}"),
+        },
+    });
+    let mut text = header("#", &[&d.source]);
+    text.push_str(&format!(
+        "# Runtime configuration of the `{}` instances, mounted read-only at /etc/bulkhead/config.yaml\n\
+         # by compose/{}.yaml. `allowed_hosts` lists the compose service names (the Host check).\n",
+        d.name, d.name
+    ));
+    text.push_str(&to_yaml(&doc));
+    out.add(format!("config/{}.yaml", d.name), text);
+}
