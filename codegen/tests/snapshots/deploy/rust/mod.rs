@@ -21,6 +21,37 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[];
 /// Every server in `specs/servers/`, sorted by name.
 pub static SERVERS: &[&bh::ServerDef] = &[&notes::SERVER, &vault::SERVER];
 
+/// Every deployment in `specs/deployments/`, sorted by name.
+pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
+    bh::DeploymentDef {
+        name: "prod",
+        servers: &[
+            bh::DeployedServerDef {
+                name: "notes",
+                port: 9100,
+                egress: &["wiki.example.com:443"],
+                proxied_egress: &[],
+                max_sensitivity: bh::Sensitivity::Internal,
+            },
+            bh::DeployedServerDef {
+                name: "vault",
+                port: 9000,
+                egress: &["hooks.example.com:443"],
+                proxied_egress: &[
+                    "db.internal:5432",
+                    "api.example.com:443",
+                    "cache.internal:6379",
+                    "legacy.internal:80",
+                    "replica-a.internal:7000",
+                    "replica-b.internal:7000",
+                    "db.internal:5432",
+                ],
+                max_sensitivity: bh::Sensitivity::Secret,
+            },
+        ],
+    },
+];
+
 /// The runnable server `name`, wired to its handlers in `src/handlers/`.
 pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
     match name {
