@@ -4,6 +4,7 @@
 
 use bulkhead::auth::Verifier;
 use bulkhead::auth::mint::{MintClaims, mint_hs256};
+use bulkhead::client::{ClientError, ToolReply, get_mcp_client};
 use bulkhead::config::Config;
 use bulkhead::isolation::up::{Running, UpOptions, namespaces_permitted, up};
 use bulkhead::policy::NetworkMode;
@@ -96,6 +97,30 @@ fn show(step: &str, (err, text, level): &(bool, String, String)) {
     }
 }
 
+fn reply(step: &str, r: Result<ToolReply, ClientError>) {
+    match r {
+        Ok(r) => {
+            let verdict = if r.is_error {
+                "retryable error (the model may fix its arguments and try again)"
+            } else {
+                "ok"
+            };
+            let level = r.level.map_or("?", |l| l.as_str());
+            println!(
+                "  {step}\n    → answered by the {} instance: {verdict}; session level now: {level}",
+                r.mode.as_str()
+            );
+            for line in r.text.lines().take(4) {
+                println!("    → {line}");
+            }
+        }
+        Err(ClientError::Fatal(msg)) => {
+            println!("  {step}\n    → fatal error: the strict client aborts the run\n    → {msg}")
+        }
+        Err(e) => println!("  {step}\n    → client error: {e}"),
+    }
+}
+
 fn token(config: &Config, user: &str, session: &str) -> anyhow::Result<String> {
     let key = config
         .auth
@@ -173,38 +198,43 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
             println!("Template server, two in-process instances (network namespaces need root: run as root for real isolation).");
         }
         println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: alice / session demo-1 (a real HS256 token)\n");
-        let full = connect(&full_url, &alice).await?;
-        let proxied = connect(&proxied_url, &alice).await?;
+        // The agent's side: `get_mcp_client` reads the `mcp_servers` entry (url + url_proxied) and
+        // returns the isolating client, which routes every call by the session's level.
+        let mut client_config = config.clone();
+        let entries = format!("mcp_servers:\n  template:\n    type: client\n    url: {full_url}\n    url_proxied: {proxied_url}\n    read_timeout: 30\n    trusted: true\n");
+        let parsed = Config::parse(&format!("auth:\n  issuer: x\n  audience: x\n  keys: []\n{entries}"), "demo", &|_| None)?;
+        client_config.mcp_servers = parsed.mcp_servers;
+        let agent = get_mcp_client("template", &client_config, &alice).await?;
+        println!("The agent uses `get_mcp_client(\"template\")`, an isolating client holding both instances.\n");
 
-        println!("1. A normal read: write a note, read it back (full instance).");
-        show("write_file /workspace/notes.txt", &call(&full, "write_file", json!({"path": "/workspace/notes.txt", "content": "meeting at 10"})).await?);
-        show("read_file /workspace/notes.txt", &call(&full, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
-        show("notify_team (connect) while the session holds no private data", &call(&full, "notify_team", json!({"channel": "ops", "message": "starting"})).await?);
+        println!("1. A normal read: write a note, read it back.");
+        reply("write_file /workspace/notes.txt", agent.call_tool("write_file", json!({"path": "/workspace/notes.txt", "content": "meeting at 10"})).await);
+        reply("read_file /workspace/notes.txt", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
+        reply("notify_team (connect) while the session holds no private data", agent.call_tool("notify_team", json!({"channel": "ops", "message": "starting"})).await);
 
-        println!("\n2. A retryable error: search with an empty query. `search_records` is declared confidential");
-        println!("   (its `_meta` in tools/list says so), so the client sends it to the proxied instance:");
-        show("search_records query=\"\" on the proxied instance", &call(&proxied, "search_records", json!({"query": ""})).await?);
+        println!("\n2. A retryable error: search with an empty query. `search_records` is declared confidential in");
+        println!("   tools/list, so the client sends it to the proxied instance and stays there (one-way):");
+        reply("search_records query=\"\"", agent.call_tool("search_records", json!({"query": ""})).await);
 
-        println!("\n3. A sensitive load. The full instance will not take confidential data into a networked process:");
-        show("load_sensitive_dataset on the full instance", &call(&full, "load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await?);
-        println!("   so the client switches to the proxied instance (one-way) and loads it there:");
-        show("load_sensitive_dataset on the proxied instance", &call(&proxied, "load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await?);
-        show("search_records query=\"Acme\" on the proxied instance", &call(&proxied, "search_records", json!({"query": "Acme", "limit": 3})).await?);
+        println!("\n3. A sensitive load raises the session to confidential:");
+        reply("load_sensitive_dataset customers_2026", agent.call_tool("load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await);
+        reply("search_records query=\"Acme\" limit=3", agent.call_tool("search_records", json!({"query": "Acme", "limit": 3})).await);
 
         println!("\n4. From now on:");
-        show("notify_team (a connect tool) on the proxied instance", &call(&proxied, "notify_team", json!({"channel": "ops", "message": "customer list attached"})).await?);
-        show("read_file on the full instance (a client that failed to switch)", &call(&full, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
-        show("read_file on the proxied instance (same workspace)", &call(&proxied, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
+        reply("notify_team (a connect tool)", agent.call_tool("notify_team", json!({"channel": "ops", "message": "customer list attached"})).await);
+        reply("read_file /workspace/notes.txt (same workspace, isolated instance)", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
+        let stale = connect(&full_url, &alice).await?;
+        show("a client that never switched calls read_file on the full instance", &call(&stale, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
+        stale.cancel().await?;
 
         if isolated {
             println!("\n5. Defence in depth: bob's session is public, so policy lets `notify_team` run on the proxied");
-            println!("   instance — and the kernel blocks the connection, because the webhook is not on its allowlist:");
+            println!("   instance — and the kernel refuses the connection: the webhook is not on its allowlist.");
             let b = connect(&proxied_url, &bob).await?;
             show("notify_team from the proxied instance (bob, public session)", &call(&b, "notify_team", json!({"channel": "ops", "message": "hello"})).await?);
             b.cancel().await?;
         }
-        full.cancel().await?;
-        proxied.cancel().await?;
+        agent.close().await;
         stop.cancel();
         drop(running);
         println!("\nDone: every step went through token auth, the workspace, the context preset and the ratchet.");

@@ -106,6 +106,7 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
 pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BULKHEAD_LOG")
                 .unwrap_or_else(|_| "warn".into()),

@@ -23,9 +23,11 @@ fn demo_walks_the_four_scenarios() {
     for expect in [
         "→ meeting at 10",
         "retryable error (the model may fix its arguments and try again); session level now: internal",
-        "load_sensitive_dataset on the proxied instance\n    → ok; session level now: confidential",
+        "load_sensitive_dataset customers_2026\n    → answered by the proxied instance: ok; session level now: confidential",
+        "search_records query=\"\"\n    → answered by the proxied instance: retryable error",
+        "1,Acme renewal #100,ana",
         "connect tools stay blocked",
-        "a client that failed to switch)\n    → fatal error",
+        "a client that never switched calls read_file on the full instance\n    → fatal error",
     ] {
         assert!(text.contains(expect), "missing {expect:?} in:\n{text}");
     }
