@@ -147,7 +147,9 @@ impl Runtime {
         let decision = self.admit(tool, before, store_error.map(|e| e.to_string()));
         if let Err((outcome, err)) = decision {
             self.record(id, tool, before, before, outcome, Some(err.to_string()));
-            return CallOutcome::error(err, before);
+            let mut out = CallOutcome::error(err, before);
+            out.required_mode = before.max(tool.sensitivity).required_mode();
+            return out;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
             Some(Ok(a)) => a,

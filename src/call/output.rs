@@ -3,7 +3,7 @@
 
 use crate::context::{self, ContentKind, Preset, StreamPreview};
 use crate::errors::ToolError;
-use crate::policy::Sensitivity;
+use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::tooldef::ToolDef;
 use crate::workspace::SessionWorkspace;
@@ -23,6 +23,9 @@ pub struct CallOutcome {
     pub level: Sensitivity,
     /// Where the full result was saved, when it was truncated.
     pub saved_to: Option<String>,
+    /// The least isolated instance mode that can serve this session's next call of this tool
+    /// (after a refusal: the instance the client must switch to).
+    pub required_mode: NetworkMode,
 }
 
 impl CallOutcome {
@@ -37,6 +40,7 @@ impl CallOutcome {
             structured: None,
             level,
             saved_to: None,
+            required_mode: level.required_mode(),
         }
     }
 
@@ -52,6 +56,7 @@ impl CallOutcome {
             structured,
             level,
             saved_to,
+            required_mode: level.required_mode(),
         }
     }
 }

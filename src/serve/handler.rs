@@ -101,7 +101,7 @@ pub fn mcp_result(out: CallOutcome) -> CallToolResult {
     meta.insert(META_SENSITIVITY.into(), Value::from(out.level.as_str()));
     meta.insert(
         META_REQUIRED_MODE.into(),
-        Value::from(out.level.required_mode().as_str()),
+        Value::from(out.required_mode.as_str()),
     );
     if let Some(path) = out.saved_to {
         meta.insert(META_SAVED_TO.into(), Value::from(path));

@@ -106,3 +106,25 @@ async fn template_tools_keep_their_promises_in_memory() {
     assert!(err && text.starts_with("[FATAL] "), "{text}");
     c.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_refusal_says_which_instance_the_call_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = connect(dir.path(), NetworkMode::Full, "erin").await;
+    let (err, text, meta) = call(
+        &c,
+        "load_sensitive_dataset",
+        json!({"dataset_name": "payroll"}),
+    )
+    .await;
+    assert!(err && text.starts_with("[FATAL] "), "{text}");
+    assert_eq!(meta["bulkhead/sensitivity"], "public", "nothing was raised");
+    assert_eq!(
+        meta["bulkhead/required_mode"], "proxied",
+        "the client learns where to go without parsing text"
+    );
+    let (err, _, meta) = call(&c, "read_file", json!({"path": "/workspace/none.txt"})).await;
+    assert!(err);
+    assert_eq!(meta["bulkhead/required_mode"], "full");
+    c.cancel().await.unwrap();
+}
