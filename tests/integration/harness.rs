@@ -34,7 +34,7 @@ impl Drop for Instance {
 pub fn config(dir: &std::path::Path, stateful: bool) -> Config {
     let d = dir.display().to_string();
     let text = format!(
-        "auth:\n  issuer: test-issuer\n  audience: bulkhead-test\n  keys:\n    - {{ kid: dev, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n"
+        "auth:\n  issuer: test-issuer\n  audience: bulkhead-test\n  keys:\n    - {{ kid: dev, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  allowed_origins: [\"http://agent.example:3000\"]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n"
     );
     Config::parse(&text, "test", &|_| None).expect("test config")
 }

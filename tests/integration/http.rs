@@ -287,3 +287,74 @@ async fn thirty_two_concurrent_sessions_stay_apart() {
         t.await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn origins_outside_the_allowlist_are_refused() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let send = |origin: &'static str| {
+        let url = inst.url.clone();
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("origin", origin)
+                .header("accept", ACCEPT)
+                .header("authorization", format!("Bearer {}", token("alice", "s1")))
+                .json(&init_body())
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(
+        send("http://evil.example").await,
+        403,
+        "a page on another origin cannot drive the server"
+    );
+    assert_eq!(
+        send("http://agent.example:3000").await,
+        200,
+        "the configured origin works"
+    );
+}
+
+#[tokio::test]
+async fn stateless_serving_works_with_the_same_guarantees() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let full = start(dir.clone(), NetworkMode::Full, false).await;
+    let resp = post(&full.url, Some(&token("alice", "s1")), None, init_body()).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers().get("mcp-session-id").is_none(),
+        "no transport session when stateless"
+    );
+    let c = client(&full.url, &token("alice", "s1")).await;
+    assert!(
+        !call(
+            &c,
+            "write_file",
+            json!({"path": "/workspace/s.txt", "content": "stateless"})
+        )
+        .await
+        .0
+    );
+    assert_eq!(
+        call(&c, "read_file", json!({"path": "/workspace/s.txt"})).await,
+        (false, "stateless".into(), "internal".into())
+    );
+    let other = client(&full.url, &token("bob", "s1")).await;
+    let lists = (
+        c.list_all_tools().await.unwrap(),
+        other.list_all_tools().await.unwrap(),
+    );
+    assert_eq!(lists.0, lists.1, "tools/list is the same for every caller");
+    assert!(
+        call(&other, "read_file", json!({"path": "/workspace/s.txt"}))
+            .await
+            .0,
+        "bob cannot read alice's file"
+    );
+    c.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+}
