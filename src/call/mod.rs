@@ -136,19 +136,17 @@ impl Runtime {
             );
         };
         let lock = self.guards.of(id);
-        // `connect` calls hold the session's read lock for their whole run; escalations take
-        // the write lock, so neither can interleave with the other inside this process.
-        let _connect_guard = if tool.permission == Permission::Connect {
+        let connect = tool.permission == Permission::Connect;
+        // `connect` calls hold the session's lock for their whole run (shared; exclusive while they
+        // escalate); escalations take it exclusively. So inside this process no `connect` call runs
+        // while its session escalates, and one that starts afterwards sees the raised level.
+        let mut shared = if connect {
             Some(lock.read().await)
         } else {
             None
         };
         let (before, store_error) = self.compliance.level_fail_closed(id);
-        let decision = self.admit(tool, before, store_error.map(|e| e.to_string()));
-        if let Err((outcome, err)) = decision {
-            self.record(id, tool, before, before, outcome, Some(err.to_string()));
-            let mut out = CallOutcome::error(err, before);
-            out.required_mode = before.max(tool.sensitivity).required_mode();
+        if let Err(out) = self.refuse_unless_admitted(id, tool, before, store_error) {
             return out;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
@@ -171,32 +169,35 @@ impl Runtime {
                 );
             }
         };
-        let after = if tool.sensitivity > before {
-            drop(_connect_guard);
-            let _w = lock.write().await;
-            match self
-                .compliance
-                .escalate(id, &dataset_name(tool, &args), tool.sensitivity)
-            {
-                Ok(level) => level,
-                Err(e) => {
-                    let err = ToolError::fatal(format!(
-                        "compliance store unavailable, refusing to load {} data: {e}",
-                        tool.sensitivity
-                    ));
-                    self.record(
-                        id,
-                        tool,
-                        before,
-                        before,
-                        Outcome::Error,
-                        Some(err.to_string()),
-                    );
-                    return CallOutcome::error(err, Sensitivity::Secret);
-                }
+        let (before, after) = if tool.sensitivity > before {
+            drop(shared.take());
+            let exclusive = lock.write().await;
+            // The level may have risen while this call waited for the lock: decide again.
+            let (now, store_error) = self.compliance.level_fail_closed(id);
+            if let Err(out) = self.refuse_unless_admitted(id, tool, now, store_error) {
+                return out;
             }
+            let raised =
+                match self
+                    .compliance
+                    .escalate(id, &dataset_name(tool, &args), tool.sensitivity)
+                {
+                    Ok(level) => level,
+                    Err(e) => {
+                        let err = ToolError::fatal(format!(
+                            "compliance store unavailable, refusing to load {} data: {e}",
+                            tool.sensitivity
+                        ));
+                        self.record(id, tool, now, now, Outcome::Error, Some(err.to_string()));
+                        return CallOutcome::error(err, Sensitivity::Secret);
+                    }
+                };
+            if connect {
+                shared = Some(exclusive.downgrade());
+            }
+            (now, raised)
         } else {
-            before
+            (before, before)
         };
         let result = self.run(id, tool, after, args).await;
         let outcome = match &result {
@@ -206,10 +207,28 @@ impl Runtime {
         };
         let detail = result.as_ref().err().map(ToString::to_string);
         self.record(id, tool, before, after, outcome, detail);
+        drop(shared);
         match result {
             Ok(out) => out,
             Err(e) => CallOutcome::error(e, after),
         }
+    }
+
+    /// Records and returns the refusal when the call may not run at `level`.
+    fn refuse_unless_admitted(
+        &self,
+        id: &Identity,
+        tool: &ToolDef,
+        level: Sensitivity,
+        store_error: Option<crate::compliance::ComplianceError>,
+    ) -> Result<(), CallOutcome> {
+        self.admit(tool, level, store_error.map(|e| e.to_string()))
+            .map_err(|(outcome, err)| {
+                self.record(id, tool, level, level, outcome, Some(err.to_string()));
+                let mut out = CallOutcome::error(err, level);
+                out.required_mode = level.max(tool.sensitivity).required_mode();
+                out
+            })
     }
 
     /// Whether the call may run at all, given the session's level and this instance's mode.

@@ -251,6 +251,23 @@ async fn large_results_are_saved_and_previewed() {
 
 static PROBE_TOOLS: &[ToolDef] = &[
     ToolDef {
+        name: "ping_internal",
+        title: None,
+        description: "a connect tool that itself raises the session to internal",
+        permission: Permission::Connect,
+        context: "default",
+        sensitivity: Sensitivity::Internal,
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+            open_world: true,
+        },
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+        dataset: "probe:ping_internal",
+        target: Target::Handler,
+    },
+    ToolDef {
         name: "ping_out",
         title: None,
         description: "a connect tool that takes a while",
@@ -312,8 +329,8 @@ static PROBE: ServerDef = ServerDef {
 
 #[derive(Default)]
 struct Probe {
-    connects: Mutex<Vec<(Instant, Instant)>>,
-    loads: Mutex<Vec<Instant>>,
+    connects: Mutex<Vec<(String, Instant, Instant)>>,
+    loads: Mutex<Vec<(String, Instant)>>,
 }
 
 struct ProbeHandlers(Arc<Probe>);
@@ -322,23 +339,27 @@ impl HandlerSet for ProbeHandlers {
     fn call<'a>(
         &'a self,
         tool: &'a str,
-        _cx: ToolContext,
+        cx: ToolContext,
         _args: JsonObject,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             match tool {
-                "ping_out" => {
+                "ping_out" | "ping_internal" => {
                     let start = Instant::now();
                     tokio::time::sleep(Duration::from_millis(5)).await;
-                    self.0
-                        .connects
-                        .lock()
-                        .unwrap()
-                        .push((start, Instant::now()));
+                    self.0.connects.lock().unwrap().push((
+                        cx.session_id().to_string(),
+                        start,
+                        Instant::now(),
+                    ));
                     Ok(ToolOutput::Text("sent".into()))
                 }
                 "load_secret" => {
-                    self.0.loads.lock().unwrap().push(Instant::now());
+                    self.0
+                        .loads
+                        .lock()
+                        .unwrap()
+                        .push((cx.session_id().to_string(), Instant::now()));
                     Ok(ToolOutput::Text("loaded".into()))
                 }
                 _ => panic!("tool code bug"),
@@ -381,13 +402,11 @@ async fn no_connect_call_overlaps_an_escalation() {
         "some connect calls ran before the escalation"
     );
     // Every load started after its escalation committed; an allowed connect call of the same
-    // session must have finished before that. Sessions differ per round, so compare per round
-    // by ordering: no allowed connect call may end after a load of a session it shares.
-    // (Rounds run one after another, so a global check is exact.)
-    for (start, end) in &connects {
-        for load in &loads {
+    // session must not have been running at that moment.
+    for (session, start, end) in &connects {
+        for (load_session, load) in &loads {
             assert!(
-                !(start < load && end > load),
+                session != load_session || !(start < load && end > load),
                 "a connect call was still running while its session escalated"
             );
         }
@@ -511,4 +530,48 @@ async fn every_decision_is_audited() {
             .iter()
             .all(|l| l["user"] == "alice" && l["session"] == "s1")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_escalating_connect_call_never_runs_after_a_concurrent_private_load() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let rt = Arc::new(runtime(
+        &env,
+        Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
+        NetworkMode::Proxied,
+    ));
+    for round in 0..30 {
+        let u = id("alice", &format!("e{round}"));
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let (rt, u) = (rt.clone(), u.clone());
+            tasks.push(tokio::spawn(async move {
+                if i == 4 {
+                    rt.call(&u, "load_secret", None).await
+                } else {
+                    rt.call(&u, "ping_internal", None).await
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+    let loads = probe.loads.lock().unwrap().clone();
+    let connects = probe.connects.lock().unwrap().clone();
+    assert_eq!(loads.len(), 30);
+    // Within a session, no allowed connect call may overlap the load, and none may start after it:
+    // one that waited for the lock while the load escalated must be refused.
+    for (session, start, end) in &connects {
+        for (load_session, load) in &loads {
+            if session == load_session {
+                assert!(
+                    end <= load,
+                    "session {session}: a connect call ran during or after the escalation to confidential"
+                );
+                assert!(start < load);
+            }
+        }
+    }
 }
