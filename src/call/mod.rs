@@ -146,7 +146,7 @@ impl Runtime {
             None
         };
         let (before, store_error) = self.compliance.level_fail_closed(id);
-        if let Err(out) = self.refuse_unless_admitted(id, tool, before, store_error) {
+        if let Some(out) = self.refusal(id, tool, before, store_error) {
             return out;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
@@ -174,7 +174,7 @@ impl Runtime {
             let exclusive = lock.write().await;
             // The level may have risen while this call waited for the lock: decide again.
             let (now, store_error) = self.compliance.level_fail_closed(id);
-            if let Err(out) = self.refuse_unless_admitted(id, tool, now, store_error) {
+            if let Some(out) = self.refusal(id, tool, now, store_error) {
                 return out;
             }
             let raised =
@@ -214,21 +214,21 @@ impl Runtime {
         }
     }
 
-    /// Records and returns the refusal when the call may not run at `level`.
-    fn refuse_unless_admitted(
+    /// The recorded refusal, when the call may not run at `level`.
+    fn refusal(
         &self,
         id: &Identity,
         tool: &ToolDef,
         level: Sensitivity,
         store_error: Option<crate::compliance::ComplianceError>,
-    ) -> Result<(), CallOutcome> {
-        self.admit(tool, level, store_error.map(|e| e.to_string()))
-            .map_err(|(outcome, err)| {
-                self.record(id, tool, level, level, outcome, Some(err.to_string()));
-                let mut out = CallOutcome::error(err, level);
-                out.required_mode = level.max(tool.sensitivity).required_mode();
-                out
-            })
+    ) -> Option<CallOutcome> {
+        let (outcome, err) = self
+            .admit(tool, level, store_error.map(|e| e.to_string()))
+            .err()?;
+        self.record(id, tool, level, level, outcome, Some(err.to_string()));
+        let mut out = CallOutcome::error(err, level);
+        out.required_mode = level.max(tool.sensitivity).required_mode();
+        Some(out)
     }
 
     /// Whether the call may run at all, given the session's level and this instance's mode.

@@ -53,7 +53,6 @@ fn stdio_speaks_only_protocol_on_stdout_and_uses_the_configured_identity() {
     let r = recv();
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
     assert_eq!(r["result"]["_meta"]["bulkhead/sensitivity"], "internal");
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(

@@ -261,6 +261,7 @@ fn tool(
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one call site; a context struct would only rename them
 fn resolve_uses(
     l: &Loaded<ServerSpec>,
     at: &str,
