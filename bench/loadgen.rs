@@ -40,7 +40,10 @@ fn args() -> anyhow::Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut val = || it.next().ok_or_else(|| anyhow::anyhow!("`{flag}` needs a value"));
+        let mut val = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("`{flag}` needs a value"))
+        };
         match flag.as_str() {
             "--url" => a.url = val()?,
             "--secret" => a.secret = val()?,
@@ -52,8 +55,14 @@ fn args() -> anyhow::Result<Args> {
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
-    anyhow::ensure!(a.url.starts_with("http://127.0.0.1:"), "only http://127.0.0.1 is allowed");
-    anyhow::ensure!(a.concurrency >= 1 && a.secs > 0.0 && a.secs <= 60.0, "bad bounds");
+    anyhow::ensure!(
+        a.url.starts_with("http://127.0.0.1:"),
+        "only http://127.0.0.1 is allowed"
+    );
+    anyhow::ensure!(
+        a.concurrency >= 1 && a.secs > 0.0 && a.secs <= 60.0,
+        "bad bounds"
+    );
     Ok(a)
 }
 
@@ -86,7 +95,11 @@ impl Session {
         let mut s = Session {
             send,
             host: host.to_string(),
-            path: if path.is_empty() { "/".into() } else { path.into() },
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.into()
+            },
             token: format!("Bearer {token}"),
             session_id: None,
             raw: a.raw,
@@ -95,7 +108,11 @@ impl Session {
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{PROTOCOL}","capabilities":{{}},"clientInfo":{{"name":"bulkhead-loadgen","version":"0.1"}}}}}}"#
         );
         let (status, sid, body) = s.post(init.into_bytes(), false).await?;
-        anyhow::ensure!(status == 200, "initialize: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        anyhow::ensure!(
+            status == 200,
+            "initialize: HTTP {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
         s.session_id = sid;
         if !s.raw {
             check(&body, 0)?;
@@ -127,7 +144,10 @@ impl Session {
             req = req.header("mcp-session-id", sid.as_str());
         }
         self.send.ready().await?;
-        let resp = self.send.send_request(req.body(Full::new(Bytes::from(body)))?).await?;
+        let resp = self
+            .send
+            .send_request(req.body(Full::new(Bytes::from(body)))?)
+            .await?;
         let status = resp.status().as_u16();
         let sid = resp
             .headers()
@@ -143,7 +163,11 @@ impl Session {
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello bulkhead"}}}}}}"#
         );
         let (status, _, body) = self.post(req.into_bytes(), true).await?;
-        anyhow::ensure!(status == 200, "tools/call: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        anyhow::ensure!(
+            status == 200,
+            "tools/call: HTTP {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
         if !self.raw {
             check(&body, id)?;
         }
@@ -171,7 +195,10 @@ fn check(body: &[u8], id: u64) -> anyhow::Result<()> {
         let result = v
             .get("result")
             .ok_or_else(|| anyhow::anyhow!("JSON-RPC error: {c}"))?;
-        anyhow::ensure!(result.get("isError") != Some(&serde_json::Value::Bool(true)), "tool error: {c}");
+        anyhow::ensure!(
+            result.get("isError") != Some(&serde_json::Value::Bool(true)),
+            "tool error: {c}"
+        );
         return Ok(());
     }
     anyhow::bail!("no response with id {id} in: {text}")
@@ -197,7 +224,9 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let a = Arc::new(args()?);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let mut sessions = Vec::with_capacity(a.concurrency);
         for i in 0..a.concurrency {
@@ -217,7 +246,11 @@ fn main() -> anyhow::Result<()> {
                 let mut id = 1u64;
                 while Instant::now() < deadline
                     && budget
-                        .fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |b| b.checked_sub(1))
+                        .fetch_update(
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                            |b| b.checked_sub(1),
+                        )
                         .is_ok()
                 {
                     let t = Instant::now();

@@ -35,7 +35,10 @@ fn once(bin: &str, dir: &std::path::Path, token: &str) -> anyhow::Result<(f64, f
         .stderr(Stdio::piped())
         .spawn()?;
     let result = (|| {
-        let stderr = child.stderr.take().ok_or_else(|| anyhow::anyhow!("no stderr"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stderr"))?;
         let mut lines = BufReader::new(stderr).lines();
         let addr = loop {
             let line = lines
@@ -44,10 +47,16 @@ fn once(bin: &str, dir: &std::path::Path, token: &str) -> anyhow::Result<(f64, f
             if let Some(rest) = line.split("at http://").nth(1) {
                 break rest.split('/').next().unwrap_or_default().to_string();
             }
-            anyhow::ensure!(start.elapsed() < Duration::from_secs(10), "no URL within 10 s");
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(10),
+                "no URL within 10 s"
+            );
         };
         std::thread::spawn(move || for _ in lines {});
-        let health = request(&addr, &format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"))?;
+        let health = request(
+            &addr,
+            &format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+        )?;
         let t_health = start.elapsed().as_secs_f64() * 1e3;
         anyhow::ensure!(health.starts_with("HTTP/1.1 200"), "healthz: {health}");
         let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"startup","version":"0"}}}"#;
@@ -58,7 +67,10 @@ fn once(bin: &str, dir: &std::path::Path, token: &str) -> anyhow::Result<(f64, f
                 body.len()
             ),
         )?;
-        anyhow::ensure!(init.starts_with("HTTP/1.1 200") && init.contains("serverInfo"), "initialize: {init}");
+        anyhow::ensure!(
+            init.starts_with("HTTP/1.1 200") && init.contains("serverInfo"),
+            "initialize: {init}"
+        );
         Ok((t_health, start.elapsed().as_secs_f64() * 1e3))
     })();
     let _ = rustix::process::kill_process(
@@ -79,13 +91,26 @@ fn once(bin: &str, dir: &std::path::Path, token: &str) -> anyhow::Result<(f64, f
 
 fn stats(label: &str, mut v: Vec<f64>) {
     v.sort_by(f64::total_cmp);
-    println!("{label}\t{}\t{:.1}\t{:.1}\t{:.1}", v.len(), v[v.len() / 2], v[0], v[v.len() - 1]);
+    println!(
+        "{label}\t{}\t{:.1}\t{:.1}\t{:.1}",
+        v.len(),
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1]
+    );
 }
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let bin = args.next().ok_or_else(|| anyhow::anyhow!("usage: startup <bulkhead binary> [runs]"))?;
-    let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(10).clamp(1, 100);
+    let bin = args
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("usage: startup <bulkhead binary> [runs]"))?;
+    let runs: usize = args
+        .next()
+        .map(|r| r.parse())
+        .transpose()?
+        .unwrap_or(10)
+        .clamp(1, 100);
     let claims = bulkhead::auth::mint::MintClaims {
         sub: "bench".into(),
         session_id: "startup".into(),

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 const SECRET: &str = "perf-secret-0123456789abcdef0123456789";
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/auth")
+        .join(name)
 }
 
 fn claims() -> MintClaims {
@@ -41,14 +43,19 @@ fn tokens(c: &mut Criterion) {
     let rsa = std::fs::read(fixture("rsa_private.pem")).expect("rsa key");
     let ec = std::fs::read(fixture("ec_private.pem")).expect("ec key");
     let cases = [
-        ("hs256", mint::mint_hs256(SECRET.as_bytes(), &claims()).expect("hs")),
+        (
+            "hs256",
+            mint::mint_hs256(SECRET.as_bytes(), &claims()).expect("hs"),
+        ),
         ("rs256", mint::mint_rs256(&rsa, &claims()).expect("rs")),
         ("es256", mint::mint_es256(&ec, &claims()).expect("es")),
     ];
     let mut g = c.benchmark_group("token_verify");
     for (name, token) in &cases {
         verifier.verify(token).expect("token verifies");
-        g.bench_function(*name, |b| b.iter(|| verifier.verify(black_box(token)).is_ok()));
+        g.bench_function(*name, |b| {
+            b.iter(|| verifier.verify(black_box(token)).is_ok())
+        });
     }
     g.finish();
 }
@@ -58,21 +65,33 @@ fn ratchet(c: &mut Criterion) {
     let store = ComplianceStore::open(&dir.path().join("compliance.db")).expect("store");
     let audit = AuditLog::open(&dir.path().join("audit.jsonl")).expect("audit");
     let known = Identity::new("bench", "known").expect("id");
-    store.escalate(&known, "seed", Sensitivity::Internal).expect("seed");
+    store
+        .escalate(&known, "seed", Sensitivity::Internal)
+        .expect("seed");
     let mut g = c.benchmark_group("ratchet");
-    g.bench_function("level_existing", |b| b.iter(|| store.level(black_box(&known)).expect("level")));
+    g.bench_function("level_existing", |b| {
+        b.iter(|| store.level(black_box(&known)).expect("level"))
+    });
     let unknown = Identity::new("bench", "fresh").expect("id");
-    g.bench_function("level_no_record", |b| b.iter(|| store.level(black_box(&unknown)).expect("level")));
+    g.bench_function("level_no_record", |b| {
+        b.iter(|| store.level(black_box(&unknown)).expect("level"))
+    });
     // Raising an already-raised session: the common "escalation" of a repeated confidential call.
     g.bench_function("escalate_same_level", |b| {
-        b.iter(|| store.escalate(&known, "seed", Sensitivity::Internal).expect("escalate"))
+        b.iter(|| {
+            store
+                .escalate(&known, "seed", Sensitivity::Internal)
+                .expect("escalate")
+        })
     });
     let mut n = 0u64;
     g.bench_function("escalate_new_session", |b| {
         b.iter(|| {
             n += 1;
             let id = Identity::new("bench", &format!("e{n}")).expect("id");
-            store.escalate(&id, "dataset:x", Sensitivity::Confidential).expect("escalate")
+            store
+                .escalate(&id, "dataset:x", Sensitivity::Confidential)
+                .expect("escalate")
         })
     });
     g.bench_function("audit_append", |b| {
@@ -136,9 +155,12 @@ fn workspace(c: &mut Criterion) {
     let root = WorkspaceRoot::new(dir.path().join("ws")).expect("root");
     let id = Identity::new("bench", "s1").expect("id");
     let ws = root.session(&id).expect("session");
-    ws.write("/workspace/notes/a.txt", "hello bulkhead\n".repeat(64)).expect("write");
+    ws.write("/workspace/notes/a.txt", "hello bulkhead\n".repeat(64))
+        .expect("write");
     let mut g = c.benchmark_group("workspace");
-    g.bench_function("open_session_existing", |b| b.iter(|| root.session(black_box(&id)).expect("open")));
+    g.bench_function("open_session_existing", |b| {
+        b.iter(|| root.session(black_box(&id)).expect("open"))
+    });
     let mut n = 0u64;
     g.bench_function("open_session_new", |b| {
         b.iter_batched(
@@ -150,7 +172,9 @@ fn workspace(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    g.bench_function("read_1KB", |b| b.iter(|| ws.read(black_box("/workspace/notes/a.txt")).expect("read")));
+    g.bench_function("read_1KB", |b| {
+        b.iter(|| ws.read(black_box("/workspace/notes/a.txt")).expect("read"))
+    });
     g.finish();
 }
 

@@ -80,7 +80,11 @@ struct Claims {
     sub: String,
 }
 
-async fn jwt(State(v): State<Arc<(DecodingKey, Validation)>>, mut req: Request, next: Next) -> Response {
+async fn jwt(
+    State(v): State<Arc<(DecodingKey, Validation)>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let token = req
         .headers()
         .get(header::AUTHORIZATION)

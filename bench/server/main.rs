@@ -88,8 +88,7 @@ fn main() -> anyhow::Result<()> {
         });
         let serving = bulkhead::serve::http::serve(listener, app, cancel.clone());
         // SIGTERM from the bench script: stop within a bounded time.
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             r = serving => r?,
             _ = term.recv() => {
