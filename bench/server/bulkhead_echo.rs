@@ -1,0 +1,100 @@
+//! (a) Bulkhead: a hand-built one-tool server (`echo`, permission read, sensitivity public,
+//! context default, a handler tool) served by the real runtime and HTTP stack.
+
+use bulkhead::auth::Verifier;
+use bulkhead::call::{Runtime, server_presets};
+use bulkhead::codegen::*;
+use bulkhead::compliance::{AuditLog, ComplianceStore};
+use bulkhead::config::Config;
+use bulkhead::policy::NetworkMode;
+use bulkhead::workspace::WorkspaceRoot;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
+    name: "echo",
+    title: None,
+    description: "Echo the text back.",
+    permission: Permission::Read,
+    context: "default",
+    sensitivity: Sensitivity::Public,
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    input_schema: r#"{"type":"object","properties":{"text":{"type":"string","maxLength":100000}},"required":["text"],"additionalProperties":false}"#,
+    dataset: "bench:echo",
+    target: Target::Handler,
+}];
+
+static BENCH: ServerDef = ServerDef {
+    name: "bench",
+    instructions: "Benchmark server with one echo tool.",
+    presets: &[],
+    tools: BENCH_TOOLS,
+};
+
+#[derive(Deserialize)]
+#[serde(crate = "bulkhead::codegen::serde")]
+struct EchoArgs {
+    text: String,
+}
+
+struct EchoHandlers;
+
+impl HandlerSet for EchoHandlers {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        _cx: ToolContext,
+        args: JsonObject,
+    ) -> BoxFuture<'a, ToolResult> {
+        match tool {
+            "echo" => Box::pin(async move {
+                let a: EchoArgs = parse_args(args)?;
+                Ok(ToolOutput::Text(a.text))
+            }),
+            other => unknown_handler(other),
+        }
+    }
+}
+
+/// The Bulkhead router for the bench server, with state under `state`.
+pub fn router(
+    secret: &str,
+    stateful: bool,
+    state: &Path,
+    cancel: CancellationToken,
+) -> anyhow::Result<axum::Router> {
+    let d = state.display();
+    let text = format!(
+        "auth:\n  issuer: {iss}\n  audience: {aud}\n  keys:\n    - {{ kid: perf, alg: HS256, secret: {secret} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n",
+        iss = crate::ISSUER,
+        aud = crate::AUDIENCE,
+    );
+    let config = Config::parse(&text, "bench", &|_| None)?;
+    let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
+    let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
+    let store = ComplianceStore::open(&config.state.dir.join("compliance-bench.db"))?;
+    let audit = AuditLog::open(&config.state.dir.join("audit-bench.jsonl"))?;
+    let rt = Runtime::new(
+        Server::new(&BENCH, &[], EchoHandlers),
+        NetworkMode::Full,
+        presets,
+        workspaces,
+        Arc::new(store),
+        audit,
+    )?;
+    let verifier = Verifier::new(&config.auth)?;
+    Ok(bulkhead::serve::http::router(
+        Arc::new(rt),
+        verifier,
+        &config.auth.issuer,
+        &config.http,
+        "http://127.0.0.1",
+        cancel,
+    ))
+}
