@@ -19,7 +19,7 @@ use crate::identity::{self, Identity};
 use crate::policy::{NetworkMode, Permission, Sensitivity};
 use crate::server::{JsonObject, Server, ToolContext};
 use crate::tooldef::{Target, ToolDef};
-use crate::workspace::WorkspaceRoot;
+use crate::workspace::{LazyWorkspace, WorkspaceRoot};
 use futures::FutureExt;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -283,11 +283,7 @@ impl Runtime {
         level: Sensitivity,
         args: JsonObject,
     ) -> Result<CallOutcome, ToolError> {
-        let workspace = Arc::new(
-            self.workspaces
-                .session(id)
-                .map_err(|e| ToolError::fatal(format!("workspace unavailable: {e}")))?,
-        );
+        let workspace = LazyWorkspace::new(&self.workspaces, id);
         let cx = ToolContext::new(id.clone(), level, tool);
         let fut = async {
             match tool.target {

@@ -6,7 +6,7 @@ use crate::errors::ToolError;
 use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::tooldef::ToolDef;
-use crate::workspace::SessionWorkspace;
+use crate::workspace::LazyWorkspace;
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -77,7 +77,7 @@ fn save_error(e: impl std::fmt::Display) -> ToolError {
 /// Applies the preset to a tool's output.
 pub async fn shape(
     preset: &Preset,
-    ws: &SessionWorkspace,
+    lazy: &LazyWorkspace<'_>,
     tool: &ToolDef,
     output: ToolOutput,
     level: Sensitivity,
@@ -86,6 +86,7 @@ pub async fn shape(
         ToolOutput::Text(text) => match context::truncate_text(preset, &text) {
             None => Ok(CallOutcome::ok(text, None, level, None)),
             Some(preview) => {
+                let ws = lazy.get()?;
                 let path = ws
                     .new_result_path(tool.name, extension(preview.kind))
                     .map_err(save_error)?;
@@ -104,6 +105,7 @@ pub async fn shape(
                 Ok(CallOutcome::ok(text, Some(value), level, None))
             }
             Some(jp) => {
+                let ws = lazy.get()?;
                 let path = ws.new_result_path(tool.name, "json").map_err(save_error)?;
                 let full = serde_json::to_vec_pretty(&value).map_err(save_error)?;
                 ws.write(&path, &full).map_err(save_error)?;
@@ -116,6 +118,7 @@ pub async fn shape(
             }
         },
         ToolOutput::Stream(mut stream) => {
+            let ws = lazy.get()?;
             let path = ws.new_result_path(tool.name, "txt").map_err(save_error)?;
             let file = ws.create(&path).map_err(save_error)?;
             let mut sp = StreamPreview::new(

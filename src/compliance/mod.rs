@@ -5,6 +5,7 @@
 //! (see [`ComplianceStore::level_fail_closed`]).
 
 mod audit;
+mod epoch;
 mod store;
 
 pub use audit::{AuditError, AuditLog, AuditRecord, Outcome};

@@ -5,6 +5,7 @@ use super::{ComplianceError, now_rfc3339};
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use std::collections::HashMap;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -78,6 +79,23 @@ pub struct SessionRecord {
 pub struct ComplianceStore {
     path: PathBuf,
     state: Result<Mutex<Connection>, ComplianceError>,
+    /// Cross-process escalation counter; `None` means every read goes to the database.
+    epoch: Option<super::epoch::Epoch>,
+    /// Levels read from the database, keyed by the counter value read just before.
+    cache: Mutex<HashMap<Identity, (u64, Sensitivity)>>,
+}
+
+/// Most sessions cached per process before the cache is cleared (it only saves reads).
+const CACHE_LIMIT: usize = 100_000;
+
+fn epoch_for(path: &Path) -> Option<super::epoch::Epoch> {
+    match super::epoch::Epoch::open(&path.with_extension("epoch")) {
+        Ok(e) => Some(e),
+        Err(err) => {
+            tracing::warn!(error = %err, "no escalation counter; every level check reads the store");
+            None
+        }
+    }
 }
 
 impl std::fmt::Debug for ComplianceStore {
@@ -97,6 +115,8 @@ impl ComplianceStore {
         Ok(ComplianceStore {
             path: path.to_path_buf(),
             state: Ok(Mutex::new(conn)),
+            epoch: epoch_for(path),
+            cache: Mutex::default(),
         })
     }
 
@@ -108,6 +128,8 @@ impl ComplianceStore {
                 ComplianceStore {
                     path: path.to_path_buf(),
                     state: Ok(Mutex::new(conn)),
+                    epoch: epoch_for(path),
+                    cache: Mutex::default(),
                 },
                 None,
             ),
@@ -115,6 +137,8 @@ impl ComplianceStore {
                 ComplianceStore {
                     path: path.to_path_buf(),
                     state: Err(e.clone()),
+                    epoch: None,
+                    cache: Mutex::default(),
                 },
                 Some(e),
             ),
@@ -126,8 +150,29 @@ impl ComplianceStore {
         &self.path
     }
 
-    /// The session's level, `Public` when there is no record. The hot path: one cached SELECT.
+    /// The session's level, `Public` when there is no record. The hot path: served from memory
+    /// while no process has escalated any session since it was read (the shared counter says so),
+    /// otherwise one cached SELECT.
     pub fn level(&self, id: &Identity) -> Result<Sensitivity, ComplianceError> {
+        let Some(epoch) = &self.epoch else {
+            return self.level_from_db(id);
+        };
+        let seen = epoch.current();
+        if let Some((at, level)) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(id)
+            && *at == seen
+        {
+            return Ok(*level);
+        }
+        let level = self.level_from_db(id)?;
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(id.clone(), (seen, level));
+        Ok(level)
+    }
+
+    fn level_from_db(&self, id: &Identity) -> Result<Sensitivity, ComplianceError> {
         let conn = self.conn()?;
         let raw: Option<i64> = conn
             .prepare_cached(SELECT_LEVEL)
@@ -219,6 +264,10 @@ impl ComplianceStore {
         })()
         .map_err(|e| self.sql_error(e))?;
         tx.commit().map_err(|e| self.sql_error(e))?;
+        drop(conn);
+        if let Some(epoch) = &self.epoch {
+            epoch.bump();
+        }
         let after = self.decode(after)?;
         if after < level {
             return Err(self.corrupt(format!("level {after} after escalating to {level}")));

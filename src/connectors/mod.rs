@@ -14,12 +14,11 @@ mod sqlite;
 mod stream;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolResult};
 use crate::tooldef::{ConnectorDef, OperationBody};
-use crate::workspace::SessionWorkspace;
+use crate::workspace::WorkspaceSource;
 
 /// Why the connectors could not be built (a bad or missing setting).
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +109,7 @@ pub async fn call(
     connectors: &Connectors,
     connector: &str,
     operation: &str,
-    ws: &Arc<SessionWorkspace>,
+    ws: &impl WorkspaceSource,
     args: JsonObject,
 ) -> ToolResult {
     let (def, instance) = connectors
@@ -123,7 +122,9 @@ pub async fn call(
         ))
     })?;
     match (&op.body, instance) {
-        (OperationBody::Files { action }, Instance::Files) => files::run(action, ws, &args).await,
+        (OperationBody::Files { action }, Instance::Files) => {
+            files::run(action, ws.workspace()?, &args).await
+        }
         (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
             db.run(sql, *writes, op.params_schema, args).await
         }

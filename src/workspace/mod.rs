@@ -6,6 +6,7 @@
 //! paths and symlinks that leave it, including a symlink swapped in between a check and a use.
 
 mod error;
+mod lazy;
 mod path;
 mod results;
 mod session;
@@ -20,6 +21,7 @@ use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsE
 use rustix::fs::OFlags;
 
 pub use error::WorkspaceError;
+pub use lazy::{LazyWorkspace, WorkspaceSource};
 pub use path::{AGENT_ROOT, MAX_COMPONENT_LEN, MAX_PATH_LEN, RelPath, agent_to_relative};
 pub use results::RESULTS_DIR;
 pub use session::{DirEntryInfo, SessionWorkspace};

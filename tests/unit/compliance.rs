@@ -530,3 +530,59 @@ fn audit_writer_child() {
         }
     });
 }
+
+/// The in-memory level cache: a reader that has cached a level sees an escalation made by another
+/// store on the same file (another process) on its very next read, and never a lower level.
+#[test]
+fn cached_levels_follow_escalations_from_other_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/c.db");
+    let reader = ComplianceStore::open(&path).unwrap();
+    let writer = ComplianceStore::open(&path).unwrap();
+    let u = id("alice", "s1");
+    for _ in 0..3 {
+        assert_eq!(
+            reader.level(&u).unwrap(),
+            Sensitivity::Public,
+            "cached read"
+        );
+    }
+    for level in [
+        Sensitivity::Internal,
+        Sensitivity::Confidential,
+        Sensitivity::Secret,
+    ] {
+        writer.escalate(&u, "d", level).unwrap();
+        assert_eq!(
+            reader.level(&u).unwrap(),
+            level,
+            "the reader's cache must not hide an escalation"
+        );
+        assert_eq!(reader.level(&u).unwrap(), level);
+    }
+    // A child process escalates a session the parent has cached.
+    let v = id("bob", "s2");
+    assert_eq!(reader.level(&v).unwrap(), Sensitivity::Public);
+    let mut child = spawn_child(
+        "cache_escalation_child",
+        &[("BULKHEAD_CACHE_DB", path.display().to_string())],
+    );
+    assert!(wait_bounded(&mut child, Instant::now() + Duration::from_secs(60)).success());
+    assert_eq!(
+        reader.level(&v).unwrap(),
+        Sensitivity::Confidential,
+        "an escalation by another process is seen at once"
+    );
+}
+
+#[test]
+#[ignore = "spawned by cached_levels_follow_escalations_from_other_stores"]
+fn cache_escalation_child() {
+    let Ok(path) = std::env::var("BULKHEAD_CACHE_DB") else {
+        return;
+    };
+    let store = ComplianceStore::open(Path::new(&path)).unwrap();
+    store
+        .escalate(&id("bob", "s2"), "from-child", Sensitivity::Confidential)
+        .unwrap();
+}
