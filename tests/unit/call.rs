@@ -368,8 +368,14 @@ impl HandlerSet for ProbeHandlers {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn no_connect_call_overlaps_an_escalation() {
+/// Runs `rounds` sessions one after another; in each, `calls` concurrent calls of `connect_tool`
+/// with one `load_secret` in the middle. Returns what the probe saw: (connects, loads).
+async fn race_rounds(
+    prefix: &str,
+    rounds: usize,
+    calls: usize,
+    connect_tool: &'static str,
+) -> (Vec<(String, Instant, Instant)>, Vec<(String, Instant)>) {
     let env = env();
     let probe = Arc::new(Probe::default());
     let rt = Arc::new(runtime(
@@ -377,25 +383,30 @@ async fn no_connect_call_overlaps_an_escalation() {
         Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
         NetworkMode::Proxied,
     ));
-    for round in 0..20 {
-        let u = id("alice", &format!("s{round}"));
+    for round in 0..rounds {
+        let u = id("alice", &format!("{prefix}{round}"));
         let mut tasks = Vec::new();
-        for i in 0..16 {
+        for i in 0..calls {
             let (rt, u) = (rt.clone(), u.clone());
-            tasks.push(tokio::spawn(async move {
-                if i == 8 {
-                    rt.call(&u, "load_secret", None).await
-                } else {
-                    rt.call(&u, "ping_out", None).await
-                }
-            }));
+            let tool = if i == calls / 2 {
+                "load_secret"
+            } else {
+                connect_tool
+            };
+            tasks.push(tokio::spawn(async move { rt.call(&u, tool, None).await }));
         }
         for t in tasks {
             t.await.unwrap();
         }
     }
-    let loads = probe.loads.lock().unwrap().clone();
     let connects = probe.connects.lock().unwrap().clone();
+    let loads = probe.loads.lock().unwrap().clone();
+    (connects, loads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_connect_call_overlaps_an_escalation() {
+    let (connects, loads) = race_rounds("s", 20, 16, "ping_out").await;
     assert_eq!(loads.len(), 20);
     assert!(
         !connects.is_empty(),
@@ -534,32 +545,7 @@ async fn every_decision_is_audited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_escalating_connect_call_never_runs_after_a_concurrent_private_load() {
-    let env = env();
-    let probe = Arc::new(Probe::default());
-    let rt = Arc::new(runtime(
-        &env,
-        Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
-        NetworkMode::Proxied,
-    ));
-    for round in 0..30 {
-        let u = id("alice", &format!("e{round}"));
-        let mut tasks = Vec::new();
-        for i in 0..8 {
-            let (rt, u) = (rt.clone(), u.clone());
-            tasks.push(tokio::spawn(async move {
-                if i == 4 {
-                    rt.call(&u, "load_secret", None).await
-                } else {
-                    rt.call(&u, "ping_internal", None).await
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-    }
-    let loads = probe.loads.lock().unwrap().clone();
-    let connects = probe.connects.lock().unwrap().clone();
+    let (connects, loads) = race_rounds("e", 30, 8, "ping_internal").await;
     assert_eq!(loads.len(), 30);
     // Within a session, no allowed connect call may overlap the load, and none may start after it:
     // one that waited for the lock while the load escalated must be refused.
