@@ -4,7 +4,8 @@
 
 use bulkhead::auth::Verifier;
 use bulkhead::auth::mint::{self, MintClaims};
-use bulkhead::compliance::{AuditLog, AuditRecord, ComplianceStore, Outcome};
+use bulkhead::audit::{ArgsSummary, AuditLog, AuditOptions, AuditRecord, Outcome, Phase};
+use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::config::Config;
 use bulkhead::context::{Presets, StreamPreview, truncate_text};
 use bulkhead::identity::Identity;
@@ -62,47 +63,57 @@ fn tokens(c: &mut Criterion) {
 
 fn ratchet(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = ComplianceStore::open(&dir.path().join("compliance.db")).expect("store");
-    let audit = AuditLog::open(&dir.path().join("audit.jsonl")).expect("audit");
+    let store = StateStore::create_sqlite(&dir.path().join("compliance.db"), StoreOptions::new("bench"))
+        .expect("store");
+    let audit = AuditLog::open_file(&dir.path().join("audit.jsonl"), AuditOptions::default())
+        .expect("audit");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let known = Identity::new("bench", "known").expect("id");
-    store
-        .escalate(&known, "seed", Sensitivity::Internal)
+    rt.block_on(store.raise(&known, "seed", Sensitivity::Internal))
         .expect("seed");
     let mut g = c.benchmark_group("ratchet");
-    g.bench_function("level_existing", |b| {
-        b.iter(|| store.level(black_box(&known)).expect("level"))
+    // A call's pass: the session's lock taken shared, its counter and the lock file checked, the
+    // level from the cache, the lock released.
+    g.bench_function("pass_existing", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let p = store.enter(black_box(&known)).await.expect("enter");
+                store.leave(p).await;
+            })
+        })
     });
     let unknown = Identity::new("bench", "fresh").expect("id");
-    g.bench_function("level_no_record", |b| {
-        b.iter(|| store.level(black_box(&unknown)).expect("level"))
-    });
-    // Raising an already-raised session: the common "escalation" of a repeated confidential call.
-    g.bench_function("escalate_same_level", |b| {
+    g.bench_function("pass_no_record", |b| {
         b.iter(|| {
-            store
-                .escalate(&known, "seed", Sensitivity::Internal)
-                .expect("escalate")
+            rt.block_on(async {
+                let p = store.enter(black_box(&unknown)).await.expect("enter");
+                store.leave(p).await;
+            })
         })
     });
     let mut n = 0u64;
     g.bench_function("escalate_new_session", |b| {
         b.iter(|| {
             n += 1;
-            let id = Identity::new("bench", &format!("e{n}")).expect("id");
-            store
-                .escalate(&id, "dataset:x", Sensitivity::Confidential)
+            let id = Identity::new("bench", format!("e{n}")).expect("id");
+            rt.block_on(store.raise(&id, "dataset:x", Sensitivity::Confidential))
                 .expect("escalate")
         })
     });
     g.bench_function("audit_append", |b| {
         b.iter(|| {
-            let rec = AuditRecord::now(
+            let rec = AuditRecord::new(
+                "c-1",
+                Phase::Outcome,
                 &known,
                 "echo",
-                Permission::Read,
-                Sensitivity::Public,
-                Sensitivity::Public,
-                Outcome::Allowed,
+                Some(Permission::Read),
+                (Sensitivity::Public, Sensitivity::Public),
+                Some(Outcome::Allowed),
+                ArgsSummary::default(),
                 None,
             );
             audit.append(&rec).expect("append")

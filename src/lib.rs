@@ -4,11 +4,23 @@
 
 extern crate self as bulkhead;
 
+/// A named point where tests inject a fault (`fail` crate). Compiled to nothing unless the
+/// `failpoints` feature is on, which only the test command enables.
+macro_rules! failpoint {
+    ($name:literal) => {
+        fail::fail_point!($name)
+    };
+}
+pub(crate) use failpoint;
+
+#[cfg(feature = "failpoints")]
+pub mod failpoints;
+
+pub mod audit;
 pub mod auth;
 pub mod call;
 pub mod client;
 pub mod codegen;
-pub mod compliance;
 pub mod config;
 pub mod connectors;
 pub mod context;
@@ -19,6 +31,7 @@ pub mod isolation;
 pub mod policy;
 pub mod serve;
 pub mod server;
+pub mod state;
 pub mod servers;
 pub mod tooldef;
 pub mod workspace;

@@ -3,5 +3,7 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    #[cfg(feature = "failpoints")]
+    bulkhead::failpoints::setup();
     cli::main()
 }

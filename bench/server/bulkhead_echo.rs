@@ -4,7 +4,8 @@
 use bulkhead::auth::Verifier;
 use bulkhead::call::{Runtime, server_presets};
 use bulkhead::codegen::*;
-use bulkhead::compliance::{AuditLog, ComplianceStore};
+use bulkhead::audit::AuditLog;
+use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
 use bulkhead::workspace::WorkspaceRoot;
@@ -78,8 +79,14 @@ pub fn router(
     let config = Config::parse(&text, "bench", &|_| None)?;
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
-    let store = ComplianceStore::open(&config.state.dir.join("compliance-bench.db"))?;
-    let audit = AuditLog::open(&config.state.dir.join("audit-bench.jsonl"))?;
+    let store = StateStore::create_sqlite(
+        &config.state.dir.join("compliance-bench.db"),
+        StoreOptions::new("bench"),
+    )?;
+    let audit = AuditLog::open_file(
+        &config.state.dir.join("audit-bench.jsonl"),
+        config.audit.options(),
+    )?;
     let rt = Runtime::new(
         Server::new(&BENCH, &[], EchoHandlers),
         NetworkMode::Full,

@@ -1,9 +1,11 @@
 //! The one wrapper every tool call goes through:
-//! identity → instance mode → permission → arguments → escalation → handler → context → errors → audit.
-//! Generated code holds no policy; it all lives here, once.
+//! identity → session pass (state) → instance mode → permission → arguments → re-admission and
+//! escalation → write-ahead intent → handler → context → errors → audit outcome.
+//! Generated code holds no policy; it all lives here, once. The cross-process rule it follows is
+//! stated and enforced in [`crate::state`]: a handler runs only while its call holds a pass on the
+//! session, and only after the level read under that pass was admitted.
 
 mod args;
-mod guard;
 mod output;
 mod presets;
 
@@ -11,13 +13,14 @@ pub use args::ArgsSchema;
 pub use output::CallOutcome;
 pub use presets::{PresetsError, server_presets};
 
-use crate::compliance::{AuditLog, AuditRecord, ComplianceStore, Outcome};
+use crate::audit::{ArgsSummary, AuditLog, AuditRecord, Outcome, Phase, new_call_id};
 use crate::connectors::{ConnectorError, Connectors};
 use crate::context::Presets;
 use crate::errors::ToolError;
 use crate::identity::{self, Identity};
 use crate::policy::{NetworkMode, Permission, Sensitivity};
 use crate::server::{JsonObject, Server, ToolContext};
+use crate::state::{Pass, StateError, StateStore};
 use crate::tooldef::{Target, ToolDef};
 use crate::workspace::{LazyWorkspace, WorkspaceRoot};
 use futures::FutureExt;
@@ -32,10 +35,9 @@ pub struct Runtime {
     mode: NetworkMode,
     presets: Presets,
     workspaces: WorkspaceRoot,
-    compliance: Arc<ComplianceStore>,
+    state: Arc<StateStore>,
     audit: AuditLog,
     schemas: HashMap<&'static str, ArgsSchema>,
-    guards: guard::SessionGuards,
 }
 
 /// Why a runtime could not be built.
@@ -62,6 +64,62 @@ pub enum RuntimeError {
     Connector(#[from] ConnectorError),
 }
 
+/// One call's audit trail: the intent (when written ahead) and exactly one outcome. Dropped before
+/// [`finish`](CallAudit::finish) (the caller went away and the call future was dropped), it records
+/// the outcome `cancelled`.
+struct CallAudit<'a> {
+    log: &'a AuditLog,
+    call: String,
+    id: &'a Identity,
+    tool: &'a str,
+    permission: Option<Permission>,
+    args: ArgsSummary,
+    levels: (Sensitivity, Sensitivity),
+    done: bool,
+}
+
+impl CallAudit<'_> {
+    fn record(&self, phase: Phase, outcome: Option<Outcome>, detail: Option<String>) -> AuditRecord {
+        AuditRecord::new(
+            &self.call,
+            phase,
+            self.id,
+            self.tool,
+            self.permission,
+            self.levels,
+            outcome,
+            self.args.clone(),
+            detail,
+        )
+    }
+
+    /// Writes the intent and waits until it is durable.
+    async fn intent(&self) -> Result<(), ToolError> {
+        let rec = self.record(Phase::Intent, None, None);
+        self.log.append_durable(&rec).await.map_err(|e| {
+            tracing::error!(call = %self.call, error = %e, "write-ahead audit failed; call refused");
+            ToolError::fatal(format!("{}, so this call is refused", e.for_model()))
+        })
+    }
+
+    fn finish(mut self, outcome: Outcome, detail: Option<String>) {
+        self.done = true;
+        let rec = self.record(Phase::Outcome, Some(outcome), detail);
+        if let Err(e) = self.log.append(&rec) {
+            tracing::error!(call = %self.call, error = %e, "audit append failed");
+        }
+    }
+}
+
+impl Drop for CallAudit<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let rec = self.record(Phase::Outcome, Some(Outcome::Cancelled), None);
+            let _ = self.log.append(&rec);
+        }
+    }
+}
+
 impl Runtime {
     /// Assembles a runtime; checks that every tool's preset exists and every schema compiles.
     pub fn new(
@@ -69,7 +127,7 @@ impl Runtime {
         mode: NetworkMode,
         presets: Presets,
         workspaces: WorkspaceRoot,
-        compliance: Arc<ComplianceStore>,
+        state: Arc<StateStore>,
         audit: AuditLog,
     ) -> Result<Runtime, RuntimeError> {
         let mut schemas = HashMap::new();
@@ -99,10 +157,9 @@ impl Runtime {
             mode,
             presets,
             workspaces,
-            compliance,
+            state,
             audit,
             schemas,
-            guards: Default::default(),
         })
     }
 
@@ -116,9 +173,19 @@ impl Runtime {
         self.mode
     }
 
-    /// The session's current level, failing closed (an unreadable record counts as `secret`).
-    pub fn level(&self, id: &Identity) -> Sensitivity {
-        self.compliance.level_fail_closed(id).0
+    /// The state store.
+    pub fn state(&self) -> &StateStore {
+        &self.state
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
+    /// The session's current level for reports, failing closed. Never used to admit a call.
+    pub async fn level(&self, id: &Identity) -> Sensitivity {
+        self.state.peek(id).await
     }
 
     /// Runs one tool call under every policy. Never panics; never returns a protocol error.
@@ -128,124 +195,148 @@ impl Runtime {
         tool_name: &str,
         args: Option<JsonObject>,
     ) -> CallOutcome {
-        let Some(tool) = self.server.def.tool(tool_name) else {
-            let level = self.level(id);
-            return CallOutcome::error(
-                ToolError::retry(format!("unknown tool `{tool_name}`")),
-                level,
-            );
+        let tool = self.server.def.tool(tool_name);
+        let mut audit = CallAudit {
+            log: &self.audit,
+            call: new_call_id(),
+            id,
+            tool: tool.map_or(tool_name, |t| t.name),
+            permission: tool.map(|t| t.permission),
+            args: ArgsSummary::of(args.as_ref()),
+            levels: (Sensitivity::Public, Sensitivity::Public),
+            done: false,
         };
-        let lock = self.guards.of(id);
-        let connect = tool.permission == Permission::Connect;
-        // `connect` calls hold the session's lock for their whole run (shared; exclusive while they
-        // escalate); escalations take it exclusively. So inside this process no `connect` call runs
-        // while its session escalates, and one that starts afterwards sees the raised level.
-        let mut shared = if connect {
-            Some(lock.read().await)
-        } else {
-            None
+        let Some(tool) = tool else {
+            let level = self.state.peek(id).await;
+            audit.levels = (level, level);
+            let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
+            audit.finish(Outcome::Error, Some(err.to_string()));
+            return CallOutcome::error(err, level);
         };
-        let (before, store_error) = self.compliance.level_fail_closed(id);
-        if let Some(out) = self.refusal(id, tool, before, store_error) {
-            return out;
+        if let Err(e) = self.audit.healthy() {
+            tracing::error!(error = %e, "audit log unhealthy; refusing calls");
+            let err = ToolError::fatal(format!("{}, so every call is refused", e.for_model()));
+            audit.levels = (Sensitivity::Secret, Sensitivity::Secret);
+            audit.finish(Outcome::Blocked, Some(e.to_string()));
+            return CallOutcome::error(err, Sensitivity::Secret);
+        }
+        // Step 1: a shared pass; the level read under it is the one admitted.
+        let mut pass = match self.state.enter(id).await {
+            Ok(p) => p,
+            Err(e) => return self.state_failure(audit, tool, e),
+        };
+        let before = pass.level();
+        audit.levels = (before, before);
+        if let Err(refused) = self.admit(tool, before) {
+            return self.refuse(audit, pass, tool, refused).await;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
             Some(Ok(a)) => a,
             Some(Err(e)) => {
-                self.record(
-                    id,
-                    tool,
-                    before,
-                    before,
-                    Outcome::Error,
-                    Some(e.to_string()),
-                );
+                audit.finish(Outcome::Error, Some(e.to_string()));
+                self.state.leave(pass).await;
                 return CallOutcome::error(e, before);
             }
             None => {
-                return CallOutcome::error(
-                    ToolError::bug(format!("no schema for `{}`", tool.name)),
-                    before,
-                );
+                let e = ToolError::bug(format!("no schema for `{}`", tool.name));
+                audit.finish(Outcome::Error, Some(e.to_string()));
+                self.state.leave(pass).await;
+                return CallOutcome::error(e, before);
             }
         };
-        let (before, after) = if tool.sensitivity > before {
-            drop(shared.take());
-            let exclusive = lock.write().await;
-            // The level may have risen while this call waited for the lock: decide again.
-            let (now, store_error) = self.compliance.level_fail_closed(id);
-            if let Some(out) = self.refusal(id, tool, now, store_error) {
-                return out;
+        // Step 2: an escalating call takes the pass exclusively, decides again on the level read
+        // under it (re-admission), writes its intent, escalates, and keeps the pass shared.
+        if tool.sensitivity > before {
+            self.state.leave(pass).await;
+            pass = match self.state.enter_exclusive(id).await {
+                Ok(p) => p,
+                Err(e) => return self.state_failure(audit, tool, e),
+            };
+            let now = pass.level();
+            let target = now.max(tool.sensitivity);
+            audit.levels = (now, target);
+            if let Err(refused) = self.admit(tool, target) {
+                audit.levels = (now, now);
+                return self.refuse(audit, pass, tool, refused).await;
             }
-            let raised =
-                match self
-                    .compliance
-                    .escalate(id, &dataset_name(tool, &args), tool.sensitivity)
-                {
-                    Ok(level) => level,
-                    Err(e) => {
-                        let err = ToolError::fatal(format!(
-                            "compliance store unavailable, refusing to load {} data: {e}",
-                            tool.sensitivity
-                        ));
-                        self.record(id, tool, now, now, Outcome::Error, Some(err.to_string()));
-                        return CallOutcome::error(err, Sensitivity::Secret);
-                    }
-                };
-            if connect {
-                shared = Some(exclusive.downgrade());
+            crate::failpoint!("call.escalate.before_intent");
+            if let Err(e) = audit.intent().await {
+                audit.levels = (now, now);
+                return self.fail(audit, pass, e, now).await;
             }
-            (now, raised)
-        } else {
-            (before, before)
-        };
-        let result = self.run(id, tool, after, args).await;
+            crate::failpoint!("call.escalate.after_intent");
+            let dataset = dataset_name(tool, &args);
+            let after = match self.state.escalate(&mut pass, &dataset, tool.sensitivity).await {
+                Ok(level) => level,
+                Err(e) => return self.state_failure(audit, tool, e),
+            };
+            audit.levels = (now, after);
+            if let Err(refused) = self.admit(tool, after) {
+                return self.refuse(audit, pass, tool, refused).await;
+            }
+        } else if tool.permission == Permission::Connect {
+            // A connect call: its intent is durable before anything leaves the process.
+            if let Err(e) = audit.intent().await {
+                return self.fail(audit, pass, e, before).await;
+            }
+            crate::failpoint!("call.connect.after_intent");
+        }
+        // Step 3: the handler, under the pass.
+        let level = pass.level();
+        let result = self.run(id, tool, level, args).await;
+        crate::failpoint!("call.after_handler");
         let outcome = match &result {
-            Ok(_) if after > before => Outcome::Escalated,
+            Ok(_) if audit.levels.1 > audit.levels.0 => Outcome::Escalated,
             Ok(_) => Outcome::Allowed,
             Err(_) => Outcome::Error,
         };
-        let detail = result.as_ref().err().map(ToString::to_string);
-        self.record(id, tool, before, after, outcome, detail);
-        drop(shared);
+        audit.finish(outcome, result.as_ref().err().map(ToString::to_string));
+        self.state.leave(pass).await;
         match result {
             Ok(out) => out,
-            Err(e) => CallOutcome::error(e, after),
+            Err(e) => CallOutcome::error(e, level),
         }
     }
 
-    /// The recorded refusal, when the call may not run at `level`.
-    fn refusal(
+    /// A refused call: recorded, pass given back, the instance the session needs in `_meta`.
+    async fn refuse(
         &self,
-        id: &Identity,
+        audit: CallAudit<'_>,
+        pass: Pass,
         tool: &ToolDef,
-        level: Sensitivity,
-        store_error: Option<crate::compliance::ComplianceError>,
-    ) -> Option<CallOutcome> {
-        let (outcome, err) = self
-            .admit(tool, level, store_error.map(|e| e.to_string()))
-            .err()?;
-        self.record(id, tool, level, level, outcome, Some(err.to_string()));
+        (outcome, err): (Outcome, ToolError),
+    ) -> CallOutcome {
+        let level = pass.level();
+        audit.finish(outcome, Some(err.to_string()));
+        self.state.leave(pass).await;
         let mut out = CallOutcome::error(err, level);
         out.required_mode = level.max(tool.sensitivity).required_mode();
-        Some(out)
+        out
     }
 
-    /// Whether the call may run at all, given the session's level and this instance's mode.
-    fn admit(
-        &self,
-        tool: &ToolDef,
-        level: Sensitivity,
-        store_error: Option<String>,
-    ) -> Result<(), (Outcome, ToolError)> {
-        if let Some(e) = store_error {
-            return Err((
-                Outcome::Blocked,
-                ToolError::fatal(format!(
-                    "compliance record unreadable, session treated as secret: {e}"
-                )),
-            ));
-        }
+    async fn fail(&self, audit: CallAudit<'_>, pass: Pass, err: ToolError, level: Sensitivity) -> CallOutcome {
+        audit.finish(Outcome::Error, Some(err.to_string()));
+        self.state.leave(pass).await;
+        CallOutcome::error(err, level)
+    }
+
+    /// The state could not be read or written: fail closed (the session counts as secret).
+    fn state_failure(&self, mut audit: CallAudit<'_>, tool: &ToolDef, e: StateError) -> CallOutcome {
+        tracing::error!(call = %audit.call, error = %e, "compliance state unavailable; call refused");
+        let level = e.fail_closed_level();
+        audit.levels = (level, level);
+        let err = ToolError::fatal(format!(
+            "{}, so the session is treated as {level} and this call is refused",
+            e.for_model()
+        ));
+        audit.finish(Outcome::Blocked, Some(e.to_string()));
+        let mut out = CallOutcome::error(err, level);
+        out.required_mode = level.max(tool.sensitivity).required_mode();
+        out
+    }
+
+    /// Whether the call may run with the session at `level`, on this instance.
+    fn admit(&self, tool: &ToolDef, level: Sensitivity) -> Result<(), (Outcome, ToolError)> {
         let needed = level.max(tool.sensitivity);
         if !self.mode.serves(needed) {
             let want = needed.required_mode();
@@ -326,29 +417,6 @@ impl Runtime {
             .get(tool.context)
             .expect("checked in Runtime::new");
         output::shape(preset, &workspace, tool, output, level).await
-    }
-
-    fn record(
-        &self,
-        id: &Identity,
-        tool: &ToolDef,
-        before: Sensitivity,
-        after: Sensitivity,
-        outcome: Outcome,
-        detail: Option<String>,
-    ) {
-        let rec = AuditRecord::now(
-            id,
-            tool.name,
-            tool.permission,
-            before,
-            after,
-            outcome,
-            detail,
-        );
-        if let Err(e) = self.audit.append(&rec) {
-            tracing::error!(error = %e, "audit log append failed");
-        }
     }
 }
 

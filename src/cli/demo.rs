@@ -27,7 +27,7 @@ async fn start_in_process(
     mode: NetworkMode,
     stop: &CancellationToken,
 ) -> anyhow::Result<String> {
-    let rt = Arc::new(bulkhead::serve::runtime(config, "template", mode)?);
+    let rt = Arc::new(bulkhead::serve::runtime(config, "template", mode).await?);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let app = bulkhead::serve::http::router(

@@ -4,6 +4,7 @@ mod check;
 mod demo;
 mod samples;
 mod serve;
+mod state;
 mod token;
 mod up;
 
@@ -76,6 +77,11 @@ enum Command {
     },
     /// Walk the seeds' scenarios against local instances of `template`, printing each step.
     Demo,
+    /// Create, check or recover a server's compliance store.
+    State {
+        #[command(subcommand)]
+        action: state::Action,
+    },
     /// Mint a development token from the configured HS256 key (refused for production configs).
     Token {
         /// User id (`sub`).
@@ -144,6 +150,7 @@ pub fn main() -> ExitCode {
             let path = config_path(cli.config.clone());
             load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))
         }
+        Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config)
             .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),
     };

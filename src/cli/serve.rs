@@ -23,11 +23,11 @@ pub struct ServeArgs {
 
 /// Runs until Ctrl-C / SIGTERM (HTTP) or end of input (stdio).
 pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
-    let rt = Arc::new(serve::runtime(config, &args.server, args.mode)?);
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     tokio.block_on(async move {
+        let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
         if args.stdio {
             let id = Identity::new(&config.stdio.user, &config.stdio.session)?;
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");

@@ -9,8 +9,8 @@ pub use yaml::load_yaml;
 
 mod model;
 pub use model::{
-    Config, ContextConfig, EMBEDDED, Environment, HttpConfig, McpServerEntry, StateConfig,
-    StdioConfig,
+    AuditConfig, Config, ContextConfig, EMBEDDED, Environment, HttpConfig, McpServerEntry,
+    StateConfig, StdioConfig,
 };
 
 use std::path::{Path, PathBuf};

@@ -45,6 +45,9 @@ pub struct Config {
     /// Client entries: how agents reach each server.
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
+    /// The write-ahead audit log.
+    #[serde(default)]
+    pub audit: AuditConfig,
 }
 
 /// Streamable HTTP settings.
@@ -73,13 +76,24 @@ impl Default for HttpConfig {
 }
 
 /// State locations: compliance records and audit log (never inside a workspace), and workspaces.
+/// Relative paths are resolved against the configuration file's folder (the working directory for
+/// the embedded configuration) when it is loaded, so every process of a deployment agrees.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
-    /// Directory of the compliance database and the audit log.
+    /// Directory of the compliance database, its lock file and the audit log.
     pub dir: PathBuf,
-    /// Root of all workspaces (`<root>/<user>/<session>`).
+    /// Root of all workspaces (`<root>/<server>/<user>/<session>`).
     pub workspaces: PathBuf,
+    /// `sqlite` (the embedded default: one host) or a `postgres://…` URL (replicas on many hosts).
+    pub store: String,
+    /// Longest wait, in milliseconds, for a session's lock (held while another call of the session
+    /// raises its level) before a call is refused as busy.
+    pub lock_timeout_ms: u64,
+    /// PostgreSQL: most connections per process (each running call holds one).
+    pub postgres_pool_size: usize,
+    /// PostgreSQL: longest wait, in milliseconds, to connect.
+    pub connect_timeout_ms: u64,
 }
 
 impl Default for StateConfig {
@@ -87,6 +101,133 @@ impl Default for StateConfig {
         StateConfig {
             dir: ".bulkhead/state".into(),
             workspaces: ".bulkhead/workspaces".into(),
+            store: "sqlite".into(),
+            lock_timeout_ms: 30_000,
+            postgres_pool_size: 16,
+            connect_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl StateConfig {
+    /// Where the state of `server` lives.
+    pub fn location(&self, server: &str) -> crate::state::StoreLocation {
+        if self.store.starts_with("postgres://") || self.store.starts_with("postgresql://") {
+            crate::state::StoreLocation::Postgres(crate::state::postgres::PgOptions {
+                url: self.store.clone(),
+                pool_size: self.postgres_pool_size,
+                connect_timeout: std::time::Duration::from_millis(self.connect_timeout_ms),
+            })
+        } else {
+            crate::state::StoreLocation::sqlite(&self.dir, server)
+        }
+    }
+
+    /// The workspace root of `server`.
+    pub fn workspace_root(&self, server: &str) -> PathBuf {
+        self.workspaces.join(server)
+    }
+
+    /// Makes both paths absolute (relative to `base`) and refuses a state directory inside the
+    /// workspaces or the other way round: agents must never reach the compliance records.
+    pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        self.dir = absolute(base, &self.dir);
+        self.workspaces = absolute(base, &self.workspaces);
+        if self.store != "sqlite"
+            && !self.store.starts_with("postgres://")
+            && !self.store.starts_with("postgresql://")
+        {
+            return Err(format!(
+                "state.store is `{}`: expected `sqlite` or a postgres:// URL",
+                crate::state::location::redact_password(&self.store)
+            ));
+        }
+        let (d, w) = (real(&self.dir), real(&self.workspaces));
+        if d.starts_with(&w) || w.starts_with(&d) {
+            return Err(format!(
+                "state.dir ({}) and state.workspaces ({}) must not contain each other: agents could reach the compliance records",
+                self.dir.display(),
+                self.workspaces.display()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `p` made absolute against `base`, with `.` and `..` removed lexically.
+fn absolute(base: &Path, p: &Path) -> PathBuf {
+    let joined = if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The path with its longest existing prefix resolved through symlinks.
+fn real(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for name in rest.into_iter().rev() {
+        out.push(name);
+    }
+    out
+}
+
+/// The audit log's limits (`audit:`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Largest record, in bytes; the detail is cut to fit (arguments are only summarised).
+    pub max_record_bytes: usize,
+    /// Size at which the log is rotated, in bytes.
+    pub rotate_bytes: u64,
+    /// Rotated files kept (`audit-<server>.jsonl.1` … `.N`).
+    pub keep: usize,
+    /// Longest time, in milliseconds, an outcome record waits before it is synced to disk.
+    pub sync_interval_ms: u64,
+    /// Most bytes waiting to be written before every call is refused.
+    pub max_backlog_bytes: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        let d = crate::audit::AuditOptions::default();
+        AuditConfig {
+            max_record_bytes: d.max_record_bytes,
+            rotate_bytes: d.rotate_bytes,
+            keep: d.keep,
+            sync_interval_ms: d.sync_interval.as_millis() as u64,
+            max_backlog_bytes: d.max_backlog_bytes,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The options of the audit writer.
+    pub fn options(&self) -> crate::audit::AuditOptions {
+        crate::audit::AuditOptions {
+            max_record_bytes: self.max_record_bytes.max(512),
+            rotate_bytes: self.rotate_bytes.max(4096),
+            keep: self.keep.max(1),
+            sync_interval: std::time::Duration::from_millis(self.sync_interval_ms.max(1)),
+            max_backlog_bytes: self.max_backlog_bytes,
         }
     }
 }
@@ -152,17 +293,37 @@ fn sixty() -> u64 {
 
 impl Config {
     /// Parses and expands a configuration text; `origin` names it in errors.
+    /// Relative state paths are resolved against the working directory.
     pub fn parse(
         text: &str,
         origin: &str,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        Config::parse_at(text, origin, lookup, &cwd)
+    }
+
+    /// Like [`parse`](Self::parse); relative state paths are resolved against `base`.
+    pub fn parse_at(
+        text: &str,
+        origin: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        base: &Path,
+    ) -> Result<Config, ConfigError> {
         let mut value = load_yaml(text, origin)?;
         expand(&mut value, lookup)?;
-        serde_json::from_value(value).map_err(|e| ConfigError::Syntax {
+        let mut config: Config = serde_json::from_value(value).map_err(|e| ConfigError::Syntax {
             path: origin.to_string(),
             message: e.to_string(),
-        })
+        })?;
+        config
+            .state
+            .resolve(base)
+            .map_err(|message| ConfigError::Syntax {
+                path: origin.to_string(),
+                message,
+            })?;
+        Ok(config)
     }
 
     /// Loads `path` with the process environment, or the embedded configuration when `path` is `None`.
@@ -174,7 +335,11 @@ impl Config {
                     path: p.to_path_buf(),
                     source,
                 })?;
-                Config::parse(&text, &p.display().to_string(), &env)
+                let base = std::path::absolute(p)
+                    .ok()
+                    .and_then(|a| a.parent().map(Path::to_path_buf))
+                    .unwrap_or_else(|| PathBuf::from("."));
+                Config::parse_at(&text, &p.display().to_string(), &env, &base)
             }
             None => Config::parse(EMBEDDED, "config.yaml (embedded)", &env),
         }

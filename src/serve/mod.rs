@@ -6,12 +6,14 @@ pub mod handler;
 pub mod http;
 pub mod stdio;
 
+use crate::audit::AuditLog;
 use crate::call::{Runtime, server_presets};
-use crate::compliance::{AuditLog, ComplianceStore};
 use crate::config::Config;
 use crate::policy::NetworkMode;
+use crate::state::{InitPolicy, StateStore, StoreLocation, StoreOptions};
 use crate::workspace::WorkspaceRoot;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Why a server could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -28,24 +30,61 @@ fn setup(what: &str) -> impl Fn(&dyn std::fmt::Display) -> ServeError + '_ {
     move |e| ServeError::Setup(format!("{what}: {e}"))
 }
 
-/// Builds the runtime of server `name` in network `mode` from `config`.
-pub fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<Runtime, ServeError> {
+/// The store options of `server` from `config`.
+pub fn store_options(config: &Config, server: &str) -> StoreOptions {
+    StoreOptions {
+        server: server.to_owned(),
+        lock_timeout: Duration::from_millis(config.state.lock_timeout_ms.max(1)),
+    }
+}
+
+/// Opens the state store of `server` under `policy` (see [`crate::state::init`]).
+pub async fn open_state(
+    config: &Config,
+    server: &str,
+    policy: InitPolicy,
+) -> Result<StateStore, ServeError> {
+    let location = config.state.location(server);
+    crate::state::init::open_store(
+        &location,
+        store_options(config, server),
+        &config.state.workspace_root(server),
+        policy,
+    )
+    .await
+    .map_err(|e| setup("compliance store")(&e))
+}
+
+/// Opens the audit log of `server`: a JSON-lines file beside a SQLite store, the
+/// `bulkhead_audit` table of a PostgreSQL store.
+pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError> {
+    let options = config.audit.options();
+    match config.state.location(server) {
+        StoreLocation::Sqlite { .. } => {
+            AuditLog::open_file(&config.state.dir.join(format!("audit-{server}.jsonl")), options)
+                .map_err(|e| setup("audit log")(&e))
+        }
+        StoreLocation::Postgres(pg) => {
+            let sink = crate::state::postgres::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
+                .map_err(|e| setup("audit log")(&e))?;
+            Ok(AuditLog::start(Box::new(sink), options))
+        }
+    }
+}
+
+/// Builds the runtime of server `name` in network `mode` from `config`. The store must exist, or
+/// this must be the first start of a fresh deployment ([`InitPolicy::FirstStart`]).
+pub async fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<Runtime, ServeError> {
     let server = crate::servers::server(name).ok_or_else(|| {
         let known: Vec<&str> = crate::servers::SERVERS.iter().map(|s| s.name).collect();
         ServeError::UnknownServer(name.to_string(), known.join(", "))
     })?;
     let presets = server_presets(server.def, config.context.presets.as_ref())
         .map_err(|e| setup("context presets")(&e))?;
-    let workspaces =
-        WorkspaceRoot::new(&config.state.workspaces).map_err(|e| setup("workspace root")(&e))?;
-    // A store that cannot be opened still starts the server: every call then fails closed.
-    let (store, err) =
-        ComplianceStore::open_fail_closed(&config.state.dir.join(format!("compliance-{name}.db")));
-    if let Some(e) = err {
-        tracing::error!(error = %e, "compliance store unavailable; every call will be refused");
-    }
-    let audit = AuditLog::open(&config.state.dir.join(format!("audit-{name}.jsonl")))
-        .map_err(|e| setup("audit log")(&e))?;
-    Runtime::new(server, mode, presets, workspaces, Arc::new(store), audit)
+    let workspaces = WorkspaceRoot::new(config.state.workspace_root(name))
+        .map_err(|e| setup("workspace root")(&e))?;
+    let state = open_state(config, name, InitPolicy::FirstStart).await?;
+    let audit = open_audit(config, name)?;
+    Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
         .map_err(|e| setup("runtime")(&e))
 }

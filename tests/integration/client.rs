@@ -94,7 +94,7 @@ impl Drop for Recorded {
 
 async fn start(dir: &tempfile::TempDir, mode: NetworkMode) -> Recorded {
     let config = config(dir.path(), true);
-    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).expect("runtime"));
+    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).await.expect("runtime"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();

@@ -42,7 +42,7 @@ pub fn config(dir: &std::path::Path, stateful: bool) -> Config {
 /// Starts `template` in `mode` with its state in `dir` (shared dirs = instances of one server).
 pub async fn start(dir: Arc<tempfile::TempDir>, mode: NetworkMode, stateful: bool) -> Instance {
     let config = config(dir.path(), stateful);
-    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).expect("runtime"));
+    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).await.expect("runtime"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

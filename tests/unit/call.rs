@@ -3,7 +3,8 @@
 
 use bulkhead::call::Runtime;
 use bulkhead::codegen::*;
-use bulkhead::compliance::{AuditLog, ComplianceStore};
+use bulkhead::audit::{AuditLog, AuditOptions};
+use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::context::Presets;
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
@@ -15,13 +16,15 @@ use std::time::{Duration, Instant};
 struct Env {
     _dir: tempfile::TempDir,
     root: std::path::PathBuf,
-    store: Arc<ComplianceStore>,
+    store: Arc<StateStore>,
 }
 
 fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let store = Arc::new(ComplianceStore::open(&root.join("state/compliance.db")).unwrap());
+    let store = Arc::new(
+        StateStore::create_sqlite(&root.join("state/compliance.db"), StoreOptions::new("t")).unwrap(),
+    );
     Env {
         _dir: dir,
         root,
@@ -31,7 +34,8 @@ fn env() -> Env {
 
 fn runtime(env: &Env, server: Server, mode: NetworkMode) -> Runtime {
     let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
-    let audit = AuditLog::open(&env.root.join("state/audit.jsonl")).unwrap();
+    let audit =
+        AuditLog::open_file(&env.root.join("state/audit.jsonl"), AuditOptions::default()).unwrap();
     Runtime::new(
         server,
         mode,
@@ -142,7 +146,7 @@ async fn argument_errors_are_retryable_and_name_the_field() {
         assert!(out.text.contains(field), "{tool}: {}", out.text);
     }
     assert_eq!(
-        rt.level(&u),
+        rt.level(&u).await,
         Sensitivity::Public,
         "refused calls raise nothing"
     );
@@ -162,7 +166,7 @@ async fn full_instance_refuses_private_work_and_private_sessions() {
         out.text
     );
     assert_eq!(
-        full.level(&u),
+        full.level(&u).await,
         Sensitivity::Public,
         "the refused load raised nothing"
     );
@@ -170,7 +174,7 @@ async fn full_instance_refuses_private_work_and_private_sessions() {
     let out = proxied.call(&u, "load_sensitive_dataset", load).await;
     assert!(!out.is_error, "{}", out.text);
     assert_eq!(out.level, Sensitivity::Confidential);
-    let rec = env.store.record(&u).unwrap();
+    let rec = env.store.record(&u).await.unwrap();
     assert_eq!(
         rec.datasets
             .iter()
@@ -202,7 +206,7 @@ async fn full_instance_refuses_private_work_and_private_sessions() {
         out.text
     );
     // Another session of the same user is untouched.
-    assert_eq!(full.level(&id("alice", "s2")), Sensitivity::Public);
+    assert_eq!(full.level(&id("alice", "s2")).await, Sensitivity::Public);
 }
 
 #[tokio::test]
@@ -460,33 +464,17 @@ async fn an_unreadable_compliance_record_fails_closed() {
     );
     let u = id("alice", "s1");
     assert!(!rt.call(&u, "ping_out", None).await.is_error);
-    // Damage the store behind the runtime's back: a fresh store on a garbage file must refuse.
-    let bad = env.root.join("state/bad.db");
-    std::fs::write(
-        &bad,
-        b"this is not a database, it is garbage that must not read as public",
-    )
-    .unwrap();
-    let (store, err) = ComplianceStore::open_fail_closed(&bad);
-    assert!(err.is_some());
-    let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
-    let audit = AuditLog::open(&env.root.join("state/audit2.jsonl")).unwrap();
-    let rt = Runtime::new(
-        Server::new(&PROBE, &[], ProbeHandlers(probe)),
-        NetworkMode::None,
-        Presets::builtin(),
-        workspaces,
-        Arc::new(store),
-        audit,
-    )
-    .unwrap();
+    // Damage the state behind the runtime's back: its lock file disappears.
+    std::fs::remove_file(env.root.join("state/compliance.lock")).unwrap();
     let out = rt.call(&u, "ping_out", None).await;
     assert!(
         out.text.starts_with("[FATAL] ") && out.text.contains("treated as secret"),
         "{}",
         out.text
     );
+    assert!(!out.text.contains(env.root.to_str().unwrap()), "no host path: {}", out.text);
     assert_eq!(out.level, Sensitivity::Secret);
+    assert_eq!(probe.connects.lock().unwrap().len(), 1, "the refused call did not run");
 }
 
 #[tokio::test]
@@ -507,11 +495,19 @@ async fn every_decision_is_audited() {
         args(json!({"channel": "ops", "message": "x"})),
     )
     .await;
+    drop(rt); // the last handle: everything queued is written
     let log = std::fs::read_to_string(env.root.join("state/audit.jsonl")).unwrap();
-    let lines: Vec<Value> = log
+    let all: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let intents: Vec<&str> = all
+        .iter()
+        .filter(|l| l["phase"] == "intent")
+        .map(|l| l["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(intents, ["load_sensitive_dataset"], "only the escalating call writes ahead");
+    let lines: Vec<&Value> = all.iter().filter(|l| l["phase"] == "outcome").collect();
     let outcomes: Vec<(&str, &str, &str, &str)> = lines
         .iter()
         .map(|l| {

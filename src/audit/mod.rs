@@ -1,0 +1,288 @@
+//! The write-ahead audit log of call decisions.
+//!
+//! Rule: anything that can leave the process or raise a level is written ahead. A `connect` call
+//! and an escalating call run only after their [`Phase::Intent`] record is durable (synced to disk
+//! or committed to PostgreSQL); if it cannot be written, the call is refused. Every call's
+//! [`Phase::Outcome`] follows. Plain reads and writes inside the deployment write only an
+//! outcome, batched and synced at least every `sync_interval` (a crash can lose that last
+//! interval of them; nothing irreversible depends on those lines). While the log cannot be written,
+//! or more than `max_backlog_bytes` wait to be written, every call is refused
+//! ([`AuditLog::healthy`]).
+//!
+//! One writer thread per process batches records: concurrent intents share one sync.
+
+mod file;
+mod record;
+
+pub use file::AuditFile;
+pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Limits and timing of the audit log (`audit:` in config.yaml).
+#[derive(Clone, Debug)]
+pub struct AuditOptions {
+    /// Largest record, in bytes (the detail is cut to fit).
+    pub max_record_bytes: usize,
+    /// Size at which the file is rotated.
+    pub rotate_bytes: u64,
+    /// Rotated files kept.
+    pub keep: usize,
+    /// Longest time an outcome record waits before it is synced.
+    pub sync_interval: Duration,
+    /// Most bytes waiting to be written before calls are refused.
+    pub max_backlog_bytes: usize,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            max_record_bytes: 4096,
+            rotate_bytes: 64 << 20,
+            keep: 5,
+            sync_interval: Duration::from_secs(1),
+            max_backlog_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Why an audit record could not be written. The caller refuses the call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuditError {
+    /// Writing or syncing failed (the detail may name host paths: for logs only).
+    #[error("audit log cannot be written: {0}")]
+    Io(String),
+    /// The record could not be serialised.
+    #[error("audit record cannot be serialised: {0}")]
+    Serialize(String),
+    /// Too many bytes are waiting to be written.
+    #[error("audit log backlog is over its limit of {0} bytes")]
+    Backlog(usize),
+    /// The writer has stopped.
+    #[error("audit writer stopped")]
+    Stopped,
+}
+
+impl AuditError {
+    /// What the model may read (no host paths).
+    pub fn for_model(&self) -> String {
+        match self {
+            AuditError::Backlog(n) => format!("the audit log is behind by more than {n} bytes"),
+            _ => "the audit log cannot be written".into(),
+        }
+    }
+}
+
+/// Where records go.
+pub trait AuditSink: Send + 'static {
+    /// Appends whole lines; makes them durable when `sync`.
+    fn append(&mut self, lines: &[u8], count: usize, sync: bool) -> Result<(), String>;
+    /// Makes everything appended durable.
+    fn sync(&mut self) -> Result<(), String>;
+}
+
+impl AuditSink for AuditFile {
+    fn append(&mut self, lines: &[u8], _count: usize, sync: bool) -> Result<(), String> {
+        AuditFile::append(self, lines, sync)
+            .map_err(|e| format!("{}: {e}", self.path().display()))
+    }
+
+    fn sync(&mut self) -> Result<(), String> {
+        AuditFile::sync(self).map_err(|e| format!("{}: {e}", self.path().display()))
+    }
+}
+
+struct Msg {
+    line: Vec<u8>,
+    ack: Option<tokio::sync::oneshot::Sender<Result<(), AuditError>>>,
+}
+
+struct Shared {
+    healthy: AtomicBool,
+    backlog: AtomicUsize,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A handle on the audit log; cheap to clone. The writer thread stops (after writing and syncing
+/// everything queued) when the last handle is dropped.
+#[derive(Clone)]
+pub struct AuditLog {
+    tx: Sender<Msg>,
+    shared: Arc<Shared>,
+    options: Arc<AuditOptions>,
+    _joiner: Arc<Joiner>,
+}
+
+struct Joiner(Mutex<Option<std::thread::JoinHandle<()>>>, Mutex<Option<Sender<Msg>>>);
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        drop(self.1.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(h) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("healthy", &self.healthy())
+            .finish()
+    }
+}
+
+impl AuditLog {
+    /// Opens the JSON-lines file at `path` and starts its writer.
+    pub fn open_file(path: &std::path::Path, options: AuditOptions) -> Result<AuditLog, AuditError> {
+        let file = AuditFile::open(path, options.rotate_bytes, options.keep)
+            .map_err(|e| AuditError::Io(format!("{}: {e}", path.display())))?;
+        Ok(AuditLog::start(Box::new(file), options))
+    }
+
+    /// Starts a writer over any sink.
+    pub fn start(sink: Box<dyn AuditSink>, options: AuditOptions) -> AuditLog {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared {
+            healthy: AtomicBool::new(true),
+            backlog: AtomicUsize::new(0),
+            last_error: Mutex::new(None),
+        });
+        let writer_shared = shared.clone();
+        let interval = options.sync_interval;
+        // The handles hold clones of `tx`; the joiner's own clone is dropped first so the thread
+        // sees the channel close when the last handle goes.
+        let thread = std::thread::Builder::new()
+            .name("bulkhead-audit".into())
+            .spawn(move || writer(sink, rx, writer_shared, interval))
+            .expect("spawn the audit writer");
+        AuditLog {
+            tx: tx.clone(),
+            shared,
+            options: Arc::new(options),
+            _joiner: Arc::new(Joiner(Mutex::new(Some(thread)), Mutex::new(Some(tx)))),
+        }
+    }
+
+    /// Whether calls may run: the last write succeeded and the backlog is under its limit.
+    pub fn healthy(&self) -> Result<(), AuditError> {
+        if !self.shared.healthy.load(Ordering::Acquire) {
+            let e = self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(AuditError::Io(e.unwrap_or_default()));
+        }
+        let max = self.options.max_backlog_bytes;
+        if self.shared.backlog.load(Ordering::Relaxed) > max {
+            return Err(AuditError::Backlog(max));
+        }
+        Ok(())
+    }
+
+    /// Queues a record; it is written in the next batch and synced within the sync interval.
+    pub fn append(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        let line = record
+            .to_line(self.options.max_record_bytes)
+            .map_err(|e| AuditError::Serialize(e.to_string()))?;
+        self.send(line, None)
+    }
+
+    /// Writes a record and waits until it is durable (the write-ahead intent).
+    pub async fn append_durable(&self, record: &AuditRecord) -> Result<(), AuditError> {
+        self.healthy()?;
+        let line = record
+            .to_line(self.options.max_record_bytes)
+            .map_err(|e| AuditError::Serialize(e.to_string()))?;
+        let (ack, done) = tokio::sync::oneshot::channel();
+        self.send(line, Some(ack))?;
+        done.await.map_err(|_| AuditError::Stopped)?
+    }
+
+    fn send(
+        &self,
+        line: Vec<u8>,
+        ack: Option<tokio::sync::oneshot::Sender<Result<(), AuditError>>>,
+    ) -> Result<(), AuditError> {
+        self.shared.backlog.fetch_add(line.len(), Ordering::Relaxed);
+        self.tx
+            .send(Msg { line, ack })
+            .map_err(|_| AuditError::Stopped)
+    }
+}
+
+/// The writer loop: drain what is queued, write it in one append, sync when an intent waits or
+/// the interval has passed, answer the waiting intents.
+fn writer(mut sink: Box<dyn AuditSink>, rx: Receiver<Msg>, shared: Arc<Shared>, interval: Duration) {
+    let mut dirty = false;
+    let mut last_sync = Instant::now();
+    let mut buf = Vec::with_capacity(64 << 10);
+    let mut acks = Vec::new();
+    loop {
+        let first = match rx.recv_timeout(interval) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut count = 0;
+        let mut take = |m: Msg, buf: &mut Vec<u8>, acks: &mut Vec<_>| {
+            buf.extend_from_slice(&m.line);
+            count += 1;
+            if let Some(a) = m.ack {
+                acks.push(a);
+            }
+        };
+        if let Some(m) = first {
+            take(m, &mut buf, &mut acks);
+            while buf.len() < (1 << 20) {
+                match rx.try_recv() {
+                    Ok(m) => take(m, &mut buf, &mut acks),
+                    Err(_) => break,
+                }
+            }
+        }
+        let sync = !acks.is_empty() || (dirty && last_sync.elapsed() >= interval);
+        let result = if buf.is_empty() {
+            if sync { sink.sync() } else { Ok(()) }
+        } else {
+            crate::failpoint!("audit.before_write");
+            sink.append(&buf, count, sync)
+        };
+        shared.backlog.fetch_sub(buf.len(), Ordering::Relaxed);
+        match &result {
+            Ok(()) => {
+                shared.healthy.store(true, Ordering::Release);
+                dirty = !sync && (dirty || !buf.is_empty());
+                if sync {
+                    last_sync = Instant::now();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "audit log write failed; refusing calls until it works");
+                *shared.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+                shared.healthy.store(false, Ordering::Release);
+            }
+        }
+        for a in acks.drain(..) {
+            let _ = a.send(result.clone().map_err(AuditError::Io));
+        }
+        buf.clear();
+    }
+    if dirty {
+        let _ = sink.sync();
+    }
+}
+
+static CALL_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+static CALL_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A new correlation id for a call: a per-process random prefix and a counter, e.g. `5f0c9e1a-2a`.
+pub fn new_call_id() -> String {
+    let prefix = CALL_PREFIX.get_or_init(|| {
+        let mut b = [0u8; 4];
+        getrandom::fill(&mut b).expect("the OS random source works");
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    });
+    let n = CALL_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{n:x}")
+}

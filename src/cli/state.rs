@@ -1,0 +1,73 @@
+//! `bulkhead state`: create a server's compliance store explicitly, check it, or recover from a
+//! lost one (never silently: see `bulkhead::state::init`).
+
+use bulkhead::config::Config;
+use bulkhead::state::InitPolicy;
+use clap::Subcommand;
+use std::process::ExitCode;
+
+/// What to do with the store.
+#[derive(Debug, Subcommand)]
+pub enum Action {
+    /// Create the store of a server (and record it in its workspace root).
+    Init {
+        /// Server name.
+        #[arg(long)]
+        server: String,
+        /// Create a new store although the workspaces belong to a lost one: every session with
+        /// files starts at `secret` (its history is unknown). Revoke the old sessions' tokens.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Open the store as an instance would and report whether it may serve.
+    Check {
+        /// Server name.
+        #[arg(long)]
+        server: String,
+    },
+}
+
+/// Runs one action.
+pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        match action {
+            Action::Init { server, force: false } => {
+                let store =
+                    bulkhead::serve::open_state(config, &server, InitPolicy::Create).await?;
+                println!(
+                    "compliance store of `{server}` is {} at {}",
+                    store.store_id(),
+                    config.state.location(&server).describe()
+                );
+            }
+            Action::Init { server, force: true } => {
+                let recovered = bulkhead::state::init::force_init(
+                    &config.state.location(&server),
+                    bulkhead::serve::store_options(config, &server),
+                    &config.state.workspace_root(&server),
+                )
+                .await?;
+                println!(
+                    "new compliance store for `{server}`; {} session(s) with files recorded at secret",
+                    recovered.len()
+                );
+                for id in recovered {
+                    println!("  {id}");
+                }
+                println!(
+                    "sessions without files start at public again: revoke their tokens (rotate the signing key or the session ids)"
+                );
+            }
+            Action::Check { server } => {
+                let store =
+                    bulkhead::serve::open_state(config, &server, InitPolicy::MustExist).await?;
+                store.check().await?;
+                println!("compliance store of `{server}` ({}) is in place", store.store_id());
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

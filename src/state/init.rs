@@ -1,0 +1,233 @@
+//! A store never silently starts over. A store comes into being only on the first start of a
+//! fresh deployment (no marker, no session data in the workspaces) or by `bulkhead state init`;
+//! its id is then recorded in a marker file in the server's workspace root (out of every
+//! session's reach). From then on a missing store, or a store with another id, refuses to serve:
+//! starting over would forget which sessions hold private data while their files (and the
+//! agents' memories) still do.
+
+use super::postgres::PgStore;
+use super::sqlite::SqliteStore;
+use super::{StateError, StateErrorKind, StateStore, StoreLocation, StoreOptions};
+use crate::identity::Identity;
+use crate::policy::Sensitivity;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The marker's file name in a server's workspace root.
+pub const MARKER: &str = ".bulkhead-store";
+
+/// When a missing store may be created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitPolicy {
+    /// Never: the store must exist.
+    MustExist,
+    /// Only for a fresh deployment: no marker and no session data in the workspace root.
+    FirstStart,
+    /// Always (`bulkhead state init`); the marker must not name another store.
+    Create,
+}
+
+/// The marker recording which store a workspace root belongs to.
+#[derive(Clone, Debug)]
+pub struct StoreMarker {
+    path: PathBuf,
+}
+
+impl StoreMarker {
+    /// The marker of the workspace root `root`.
+    pub fn at(root: &Path) -> StoreMarker {
+        StoreMarker {
+            path: root.join(MARKER),
+        }
+    }
+
+    /// The store id the marker names, if there is a marker.
+    pub fn read(&self) -> Result<Option<String>, StateError> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => text
+                .lines()
+                .find_map(|l| l.strip_prefix("store "))
+                .map(|id| Some(id.trim().to_owned()))
+                .ok_or_else(|| {
+                    StateError::new(
+                        StateErrorKind::Corrupt,
+                        format!("{}: not a store marker", self.path.display()),
+                    )
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StateError::io(StateErrorKind::Unavailable, &self.path, e)),
+        }
+    }
+
+    /// Records `store_id` (durably), replacing any earlier marker.
+    pub fn write(&self, store_id: &str, location: &str) -> Result<(), StateError> {
+        let err = |e| StateError::io(StateErrorKind::Unavailable, &self.path, e);
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = self.path.with_extension(format!("tmp-{}", std::process::id()));
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(err)?;
+        writeln!(
+            f,
+            "# Bulkhead: these workspaces belong to this compliance store. Do not delete.\nstore {store_id}\nlocation {location}"
+        )
+        .map_err(err)?;
+        f.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, &self.path).map_err(err)?;
+        if let Some(dir) = self.path.parent()
+            && let Ok(d) = std::fs::File::open(dir)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// The sessions that have files in a server's workspace root (`<root>/<user>/<session>`).
+pub fn sessions_with_files(root: &Path) -> Result<Vec<Identity>, StateError> {
+    let mut out = Vec::new();
+    let users = match std::fs::read_dir(root) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(StateError::io(StateErrorKind::Unavailable, root, e)),
+    };
+    for user in users.flatten() {
+        let name = user.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !user.path().is_dir() {
+            continue;
+        }
+        let Ok(sessions) = std::fs::read_dir(user.path()) else {
+            continue;
+        };
+        for s in sessions.flatten() {
+            if let Ok(id) = Identity::new(name.clone(), s.file_name().to_string_lossy()) {
+                out.push(id);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Opens the store of a server under `policy`, checking it against the marker in its workspace
+/// root (and writing the marker for a new store).
+pub async fn open_store(
+    location: &StoreLocation,
+    options: StoreOptions,
+    workspace_root: &Path,
+    policy: InitPolicy,
+) -> Result<StateStore, StateError> {
+    let marker = StoreMarker::at(workspace_root);
+    let named = marker.read()?;
+    let has_data = !sessions_with_files(workspace_root)?.is_empty();
+    let may_create = match policy {
+        InitPolicy::Create => true,
+        InitPolicy::FirstStart => named.is_none() && !has_data,
+        InitPolicy::MustExist => false,
+    };
+    let missing = |why: &str| {
+        StateError::new(
+            StateErrorKind::Missing,
+            format!(
+                "the compliance store {} is missing, {why}; restore it from a backup, or run `bulkhead state init --server {} --force` to create a new one that holds every session with files at `secret`",
+                location.describe(),
+                options.server,
+            ),
+        )
+    };
+    let store = match location {
+        StoreLocation::Sqlite { db } => {
+            if !SqliteStore::exists(db) {
+                if !may_create {
+                    return Err(match &named {
+                        Some(id) => missing(&format!(
+                            "but the workspaces at {} belong to store {id}",
+                            workspace_root.display()
+                        )),
+                        None => missing(&format!(
+                            "but the workspaces at {} hold session data",
+                            workspace_root.display()
+                        )),
+                    });
+                }
+                SqliteStore::create(db)?;
+                tracing::info!(path = %db.display(), "created a new compliance store");
+            }
+            StateStore::Sqlite(SqliteStore::open(db, options.clone())?)
+        }
+        StoreLocation::Postgres(pg) => {
+            match PgStore::open(pg, options.clone(), may_create).await {
+                Err(e) if e.kind() == StateErrorKind::Missing => {
+                    return Err(missing(&match &named {
+                        Some(id) => format!("but the workspaces belong to store {id}"),
+                        None => "but the workspaces hold session data".into(),
+                    }));
+                }
+                other => StateStore::Postgres(other?),
+            }
+        }
+    };
+    match named {
+        Some(id) if id != store.store_id() => Err(StateError::new(
+            StateErrorKind::Tampered,
+            format!(
+                "the compliance store {} is {}, but the workspaces at {} belong to store {id}: it was replaced; restore the original, or run `bulkhead state init --server {} --force`",
+                location.describe(),
+                store.store_id(),
+                workspace_root.display(),
+                options.server
+            ),
+        )),
+        Some(_) => Ok(store),
+        None => {
+            marker.write(store.store_id(), &location.describe())?;
+            Ok(store)
+        }
+    }
+}
+
+/// `bulkhead state init --force`: a new store over existing workspaces. Every session with files is
+/// recorded at `secret` first (its history is unknown, so it fails closed), then the marker is
+/// rewritten. Returns the sessions recovered.
+pub async fn force_init(
+    location: &StoreLocation,
+    options: StoreOptions,
+    workspace_root: &Path,
+) -> Result<Vec<Identity>, StateError> {
+    if let StoreLocation::Sqlite { db } = location
+        && SqliteStore::exists(db)
+    {
+        return Err(StateError::new(
+            StateErrorKind::Bug,
+            format!("{} exists; move it away first if it is really to be replaced", db.display()),
+        ));
+    }
+    if let StoreLocation::Sqlite { db } = location {
+        // The lost store's lock file names the lost store; instances still holding it refuse
+        // every call once it is gone.
+        let _ = std::fs::remove_file(super::sqlite::lock_path(db));
+    }
+    let marker = StoreMarker::at(workspace_root);
+    let sessions = sessions_with_files(workspace_root)?;
+    let tmp_root = workspace_root.join(".bulkhead-init");
+    let _ = std::fs::remove_file(marker.path.clone());
+    let store = open_store(location, options, &tmp_root, InitPolicy::Create).await?;
+    let _ = std::fs::remove_dir_all(&tmp_root);
+    for id in &sessions {
+        let mut pass = store.enter_exclusive(id).await?;
+        store
+            .escalate(&mut pass, "recovered:unknown-history", Sensitivity::Secret)
+            .await?;
+        store.leave(pass).await;
+    }
+    marker.write(store.store_id(), &location.describe())?;
+    Ok(sessions)
+}

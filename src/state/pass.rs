@@ -1,0 +1,72 @@
+//! A call's hold on its session: while a [`Pass`] lives, no process can raise the session's level.
+
+use crate::identity::Identity;
+use crate::policy::Sensitivity;
+
+/// How a pass holds its session's lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassMode {
+    /// Many calls of the session may run; none may escalate.
+    Shared,
+    /// This call alone; it may escalate.
+    Exclusive,
+}
+
+/// The backend's hold on the lock; releasing it (explicitly or by drop) ends the pass.
+pub(crate) enum Hold {
+    Sqlite(super::sqlite::slots::SlotHold),
+    Postgres(super::postgres::PgHold),
+}
+
+/// A call's hold on its session's lock, with the level read under it. The level is the one every
+/// admission decision of the call must use.
+pub struct Pass {
+    id: Identity,
+    level: Sensitivity,
+    mode: PassMode,
+    pub(crate) hold: Hold,
+}
+
+impl std::fmt::Debug for Pass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass")
+            .field("session", &self.id)
+            .field("level", &self.level)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl Pass {
+    pub(crate) fn new(id: Identity, level: Sensitivity, mode: PassMode, hold: Hold) -> Pass {
+        Pass {
+            id,
+            level,
+            mode,
+            hold,
+        }
+    }
+
+    /// The session this pass holds.
+    pub fn identity(&self) -> &Identity {
+        &self.id
+    }
+
+    /// The session's level, read under this pass (and raised by its own escalation).
+    pub fn level(&self) -> Sensitivity {
+        self.level
+    }
+
+    /// Shared or exclusive.
+    pub fn mode(&self) -> PassMode {
+        self.mode
+    }
+
+    pub(crate) fn set_level(&mut self, level: Sensitivity) {
+        self.level = level;
+    }
+
+    pub(crate) fn set_mode(&mut self, mode: PassMode) {
+        self.mode = mode;
+    }
+}

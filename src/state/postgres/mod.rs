@@ -1,0 +1,348 @@
+//! The PostgreSQL backend, for replicas on several machines. The same protocol as SQLite, with
+//! the database as the only shared thing: session locks are advisory locks held on the call's
+//! pooled connection (PostgreSQL drops them when a crashed process's connection ends), the level
+//! is read in a snapshot taken after the lock is granted, an escalation is one function call, and
+//! triggers refuse any lowering, deletion or truncation.
+
+mod audit;
+
+pub use audit::PgAuditSink;
+
+use super::pass::Hold;
+use super::{
+    DatasetRecord, Pass, PassMode, SessionRecord, StateError, StateErrorKind, StoreOptions,
+    level_from_i64, level_to_i64,
+};
+use crate::identity::Identity;
+use crate::policy::Sensitivity;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use std::str::FromStr;
+use std::time::Duration;
+
+const SCHEMA: &str = include_str!("schema.sql");
+/// Advisory lock key that serialises schema set-up between instances starting together.
+const SCHEMA_LOCK: i64 = 0x4248_5343_4845_4d41; // "BHSCHEMA"
+
+/// Settings of a PostgreSQL store.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database` (the password usually from `${VAR}`).
+    pub url: String,
+    /// Most connections of this process (each running call holds one).
+    pub pool_size: usize,
+    /// Longest wait for a connection or a TCP connect.
+    pub connect_timeout: Duration,
+}
+
+/// A PostgreSQL store.
+pub struct PgStore {
+    pool: Pool,
+    server: String,
+    store_id: String,
+}
+
+/// A session lock held on a pooled connection. Dropped without [`PgStore::leave`], it unlocks in
+/// the background, or closes the connection (which ends every lock it held).
+pub struct PgHold {
+    conn: Option<Object>,
+    key: i64,
+    mode: PassMode,
+}
+
+impl Drop for PgHold {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let (key, mode) = (self.key, self.mode);
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(unlock(conn, key, mode));
+            }
+            Err(_) => drop(Object::take(conn)),
+        }
+    }
+}
+
+async fn unlock(conn: Object, key: i64, mode: PassMode) {
+    let sql = match mode {
+        PassMode::Shared => "SELECT pg_advisory_unlock_shared($1)",
+        PassMode::Exclusive => "SELECT pg_advisory_unlock($1)",
+    };
+    let ok = match conn.query_one(sql, &[&key]).await {
+        Ok(row) => row.get::<_, bool>(0),
+        Err(_) => false,
+    };
+    if !ok {
+        // Never return a connection that may still hold a lock to the pool.
+        drop(Object::take(conn));
+    }
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("server", &self.server)
+            .field("store_id", &self.store_id)
+            .finish()
+    }
+}
+
+fn pg_error(e: impl std::fmt::Display, code: Option<&tokio_postgres::error::SqlState>) -> StateError {
+    use tokio_postgres::error::SqlState;
+    let kind = match code {
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::QUERY_CANCELED => {
+            StateErrorKind::Busy
+        }
+        Some(c) if *c == SqlState::UNDEFINED_TABLE || *c == SqlState::UNDEFINED_FUNCTION => {
+            StateErrorKind::Schema
+        }
+        _ => StateErrorKind::Unavailable,
+    };
+    StateError::new(kind, format!("postgres: {e}"))
+}
+
+fn db_error(e: tokio_postgres::Error) -> StateError {
+    let code = e.code().cloned();
+    pg_error(&e, code.as_ref())
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StateError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => db_error(e),
+        deadpool_postgres::PoolError::Timeout(_) => StateError::new(
+            StateErrorKind::Busy,
+            "postgres: no connection free within the connect timeout (state.postgres.pool_size)",
+        ),
+        other => StateError::new(StateErrorKind::Unavailable, format!("postgres: {other}")),
+    }
+}
+
+impl PgStore {
+    /// Connects, applies the schema, and opens the store of `options.server`. With `create`, a
+    /// missing store row is created; without, it is refused as missing.
+    pub async fn open(pg: &PgOptions, options: StoreOptions, create: bool) -> Result<PgStore, StateError> {
+        let mut config = tokio_postgres::Config::from_str(&pg.url).map_err(|e| {
+            StateError::new(StateErrorKind::Unavailable, format!("postgres url: {e}"))
+        })?;
+        let lock_ms = options.lock_timeout.as_millis().max(1);
+        config
+            .application_name("bulkhead")
+            .connect_timeout(pg.connect_timeout)
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(10))
+            .options(format!("-c lock_timeout={lock_ms}"));
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pg.pool_size.max(2))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(options.lock_timeout))
+            .create_timeout(Some(pg.connect_timeout))
+            .build()
+            .map_err(|e| StateError::new(StateErrorKind::Unavailable, format!("postgres pool: {e}")))?;
+        let conn = pool.get().await.map_err(pool_error)?;
+        conn.batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA}\nCOMMIT;"
+        ))
+        .await
+        .map_err(db_error)?;
+        let server = options.server.clone();
+        let select = "SELECT store_id FROM bulkhead_stores WHERE server = $1";
+        let mut row = conn.query_opt(select, &[&server]).await.map_err(db_error)?;
+        if row.is_none() && create {
+            let id = super::new_store_id();
+            conn.execute(
+                "INSERT INTO bulkhead_stores (server, store_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&server, &id],
+            )
+            .await
+            .map_err(db_error)?;
+            row = conn.query_opt(select, &[&server]).await.map_err(db_error)?;
+        }
+        let Some(row) = row else {
+            return Err(StateError::new(
+                StateErrorKind::Missing,
+                format!("postgres: no store for server `{server}`"),
+            ));
+        };
+        Ok(PgStore {
+            pool,
+            store_id: row.get(0),
+            server,
+        })
+    }
+
+    /// The store's id.
+    pub fn store_id(&self) -> &str {
+        &self.store_id
+    }
+
+    /// The pool (the audit sink and the tests use it).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn key(&self, id: &Identity) -> i64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.server.bytes().chain(std::iter::once(0)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (h ^ super::session_hash(id)) as i64
+    }
+
+    pub(crate) async fn enter(&self, id: &Identity, mode: PassMode) -> Result<Pass, StateError> {
+        let conn = self.pool.get().await.map_err(pool_error)?;
+        let key = self.key(id);
+        let stmt = conn
+            .prepare_cached("SELECT level, store_id FROM bulkhead_enter($1, $2, $3, $4, $5)")
+            .await
+            .map_err(db_error)?;
+        let exclusive = mode == PassMode::Exclusive;
+        let row = conn
+            .query_one(&stmt, &[&key, &self.server, &id.user(), &id.session(), &exclusive])
+            .await
+            .map_err(db_error)?;
+        // The lock is ours from here: the hold releases it whatever happens next.
+        let hold = PgHold {
+            conn: Some(conn),
+            key,
+            mode,
+        };
+        let level: i16 = row.get(0);
+        let store_id: Option<String> = row.get(1);
+        if store_id.as_deref() != Some(self.store_id.as_str()) {
+            return Err(StateError::new(
+                StateErrorKind::Tampered,
+                format!("postgres: the store of `{}` was replaced or removed", self.server),
+            ));
+        }
+        Ok(Pass::new(
+            id.clone(),
+            level_from_i64(i64::from(level))?,
+            mode,
+            Hold::Postgres(hold),
+        ))
+    }
+
+    pub(crate) async fn escalate(
+        &self,
+        pass: &mut Pass,
+        dataset: &str,
+        level: Sensitivity,
+    ) -> Result<Sensitivity, StateError> {
+        let Hold::Postgres(hold) = &pass.hold else {
+            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+        };
+        let conn = hold.conn.as_ref().expect("held until drop");
+        let id = pass.identity();
+        let raw = level_to_i64(level) as i16;
+        let after: i16 = conn
+            .query_one(
+                "SELECT bulkhead_escalate($1, $2, $3, $4, $5)",
+                &[&self.server, &id.user(), &id.session(), &dataset, &raw],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        crate::failpoint!("state.escalate.after_commit");
+        level_from_i64(i64::from(after))
+    }
+
+    pub(crate) async fn downgrade(&self, pass: &mut Pass) -> Result<(), StateError> {
+        let Hold::Postgres(hold) = &mut pass.hold else {
+            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+        };
+        let conn = hold.conn.as_ref().expect("held until drop");
+        let released: bool = conn
+            .query_one("SELECT bulkhead_downgrade($1)", &[&hold.key])
+            .await
+            .map_err(db_error)?
+            .get(0);
+        if !released {
+            return Err(StateError::new(StateErrorKind::Bug, "exclusive lock was not held"));
+        }
+        hold.mode = PassMode::Shared;
+        pass.set_mode(PassMode::Shared);
+        Ok(())
+    }
+
+    pub(crate) async fn leave(&self, mut pass: Pass) {
+        if let Hold::Postgres(hold) = &mut pass.hold
+            && let Some(conn) = hold.conn.take()
+        {
+            unlock(conn, hold.key, hold.mode).await;
+        }
+    }
+
+    pub(crate) async fn peek(&self, id: &Identity) -> Result<Sensitivity, StateError> {
+        let conn = self.pool.get().await.map_err(pool_error)?;
+        let row = conn
+            .query_opt(
+                "SELECT level FROM bulkhead_sessions WHERE server = $1 AND \"user\" = $2 AND session = $3",
+                &[&self.server, &id.user(), &id.session()],
+            )
+            .await
+            .map_err(db_error)?;
+        row.map_or(Ok(Sensitivity::Public), |r| level_from_i64(i64::from(r.get::<_, i16>(0))))
+    }
+
+    pub(crate) async fn record(&self, id: &Identity) -> Result<SessionRecord, StateError> {
+        let mut conn = self.pool.get().await.map_err(pool_error)?;
+        let tx = conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(db_error)?;
+        let args: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&self.server, &id.user(), &id.session()];
+        let level = tx
+            .query_opt(
+                "SELECT level FROM bulkhead_sessions WHERE server = $1 AND \"user\" = $2 AND session = $3",
+                &args,
+            )
+            .await
+            .map_err(db_error)?
+            .map_or(0i16, |r| r.get(0));
+        let rows = tx
+            .query(
+                "SELECT name, level FROM bulkhead_datasets WHERE server = $1 AND \"user\" = $2 AND session = $3 ORDER BY name",
+                &args,
+            )
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        let mut record = SessionRecord {
+            level: level_from_i64(i64::from(level))?,
+            datasets: Vec::with_capacity(rows.len()),
+        };
+        for r in rows {
+            record.datasets.push(DatasetRecord {
+                name: r.get(0),
+                level: level_from_i64(i64::from(r.get::<_, i16>(1)))?,
+            });
+        }
+        Ok(record)
+    }
+
+    pub(crate) async fn check(&self) -> Result<(), StateError> {
+        let conn = self.pool.get().await.map_err(pool_error)?;
+        let row = conn
+            .query_opt("SELECT store_id FROM bulkhead_stores WHERE server = $1", &[&self.server])
+            .await
+            .map_err(db_error)?;
+        match row {
+            Some(r) if r.get::<_, String>(0) == self.store_id => Ok(()),
+            _ => Err(StateError::new(
+                StateErrorKind::Tampered,
+                format!("postgres: the store of `{}` was replaced or removed", self.server),
+            )),
+        }
+    }
+}
