@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS bulkhead_audit (
 );
 
 -- Levels never lower; records are never deleted; store identities never change; audit rows are
--- append-only. Enforced by the database, whatever client writes to it.
+-- append-only, refused per statement (even one that matches no row). Enforced by the database,
+-- whatever client writes to it.
 CREATE OR REPLACE FUNCTION bulkhead_never_lower() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.level < OLD.level THEN
@@ -59,13 +60,13 @@ BEGIN
     END LOOP;
     FOREACH t IN ARRAY ARRAY['bulkhead_sessions', 'bulkhead_datasets', 'bulkhead_stores', 'bulkhead_audit'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = t || '_never_delete') THEN
-            EXECUTE format('CREATE TRIGGER %I BEFORE DELETE ON %I FOR EACH ROW EXECUTE FUNCTION bulkhead_refuse()', t || '_never_delete', t);
+            EXECUTE format('CREATE TRIGGER %I BEFORE DELETE ON %I FOR EACH STATEMENT EXECUTE FUNCTION bulkhead_refuse()', t || '_never_delete', t);
             EXECUTE format('CREATE TRIGGER %I BEFORE TRUNCATE ON %I FOR EACH STATEMENT EXECUTE FUNCTION bulkhead_refuse()', t || '_never_truncate', t);
         END IF;
     END LOOP;
     FOREACH t IN ARRAY ARRAY['bulkhead_stores', 'bulkhead_audit'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = t || '_never_update') THEN
-            EXECUTE format('CREATE TRIGGER %I BEFORE UPDATE ON %I FOR EACH ROW EXECUTE FUNCTION bulkhead_refuse()', t || '_never_update', t);
+            EXECUTE format('CREATE TRIGGER %I BEFORE UPDATE ON %I FOR EACH STATEMENT EXECUTE FUNCTION bulkhead_refuse()', t || '_never_update', t);
         END IF;
     END LOOP;
 END $$;

@@ -82,7 +82,11 @@ pub fn map_sql_error(path: &Path, e: rusqlite::Error) -> StateError {
         },
         _ => StateErrorKind::Unavailable,
     };
-    StateError::io(kind, path, e)
+    let code = match &e {
+        rusqlite::Error::SqliteFailure(f, _) => f.extended_code,
+        _ => 0,
+    };
+    StateError::io(kind, path, format!("{e} (code {code})"))
 }
 
 /// Opens an existing store read-write and checks it: application id, schema (migrating version 1),

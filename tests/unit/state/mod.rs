@@ -1,6 +1,7 @@
 //! The state store against real files and real processes: never lowers, concurrent writers from
 //! several processes, writers killed mid-write, damaged and tampered files, never starting over.
 
+mod backends;
 mod damage;
 mod init;
 mod ratchet;
@@ -22,12 +23,17 @@ pub fn id(u: &str, s: &str) -> Identity {
     Identity::new(u, s).unwrap()
 }
 
-/// A current-thread runtime for the synchronous tests.
-pub fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+/// One multi-threaded runtime for the synchronous tests: a PostgreSQL connection's task lives on
+/// the runtime that opened it and must keep running between `block_on` calls.
+pub fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
 }
 
 pub fn options() -> StoreOptions {
