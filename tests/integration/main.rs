@@ -7,5 +7,7 @@ mod harness;
 mod http;
 mod in_memory;
 mod isolation;
+mod procs;
 mod python_sdk;
+mod ratchet;
 mod stdio;

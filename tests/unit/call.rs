@@ -557,3 +557,28 @@ async fn an_escalating_connect_call_never_runs_after_a_concurrent_private_load()
         }
     }
 }
+
+/// Break 6's second half: when the audit log cannot be written (a full disk: /dev/full answers
+/// every write with ENOSPC), a connect call is refused before it runs, and so is every later call.
+#[tokio::test]
+async fn a_connect_call_is_refused_when_its_intent_cannot_be_written() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
+    let audit = AuditLog::open_file(std::path::Path::new("/dev/full"), AuditOptions::default()).unwrap();
+    let rt = Runtime::new(
+        Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
+        NetworkMode::Full,
+        Presets::builtin(),
+        workspaces,
+        env.store.clone(),
+        audit,
+    )
+    .unwrap();
+    let u = id("alice", "s1");
+    let out = rt.call(&u, "ping_out", None).await;
+    assert!(out.text.starts_with("[FATAL] ") && out.text.contains("audit log"), "{}", out.text);
+    assert!(probe.connects.lock().unwrap().is_empty(), "the connect call ran unaudited");
+    let out = rt.call(&u, "boom", None).await;
+    assert!(out.text.starts_with("[FATAL] ") && out.text.contains("audit log"), "{}", out.text);
+}

@@ -11,8 +11,11 @@ pub struct PgAuditSink {
     rt: tokio::runtime::Runtime,
     config: tokio_postgres::Config,
     server: String,
-    client: Option<tokio_postgres::Client>,
+    client: Option<(tokio_postgres::Client, tokio_postgres::Statement)>,
 }
+
+const INSERT: &str =
+    "INSERT INTO bulkhead_audit (server, record) SELECT $1, x::jsonb FROM unnest($2::text[]) AS x";
 
 impl PgAuditSink {
     /// A sink for `server`'s records in the database at `url` (connects on first use).
@@ -35,7 +38,7 @@ impl PgAuditSink {
     }
 
     fn connect(&mut self) -> Result<(), String> {
-        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+        if self.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
             let (client, conn) = self
                 .rt
                 .block_on(self.config.connect(tokio_postgres::NoTls))
@@ -43,7 +46,11 @@ impl PgAuditSink {
             self.rt.spawn(async move {
                 let _ = conn.await;
             });
-            self.client = Some(client);
+            let insert = self
+                .rt
+                .block_on(client.prepare(INSERT))
+                .map_err(|e| format!("postgres audit: {e}"))?;
+            self.client = Some((client, insert));
         }
         Ok(())
     }
@@ -54,11 +61,8 @@ impl AuditSink for PgAuditSink {
         let text = std::str::from_utf8(lines).map_err(|e| e.to_string())?;
         let rows: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
         self.connect()?;
-        let client = self.client.as_ref().expect("connected");
-        let result = self.rt.block_on(client.execute(
-            "INSERT INTO bulkhead_audit (server, record) SELECT $1, x::jsonb FROM unnest($2::text[]) AS x",
-            &[&self.server, &rows],
-        ));
+        let (client, insert) = self.client.as_ref().expect("connected");
+        let result = self.rt.block_on(client.execute(insert, &[&self.server, &rows]));
         if let Err(e) = result {
             self.client = None;
             return Err(format!("postgres audit: {e}"));
