@@ -130,6 +130,8 @@ async fn a_deleted_or_replaced_lock_file_never_lets_the_full_instance_serve_low(
 /// proxied instance's `load_sensitive_dataset`, each round on a fresh session.
 async fn races(store: Store, rounds: usize) {
     let dep = Deployment::new(store, "races").await;
+    // A webhook that takes a moment widens the window a connect call would overlap a load in.
+    *dep.webhook.delay.lock().unwrap() = Duration::from_millis(10);
     let mut full = dep.start("full", None);
     let mut proxied = dep.start("proxied", None);
     let (full_url, proxied_url) = (full.url.clone(), proxied.url.clone());
