@@ -150,7 +150,8 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         "BULKHEAD_WORKSPACES".into(),
         dir.path().join("workspaces").display().to_string(),
     ));
-    let isolated = namespaces_permitted().is_ok();
+    let permitted = namespaces_permitted();
+    let isolated = permitted.is_ok();
     let webhook_host = if isolated { "10.249.0.1" } else { "127.0.0.1" };
     env.push((
         "WEBHOOK_URL".into(),
@@ -195,7 +196,9 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
             println!("Template server via `bulkhead up`: the proxied instance runs in its own network namespace;");
             println!("nftables there allows outbound connections only to its allowlist (hooks.example.com:443).");
         } else {
-            println!("Template server, two in-process instances (network namespaces need root: run as root for real isolation).");
+            let why = permitted.as_ref().err().map(ToString::to_string).unwrap_or_default();
+            println!("Template server, two in-process instances: no real isolation here ({why}).");
+            println!("Real isolation needs root plus `ip` and `nft` (scripts/test installs them); the policy below is the same.");
         }
         println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: alice / session demo-1 (a real HS256 token)\n");
         // The agent's side: `get_mcp_client` reads the `mcp_servers` entry (url + url_proxied) and

@@ -265,9 +265,28 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
     Ok(running)
 }
 
-/// Whether this process may create namespaces (checked by trying, then cleaning up).
+/// Whether real isolation can run here: root (namespaces are created and removed as a probe), `ip`
+/// (iproute2) and `nft` (nftables). The error says what is missing.
 pub fn namespaces_permitted() -> Result<(), IsolationError> {
+    let mut missing = Vec::new();
+    for (tool, package) in [("ip", "iproute2"), ("nft", "nftables")] {
+        let found = std::process::Command::new(tool)
+            .arg("-V")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            missing.push(format!("`{tool}` (Debian package {package})"));
+        }
+    }
+    if !missing.is_empty() {
+        return Err(IsolationError::NotPermitted(format!("{} not found", missing.join(" and "))));
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Err(IsolationError::NotPermitted("not running as root".into()));
+    }
     let name = format!("bh-probe-{}", std::process::id());
-    run(&["ip", "netns", "add", &name])?;
+    run(&["ip", "netns", "add", &name]).map_err(|e| IsolationError::NotPermitted(e.to_string()))?;
     run(&["ip", "netns", "del", &name])
 }
