@@ -4,8 +4,6 @@
 use bulkhead::auth::Verifier;
 use bulkhead::call::{Runtime, server_presets};
 use bulkhead::codegen::*;
-use bulkhead::audit::AuditLog;
-use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
 use bulkhead::workspace::WorkspaceRoot;
@@ -64,29 +62,25 @@ impl HandlerSet for EchoHandlers {
 }
 
 /// The Bulkhead router for the bench server, with state under `state`.
-pub fn router(
+pub async fn router(
     secret: &str,
     stateful: bool,
     state: &Path,
+    store: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<axum::Router> {
     let d = state.display();
     let text = format!(
-        "auth:\n  issuer: {iss}\n  audience: {aud}\n  keys:\n    - {{ kid: perf, alg: HS256, secret: {secret} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n",
+        "auth:\n  issuer: {iss}\n  audience: {aud}\n  keys:\n    - {{ kid: perf, alg: HS256, secret: {secret} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n  store: \"{store}\"\n",
         iss = crate::ISSUER,
         aud = crate::AUDIENCE,
     );
     let config = Config::parse(&text, "bench", &|_| None)?;
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
-    let store = StateStore::create_sqlite(
-        &config.state.dir.join("compliance-bench.db"),
-        StoreOptions::new("bench"),
-    )?;
-    let audit = AuditLog::open_file(
-        &config.state.dir.join("audit-bench.jsonl"),
-        config.audit.options(),
-    )?;
+    let store =
+        bulkhead::serve::open_state(&config, "bench", bulkhead::state::InitPolicy::FirstStart).await?;
+    let audit = bulkhead::serve::open_audit(&config, "bench")?;
     let rt = Runtime::new(
         Server::new(&BENCH, &[], EchoHandlers),
         NetworkMode::Full,

@@ -7,7 +7,8 @@
 //! - `axum`: a raw axum POST echo without MCP or auth (the ceiling);
 //! - `mint`: prints a token for `sub`/`session_id` (used by the start-up benchmark).
 //!
-//! Usage: `bench_server <bulkhead|rmcp|axum> --secret S [--stateless] [--state DIR]`; prints
+//! Usage: `bench_server <bulkhead|rmcp|axum> --secret S [--stateless] [--state DIR]
+//! [--store sqlite|postgres://…]`; prints
 //! `http://127.0.0.1:<port>/mcp` on stdout once it listens.
 
 mod bare;
@@ -26,6 +27,7 @@ struct Args {
     secret: String,
     stateful: bool,
     state: std::path::PathBuf,
+    store: String,
     port: u16,
 }
 
@@ -37,6 +39,7 @@ fn args() -> anyhow::Result<Args> {
         secret: "perf-secret-0123456789abcdef0123456789".into(),
         stateful: true,
         state: std::env::temp_dir().join("bulkhead-bench"),
+        store: "sqlite".into(),
         port: 0,
     };
     while let Some(flag) = it.next() {
@@ -46,6 +49,7 @@ fn args() -> anyhow::Result<Args> {
             "--stateful" => a.stateful = true,
             "--state" => a.state = it.next().unwrap_or_default().into(),
             "--port" => a.port = it.next().unwrap_or_default().parse()?,
+            "--store" => a.store = it.next().unwrap_or_default(),
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
@@ -74,7 +78,9 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let cancel = CancellationToken::new();
         let app = match a.kind.as_str() {
-            "bulkhead" => bulkhead_echo::router(&a.secret, a.stateful, &a.state, cancel.clone())?,
+            "bulkhead" => {
+                bulkhead_echo::router(&a.secret, a.stateful, &a.state, &a.store, cancel.clone()).await?
+            }
             "rmcp" => bare::rmcp_router(&a.secret, a.stateful, cancel.clone()),
             "axum" => bare::axum_echo(),
             other => anyhow::bail!("unknown server kind `{other}` (bulkhead, rmcp, axum, mint)"),

@@ -39,6 +39,8 @@ pub struct Server {
     pub presets: Vec<Preset>,
     /// Tools, sorted by name.
     pub tools: Vec<Tool>,
+    /// Where the first `handler: rust` tool says so (for a diagnostic when its module is missing).
+    pub handler_site: Option<crate::diag::Diagnostic>,
 }
 
 impl Server {

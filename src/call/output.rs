@@ -74,6 +74,11 @@ fn save_error(e: impl std::fmt::Display) -> ToolError {
     ToolError::fatal(format!("cannot save the full result in the workspace: {e}"))
 }
 
+/// What an empty streamed result says (a search that found nothing).
+const NO_MATCHES: &str = "No matches.";
+/// What an empty text result says.
+const NOTHING: &str = "The tool returned an empty result.";
+
 /// Applies the preset to a tool's output.
 pub async fn shape(
     preset: &Preset,
@@ -83,6 +88,9 @@ pub async fn shape(
     level: Sensitivity,
 ) -> Result<CallOutcome, ToolError> {
     match output {
+        ToolOutput::Text(text) if text.is_empty() => {
+            Ok(CallOutcome::ok(NOTHING.into(), None, level, None))
+        }
         ToolOutput::Text(text) => match context::truncate_text(preset, &text) {
             None => Ok(CallOutcome::ok(text, None, level, None)),
             Some(preview) => {
@@ -127,14 +135,28 @@ pub async fn shape(
                 std::io::BufWriter::with_capacity(1 << 16, file),
             );
             let mut failed = None;
+            // What arrived, to say so plainly when nothing matched.
+            let (mut rows, mut other) = (0usize, 0usize);
+            let mut header: Option<Vec<String>> = None;
             while let Some(item) = stream.next().await {
                 let pushed = match item {
-                    Ok(Chunk::Line(l)) => sp.push_line(&l),
-                    Ok(Chunk::Row(r)) => {
-                        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-                        sp.push_row(&cells)
+                    Ok(Chunk::Line(l)) => {
+                        other += 1;
+                        sp.push_line(&l)
                     }
-                    Ok(Chunk::Bytes(b)) => sp.push_chunk(&b),
+                    Ok(Chunk::Row(r)) => {
+                        rows += 1;
+                        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+                        let pushed = sp.push_row(&cells);
+                        if header.is_none() {
+                            header = Some(r);
+                        }
+                        pushed
+                    }
+                    Ok(Chunk::Bytes(b)) => {
+                        other += usize::from(!b.is_empty());
+                        sp.push_chunk(&b)
+                    }
                     Err(e) => {
                         failed = Some(e);
                         break;
@@ -150,6 +172,14 @@ pub async fn shape(
                 let _ = ws.remove(&path);
                 return Err(e);
             }
+            if other == 0 && rows <= 1 {
+                let _ = ws.remove(&path);
+                let text = match header {
+                    Some(h) if rows == 1 => format!("No rows matched (columns: {}).", h.join(", ")),
+                    _ => NO_MATCHES.to_string(),
+                };
+                return Ok(CallOutcome::ok(text, None, level, None));
+            }
             match (finished.preview, finished.full_text_if_small) {
                 (None, Some(small)) => {
                     let _ = ws.remove(&path);
@@ -163,7 +193,7 @@ pub async fn shape(
                 )),
                 (None, None) => {
                     let _ = ws.remove(&path);
-                    Ok(CallOutcome::ok(String::new(), None, level, None))
+                    Ok(CallOutcome::ok(NO_MATCHES.into(), None, level, None))
                 }
             }
         }

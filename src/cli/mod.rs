@@ -2,10 +2,12 @@
 
 mod check;
 mod demo;
+mod new;
 mod samples;
 mod serve;
 mod state;
 mod token;
+mod tools;
 mod up;
 
 use bulkhead::config::Config;
@@ -82,6 +84,21 @@ enum Command {
         #[command(subcommand)]
         action: state::Action,
     },
+    /// Scaffold a server or a tool: the spec with every required key, and for `handler: rust`
+    /// the handler module wired into `src/handlers/`.
+    New {
+        #[command(subcommand)]
+        what: new::What,
+        /// The project folder holding specs/ and src/.
+        #[arg(long, default_value = ".", global = true)]
+        root: PathBuf,
+    },
+    /// List each tool of a server: permission, sensitivity, context preset, what it runs, and the
+    /// instance it runs on.
+    Tools {
+        /// Server name (default: every server).
+        server: Option<String>,
+    },
     /// Mint a development token from the configured HS256 key (refused for production configs).
     Token {
         /// User id (`sub`).
@@ -150,6 +167,8 @@ pub fn main() -> ExitCode {
             let path = config_path(cli.config.clone());
             load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))
         }
+        Command::New { what, root } => new::run(&root, what),
+        Command::Tools { server } => tools::run(server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config)
             .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),

@@ -45,7 +45,8 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             shutdown_signal().await;
             stop.cancel();
         });
-        serve::http::serve(listener, app, shutdown).await?;
+        let limits = config.http.conn_limits();
+        serve::http::serve_with(listener, app, shutdown, limits, Default::default()).await?;
         eprintln!("bulkhead: `{}` stopped", args.server);
         Ok(())
     })

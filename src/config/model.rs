@@ -50,7 +50,7 @@ pub struct Config {
     pub audit: AuditConfig,
 }
 
-/// Streamable HTTP settings.
+/// Streamable HTTP settings and the limits on what clients can make grow.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
@@ -62,6 +62,24 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Keep transport sessions (protocol 2025-11-25); each is bound to the token's identity.
     pub stateful: bool,
+    /// Most open TCP connections; beyond it new ones wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Most connections that have not yet presented a valid token; the oldest is closed to admit
+    /// a new one (slow or silent clients cannot crowd out real ones).
+    pub max_unauthenticated_connections: usize,
+    /// Milliseconds a client has to send a request's headers; also the idle keep-alive timeout.
+    pub header_read_timeout_ms: u64,
+    /// Largest request head, in bytes.
+    pub max_header_bytes: usize,
+    /// Largest request body, in bytes (a bigger one gets 413).
+    pub max_body_bytes: usize,
+    /// Transport sessions open at once on this instance (beyond: 503).
+    pub max_sessions: usize,
+    /// Transport sessions open at once for one identity (beyond: 429).
+    pub max_sessions_per_identity: usize,
+    /// Seconds a transport session may stay silent before it is dropped; must exceed the longest
+    /// tool call.
+    pub session_idle_timeout_s: u64,
 }
 
 impl Default for HttpConfig {
@@ -71,6 +89,27 @@ impl Default for HttpConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: Vec::new(),
             stateful: true,
+            max_connections: 1024,
+            max_unauthenticated_connections: 256,
+            header_read_timeout_ms: 10_000,
+            max_header_bytes: 64 << 10,
+            max_body_bytes: 4 << 20,
+            max_sessions: 10_000,
+            max_sessions_per_identity: 32,
+            session_idle_timeout_s: 600,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// The accept loop's limits.
+    pub fn conn_limits(&self) -> crate::serve::listener::ConnLimits {
+        crate::serve::listener::ConnLimits {
+            max_connections: self.max_connections.max(1),
+            max_unauthenticated: self.max_unauthenticated_connections.max(1),
+            header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms.max(100)),
+            max_header_bytes: self.max_header_bytes,
+            shutdown_grace: std::time::Duration::from_secs(10),
         }
     }
 }

@@ -14,20 +14,124 @@ use std::sync::{Arc, Mutex};
 /// The header rmcp uses for transport sessions.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
+/// Caps on transport sessions (`http:` in config.yaml).
+#[derive(Clone, Copy, Debug)]
+pub struct SessionLimits {
+    /// Sessions open at once, all identities together.
+    pub max_total: usize,
+    /// Sessions open at once for one identity (user and session claim).
+    pub max_per_identity: usize,
+    /// Whether the transport keeps sessions at all (stateless serving keeps none).
+    pub stateful: bool,
+}
+
+/// Which identity owns which transport session, and how many each identity holds.
+#[derive(Default)]
+struct SessionBook {
+    owner: HashMap<String, Identity>,
+    per_identity: HashMap<Identity, usize>,
+    pending: HashMap<Identity, usize>,
+    pending_total: usize,
+}
+
 /// Shared state of the auth layer.
 pub struct AuthState {
     verifier: Verifier,
     metadata_url: String,
-    sessions: Mutex<HashMap<String, Identity>>,
+    limits: SessionLimits,
+    book: Mutex<SessionBook>,
+}
+
+/// A refusal that names the limit that was hit.
+fn limit_refusal(status: StatusCode, message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": message},
+    });
+    let mut resp = (status, axum::Json(body)).into_response();
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    resp
 }
 
 impl AuthState {
     /// `metadata_url` is the absolute URL of `/.well-known/oauth-protected-resource`.
-    pub fn new(verifier: Verifier, metadata_url: String) -> AuthState {
+    pub fn new(verifier: Verifier, metadata_url: String, limits: SessionLimits) -> AuthState {
         AuthState {
             verifier,
             metadata_url,
-            sessions: Mutex::new(HashMap::new()),
+            limits,
+            book: Mutex::new(SessionBook::default()),
+        }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forgets a transport session (rmcp dropped it: idle timeout, DELETE, shutdown).
+    /// Idempotent.
+    pub fn forget_session(&self, sid: &str) {
+        let mut book = self.book();
+        if let Some(id) = book.owner.remove(sid) {
+            if let Some(n) = book.per_identity.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    book.per_identity.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Open transport sessions.
+    pub fn open_sessions(&self) -> usize {
+        self.book().owner.len()
+    }
+
+    /// Reserves room for one new session of `id`, or says which limit refuses it.
+    fn reserve(&self, id: &Identity) -> Result<(), Response> {
+        let mut book = self.book();
+        if book.owner.len() + book.pending_total >= self.limits.max_total {
+            return Err(limit_refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "session limit reached: {} sessions are open on this server (http.max_sessions); retry later",
+                    self.limits.max_total
+                ),
+            ));
+        }
+        let held = book.per_identity.get(id).copied().unwrap_or(0)
+            + book.pending.get(id).copied().unwrap_or(0);
+        if held >= self.limits.max_per_identity {
+            return Err(limit_refusal(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "session limit reached: this identity holds {held} open sessions (http.max_sessions_per_identity = {}); close one with DELETE or reuse it",
+                    self.limits.max_per_identity
+                ),
+            ));
+        }
+        *book.pending.entry(id.clone()).or_default() += 1;
+        book.pending_total += 1;
+        Ok(())
+    }
+
+    /// Ends a reservation; binds the new session to `id` when one was created.
+    fn settle(&self, id: &Identity, created: Option<&str>) {
+        let mut book = self.book();
+        book.pending_total -= 1;
+        if let Some(n) = book.pending.get_mut(id) {
+            *n -= 1;
+            if *n == 0 {
+                book.pending.remove(id);
+            }
+        }
+        if let Some(sid) = created
+            && !book.owner.contains_key(sid)
+        {
+            book.owner.insert(sid.to_string(), id.clone());
+            *book.per_identity.entry(id.clone()).or_default() += 1;
         }
     }
 
@@ -47,7 +151,9 @@ impl AuthState {
     }
 }
 
-/// Axum middleware: 401 unless the request carries a valid token for this resource.
+/// Axum middleware: 401 unless the request carries a valid token for this resource; 403 when a
+/// transport session is used with another identity's token; 429/503 when a new session would
+/// pass a session limit.
 pub async fn require_token(
     State(state): State<Arc<AuthState>>,
     mut req: Request,
@@ -73,18 +179,16 @@ pub async fn require_token(
             ));
         }
     };
+    if let Some(conn) = req.extensions().get::<Arc<super::listener::ConnState>>() {
+        conn.authenticated();
+    }
     let session = req
         .headers()
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if let Some(sid) = &session {
-        let bound = state
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(sid)
-            .cloned();
+        let bound = state.book().owner.get(sid).cloned();
         if let Some(owner) = bound
             && owner != identity
         {
@@ -96,19 +200,27 @@ pub async fn require_token(
                 .into_response();
         }
     }
-    let deleting = req.method() == axum::http::Method::DELETE;
+    let creating = state.limits.stateful
+        && session.is_none()
+        && req.method() == axum::http::Method::POST
+        && req
+            .headers()
+            .get("mcp-protocol-version")
+            .is_none_or(|v| v.as_bytes() != b"2026-07-28");
+    if creating && let Err(refused) = state.reserve(&identity) {
+        tracing::warn!(caller = %identity, "new transport session refused by a session limit");
+        return refused;
+    }
     req.extensions_mut().insert(identity.clone());
     let resp = next.run(req).await;
-    let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(new_sid) = resp
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-    {
-        sessions.entry(new_sid.to_string()).or_insert(identity);
-    }
-    if deleting && let Some(sid) = session {
-        sessions.remove(&sid);
+    if creating {
+        let created = resp
+            .status()
+            .is_success()
+            .then(|| resp.headers().get(SESSION_HEADER))
+            .flatten()
+            .and_then(|v| v.to_str().ok());
+        state.settle(&identity, created);
     }
     resp
 }

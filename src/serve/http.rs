@@ -1,17 +1,18 @@
-//! Streamable HTTP serving: `/mcp` (rmcp behind the auth layer), the RFC 9728 metadata document,
-//! and `/healthz`; TCP_NODELAY on every connection; graceful shutdown.
+//! Streamable HTTP serving: `/mcp` (rmcp behind the auth layer, with session caps), the RFC 9728
+//! metadata document, and `/healthz`; served by the bounded accept loop of [`super::listener`].
 
-use super::auth::{AuthState, require_token};
+use super::auth::{AuthState, SessionLimits, require_token};
 use super::handler::McpServer;
+use super::listener::{ConnLimits, ConnStats};
+use super::sessions::Sessions;
 use crate::auth::Verifier;
 use crate::call::Runtime;
 use crate::config::HttpConfig;
 use axum::Router;
 use axum::routing::get;
-use axum::serve::ListenerExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The router serving one runtime. `public_url` is how clients reach this instance.
@@ -32,13 +33,24 @@ pub fn router(
     config.allowed_hosts = http.allowed_hosts.clone();
     config.allowed_origins = http.allowed_origins.clone();
     config.cancellation_token = shutdown;
+    config.max_request_body_bytes = http.max_body_bytes;
     let handler = McpServer::new(rt.clone());
-    let mcp = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
+    let auth = Arc::new(AuthState::new(
+        verifier,
+        metadata_url,
+        SessionLimits {
+            max_total: http.max_sessions.max(1),
+            max_per_identity: http.max_sessions_per_identity.max(1),
+            stateful: http.stateful,
+        },
+    ));
+    let forget = auth.clone();
+    let sessions = Sessions::new(
+        http.max_sessions,
+        Duration::from_secs(http.session_idle_timeout_s.max(1)),
+        Arc::new(move |sid: &str| forget.forget_session(sid)),
     );
-    let auth = Arc::new(AuthState::new(verifier, metadata_url));
+    let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(sessions), config);
     let metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
         "authorization_servers": [issuer],
@@ -63,18 +75,22 @@ pub fn router(
         )
 }
 
-/// Serves `app` on `listener` until `shutdown` is cancelled.
+/// Serves `app` on `listener` until `shutdown` is cancelled, with the default connection limits.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    serve_with(listener, app, shutdown, ConnLimits::default(), Arc::default()).await
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown` is cancelled.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+    limits: ConnLimits,
+    stats: Arc<ConnStats>,
+) -> std::io::Result<()> {
+    super::listener::serve(listener, app, shutdown, limits, stats).await
 }

@@ -4,6 +4,8 @@
 pub mod auth;
 pub mod handler;
 pub mod http;
+pub mod listener;
+pub mod sessions;
 pub mod stdio;
 
 use crate::audit::AuditLog;

@@ -70,12 +70,20 @@ pub fn check(
                     .label("declare at least one tool"),
             );
         }
+        let handler_site = s
+            .tools
+            .iter()
+            .find(|(_, t)| t.handler.is_some() && t.uses.is_none())
+            .map(|(name, _)| {
+                l.error_at_key(&format!("/tools/{}/handler", ptr(name)), String::new())
+            });
         out.push(Server {
             name: s.name.clone(),
             source: l.file.display.clone(),
             instructions: s.instructions.trim().to_string(),
             presets,
             tools,
+            handler_site,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
