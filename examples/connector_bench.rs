@@ -130,7 +130,7 @@ async fn run(
     let ToolOutput::Stream(mut stream) = out else {
         anyhow::bail!("expected a stream")
     };
-    let path = ws.new_result_path(connector, "txt")?;
+    let path = format!("/workspace/results/{connector}-bench.txt");
     let file = ws.create(&path)?;
     let mut sp = StreamPreview::new(preset, None, BufWriter::with_capacity(1 << 16, file));
     let mut items = 0u64;

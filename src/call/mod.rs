@@ -38,6 +38,26 @@ pub struct Runtime {
     state: Arc<StateStore>,
     audit: AuditLog,
     schemas: HashMap<&'static str, ArgsSchema>,
+    calls: tokio::sync::Semaphore,
+    max_calls: usize,
+}
+
+/// Limits of one runtime (`limits:` in config.yaml).
+#[derive(Clone, Copy, Debug)]
+pub struct CallLimits {
+    /// Tool calls running at once; beyond it a call gets a retryable "busy".
+    pub max_concurrent_calls: usize,
+    /// Memory budget of one call's streamed result.
+    pub stream: crate::connectors::StreamBudget,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits {
+            max_concurrent_calls: 64,
+            stream: crate::connectors::StreamBudget::default(),
+        }
+    }
 }
 
 /// Why a runtime could not be built.
@@ -151,6 +171,7 @@ impl Runtime {
             )
         };
         let connectors = Connectors::from_env(server.connectors.iter().filter(|c| used(c.name)))?;
+        let limits = CallLimits::default();
         Ok(Runtime {
             server,
             connectors,
@@ -160,7 +181,18 @@ impl Runtime {
             state,
             audit,
             schemas,
+            calls: tokio::sync::Semaphore::new(limits.max_concurrent_calls),
+            max_calls: limits.max_concurrent_calls,
         })
+    }
+
+    /// Applies call limits (concurrency, memory per streamed result).
+    pub fn with_limits(mut self, limits: CallLimits) -> Runtime {
+        let n = limits.max_concurrent_calls.max(1);
+        self.calls = tokio::sync::Semaphore::new(n);
+        self.max_calls = n;
+        self.connectors = self.connectors.with_budget(limits.stream);
+        self
     }
 
     /// The server this runtime serves.
@@ -211,6 +243,17 @@ impl Runtime {
             audit.levels = (level, level);
             let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
             audit.finish(Outcome::Error, Some(err.to_string()));
+            return CallOutcome::error(err, level);
+        };
+        // Bounded work: beyond the limit a call is refused at once (retryable), never queued.
+        let Ok(_running) = self.calls.try_acquire() else {
+            let level = self.state.peek(id).await;
+            audit.levels = (level, level);
+            let err = ToolError::retry(format!(
+                "the server is busy: {} tool calls are running, its limit (limits.max_concurrent_calls); retry in a moment",
+                self.max_calls
+            ));
+            audit.finish(Outcome::Blocked, Some(err.to_string()));
             return CallOutcome::error(err, level);
         };
         if let Err(e) = self.audit.healthy() {
@@ -375,6 +418,7 @@ impl Runtime {
         args: JsonObject,
     ) -> Result<CallOutcome, ToolError> {
         let workspace = LazyWorkspace::new(&self.workspaces, id);
+        let key = crate::workspace::query_key(tool.name, &args);
         let cx = ToolContext::new(id.clone(), level, tool);
         let fut = async {
             match tool.target {
@@ -416,7 +460,7 @@ impl Runtime {
             .presets
             .get(tool.context)
             .expect("checked in Runtime::new");
-        output::shape(preset, &workspace, tool, output, level).await
+        output::shape(preset, &workspace, tool, output, level, key).await
     }
 }
 

@@ -6,7 +6,8 @@ use crate::errors::ToolError;
 use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::tooldef::ToolDef;
-use crate::workspace::LazyWorkspace;
+use crate::workspace::{LazyWorkspace, SavedResult, SessionWorkspace};
+use std::io::Write as _;
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -79,13 +80,40 @@ const NO_MATCHES: &str = "No matches.";
 /// What an empty text result says.
 const NOTHING: &str = "The tool returned an empty result.";
 
-/// Applies the preset to a tool's output.
+/// Saves a whole result held in memory.
+fn save_whole(
+    ws: &SessionWorkspace,
+    tool: &ToolDef,
+    key: u64,
+    bytes: &[u8],
+    ext: &str,
+) -> Result<SavedResult, ToolError> {
+    let mut file = ws.save_result(tool.name, key).map_err(save_error)?;
+    file.write_all(bytes).map_err(save_error)?;
+    file.commit(ws, ext).map_err(save_error)
+}
+
+/// The preview text for a saved result, saying when the saved file was cut at its limit.
+fn saved_text(preview: &context::Preview, saved: &SavedResult) -> String {
+    let mut text = context::render_saved(preview, &saved.path);
+    if saved.cut {
+        text.push_str(&format!(
+            "\n(The saved file holds the first {} bytes of the result: workspace.max_result_bytes.)",
+            saved.bytes
+        ));
+    }
+    text
+}
+
+/// Applies the preset to a tool's output. `key` identifies the query (the same query overwrites
+/// its earlier saved result).
 pub async fn shape(
     preset: &Preset,
     lazy: &LazyWorkspace<'_>,
     tool: &ToolDef,
     output: ToolOutput,
     level: Sensitivity,
+    key: u64,
 ) -> Result<CallOutcome, ToolError> {
     match output {
         ToolOutput::Text(text) if text.is_empty() => {
@@ -95,15 +123,12 @@ pub async fn shape(
             None => Ok(CallOutcome::ok(text, None, level, None)),
             Some(preview) => {
                 let ws = lazy.get()?;
-                let path = ws
-                    .new_result_path(tool.name, extension(preview.kind))
-                    .map_err(save_error)?;
-                ws.write(&path, text.as_bytes()).map_err(save_error)?;
+                let saved = save_whole(ws, tool, key, text.as_bytes(), extension(preview.kind))?;
                 Ok(CallOutcome::ok(
-                    context::render_saved(&preview, &path),
+                    saved_text(&preview, &saved),
                     None,
                     level,
-                    Some(path),
+                    Some(saved.path),
                 ))
             }
         },
@@ -114,25 +139,25 @@ pub async fn shape(
             }
             Some(jp) => {
                 let ws = lazy.get()?;
-                let path = ws.new_result_path(tool.name, "json").map_err(save_error)?;
                 let full = serde_json::to_vec_pretty(&value).map_err(save_error)?;
-                ws.write(&path, &full).map_err(save_error)?;
+                let saved = save_whole(ws, tool, key, &full, "json")?;
                 Ok(CallOutcome::ok(
-                    context::render_saved(&jp.preview, &path),
+                    saved_text(&jp.preview, &saved),
                     Some(jp.value),
                     level,
-                    Some(path),
+                    Some(saved.path),
                 ))
             }
         },
         ToolOutput::Stream(mut stream) => {
             let ws = lazy.get()?;
-            let path = ws.new_result_path(tool.name, "txt").map_err(save_error)?;
-            let file = ws.create(&path).map_err(save_error)?;
+            // Written to a temporary file, renamed into place only when complete: a cancelled
+            // or failed call leaves nothing behind (the file removes itself when dropped).
+            let mut file = ws.save_result(tool.name, key).map_err(save_error)?;
             let mut sp = StreamPreview::new(
                 preset,
                 None,
-                std::io::BufWriter::with_capacity(1 << 16, file),
+                std::io::BufWriter::with_capacity(1 << 16, &mut file),
             );
             let mut failed = None;
             // What arrived, to say so plainly when nothing matched.
@@ -169,11 +194,9 @@ pub async fn shape(
             }
             let finished = sp.finish().map_err(save_error)?;
             if let Some(e) = failed {
-                let _ = ws.remove(&path);
                 return Err(e);
             }
             if other == 0 && rows <= 1 {
-                let _ = ws.remove(&path);
                 let text = match header {
                     Some(h) if rows == 1 => format!("No rows matched (columns: {}).", h.join(", ")),
                     _ => NO_MATCHES.to_string(),
@@ -181,20 +204,17 @@ pub async fn shape(
                 return Ok(CallOutcome::ok(text, None, level, None));
             }
             match (finished.preview, finished.full_text_if_small) {
-                (None, Some(small)) => {
-                    let _ = ws.remove(&path);
-                    Ok(CallOutcome::ok(small, None, level, None))
+                (None, Some(small)) => Ok(CallOutcome::ok(small, None, level, None)),
+                (Some(preview), _) => {
+                    let saved = file.commit(ws, extension(preview.kind)).map_err(save_error)?;
+                    Ok(CallOutcome::ok(
+                        saved_text(&preview, &saved),
+                        None,
+                        level,
+                        Some(saved.path),
+                    ))
                 }
-                (Some(preview), _) => Ok(CallOutcome::ok(
-                    context::render_saved(&preview, &path),
-                    None,
-                    level,
-                    Some(path),
-                )),
-                (None, None) => {
-                    let _ = ws.remove(&path);
-                    Ok(CallOutcome::ok(NO_MATCHES.into(), None, level, None))
-                }
+                (None, None) => Ok(CallOutcome::ok(NO_MATCHES.into(), None, level, None)),
             }
         }
     }

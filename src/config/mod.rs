@@ -9,8 +9,8 @@ pub use yaml::load_yaml;
 
 mod model;
 pub use model::{
-    AuditConfig, Config, ContextConfig, EMBEDDED, Environment, HttpConfig, McpServerEntry,
-    StateConfig, StdioConfig,
+    AuditConfig, Config, ContextConfig, EMBEDDED, Environment, HttpConfig, LimitsConfig,
+    McpServerEntry, StateConfig, StdioConfig, WorkspaceConfig,
 };
 
 use std::path::{Path, PathBuf};

@@ -48,6 +48,82 @@ pub struct Config {
     /// The write-ahead audit log.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// Limits on tool calls.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Limits on each session's workspace.
+    #[serde(default)]
+    pub workspace: WorkspaceConfig,
+}
+
+/// Limits on tool calls (`limits:`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Tool calls running at once in this instance; beyond it a call gets a retryable "busy".
+    pub max_concurrent_calls: usize,
+    /// Bytes one call's streamed result may hold in memory between its producer (a database or
+    /// log reader) and the context preset.
+    pub call_memory_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_concurrent_calls: 64,
+            call_memory_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Limits on each session's workspace (`workspace:`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkspaceConfig {
+    /// Bytes all files of one session may hold.
+    pub max_bytes: u64,
+    /// Files one session may hold.
+    pub max_files: u64,
+    /// Bytes of one saved result; a longer one is cut there (the preview says so).
+    pub max_result_bytes: u64,
+    /// Bytes all saved results of one session may hold; the oldest are removed to make room.
+    pub results_max_bytes: u64,
+    /// Saved results one session keeps; the oldest are removed beyond it.
+    pub results_max_files: u64,
+    /// Free bytes the workspace file system must keep; writes that would go below are refused
+    /// (so the state store and the audit log never run out of space because of an agent).
+    pub min_free_bytes: u64,
+    /// Largest file `read_file` returns, in bytes.
+    pub max_read_bytes: u64,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        let d = crate::workspace::DiskLimits::default();
+        WorkspaceConfig {
+            max_bytes: d.max_bytes,
+            max_files: d.max_files,
+            max_result_bytes: d.max_result_bytes,
+            results_max_bytes: d.results_max_bytes,
+            results_max_files: d.results_max_files,
+            min_free_bytes: d.min_free_bytes,
+            max_read_bytes: crate::workspace::DEFAULT_MAX_READ_BYTES,
+        }
+    }
+}
+
+impl WorkspaceConfig {
+    /// The limits the workspace layer enforces.
+    pub fn disk_limits(&self) -> crate::workspace::DiskLimits {
+        crate::workspace::DiskLimits {
+            max_bytes: self.max_bytes,
+            max_files: self.max_files.max(1),
+            max_result_bytes: self.max_result_bytes.max(1),
+            results_max_bytes: self.results_max_bytes,
+            results_max_files: self.results_max_files.max(1),
+            min_free_bytes: self.min_free_bytes,
+        }
+    }
 }
 
 /// Streamable HTTP settings and the limits on what clients can make grow.

@@ -19,7 +19,12 @@ fn map_err(e: WorkspaceError) -> ToolError {
 }
 
 /// Runs one file action.
-pub async fn run(action: &str, ws: &Arc<SessionWorkspace>, args: &JsonObject) -> ToolResult {
+pub async fn run(
+    action: &str,
+    ws: &Arc<SessionWorkspace>,
+    args: &JsonObject,
+    budget: stream::StreamBudget,
+) -> ToolResult {
     match action {
         "search" => {
             let re = grep::compile(arg_str(args, "pattern")?)?;
@@ -28,7 +33,7 @@ pub async fn run(action: &str, ws: &Arc<SessionWorkspace>, args: &JsonObject) ->
             // Fail early (and plainly) on a path that is not a directory of this workspace.
             ws.list(&path).map_err(map_err)?;
             let ws = ws.clone();
-            stream::run_blocking(move |sink| search(&ws, &path, &re, context, sink)).await
+            stream::run_blocking(budget, move |sink| search(&ws, &path, &re, context, sink)).await
         }
         "read" => {
             let path = arg_str(args, "path")?;

@@ -46,7 +46,12 @@ impl Logs {
     }
 
     /// Runs `search` (the only action): `pattern`, optional `since`/`until`, `context_lines`.
-    pub async fn run(&self, action: &str, args: JsonObject) -> ToolResult {
+    pub async fn run(
+        &self,
+        action: &str,
+        args: JsonObject,
+        budget: stream::StreamBudget,
+    ) -> ToolResult {
         if action != "search" {
             return Err(ToolError::fatal(format!(
                 "logs action `{action}` is not available in this build of bulkhead"
@@ -62,7 +67,7 @@ impl Logs {
         let window = Window { since, until };
         let context = opt_usize(&args, "context_lines").unwrap_or(0);
         let (name, dir) = (self.name, self.dir.clone());
-        stream::run_blocking(move |sink| {
+        stream::run_blocking(budget, move |sink| {
             let files = log_files(name, &dir)?;
             let mut cx = Context::new(context);
             let mut buf = Vec::new();

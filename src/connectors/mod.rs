@@ -12,6 +12,7 @@ mod logs;
 mod settings;
 mod sqlite;
 mod stream;
+pub use stream::StreamBudget;
 
 use std::collections::HashMap;
 
@@ -52,6 +53,7 @@ enum Instance {
 /// Every connector a server uses, built once from its definitions and the environment.
 pub struct Connectors {
     by_name: HashMap<&'static str, (&'static ConnectorDef, Instance)>,
+    budget: stream::StreamBudget,
 }
 
 impl std::fmt::Debug for Connectors {
@@ -85,7 +87,16 @@ impl Connectors {
             };
             by_name.insert(def.name, (def, instance));
         }
-        Ok(Connectors { by_name })
+        Ok(Connectors {
+            by_name,
+            budget: stream::StreamBudget::default(),
+        })
+    }
+
+    /// Sets the memory budget of each call's streamed result.
+    pub fn with_budget(mut self, budget: stream::StreamBudget) -> Connectors {
+        self.budget = budget;
+        self
     }
 
     /// Builds the connectors in `defs` with the process environment.
@@ -121,15 +132,16 @@ pub async fn call(
             "operation `{connector}.{operation}` is not compiled in"
         ))
     })?;
+    let budget = connectors.budget;
     match (&op.body, instance) {
         (OperationBody::Files { action }, Instance::Files) => {
-            files::run(action, ws.workspace()?, &args).await
+            files::run(action, ws.workspace()?, &args, budget).await
         }
         (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
-            db.run(sql, *writes, op.params_schema, args).await
+            db.run(sql, *writes, op.params_schema, args, budget).await
         }
         (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args).await,
-        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args).await,
+        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args, budget).await,
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

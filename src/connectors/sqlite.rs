@@ -54,6 +54,7 @@ impl Sqlite {
         writes: bool,
         params_schema: &'static str,
         args: JsonObject,
+        budget: stream::StreamBudget,
     ) -> ToolResult {
         let name = self.name;
         let path = self.path.clone();
@@ -70,7 +71,9 @@ impl Sqlite {
             let noun = if changed == 1 { "row" } else { "rows" };
             return Ok(ToolOutput::Text(format!("{changed} {noun} changed")));
         }
-        stream::run_blocking(move |sink| query(name, &path, busy, sql, params_schema, &args, sink))
+        stream::run_blocking(budget, move |sink| {
+            query(name, &path, busy, sql, params_schema, &args, sink)
+        })
             .await
     }
 }

@@ -1,6 +1,8 @@
 //! Blocking producers → bounded async streams: a producer runs on `spawn_blocking` and hands
-//! chunks over a channel of at most [`CAPACITY`] batches, so a result never sits in memory whole.
-//! The producer stops as soon as the consumer drops the stream.
+//! chunks over a channel in batches of at most [`BATCH`] chunks or [`BATCH_BYTES`] bytes, with as
+//! many batches in flight as the call's memory budget allows, so a result never sits in memory
+//! whole and one call never holds more than its budget. The producer stops as soon as the
+//! consumer drops the stream.
 
 use futures::StreamExt as _;
 use tokio::sync::mpsc;
@@ -8,10 +10,38 @@ use tokio::sync::mpsc;
 use crate::errors::ToolError;
 use crate::server::{Chunk, ToolOutput, ToolResult};
 
-/// Batches in flight between producer and consumer.
-pub const CAPACITY: usize = 64;
-/// Chunks per batch (one channel hand-over per batch keeps the per-row cost low).
+/// Most chunks per batch (one channel hand-over per batch keeps the per-row cost low).
 pub const BATCH: usize = 256;
+/// A batch is handed over once it holds this many bytes (one chunk may overshoot it).
+pub const BATCH_BYTES: usize = 64 << 10;
+
+/// How much memory one call's stream may hold in flight (`limits.call_memory_bytes`).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamBudget {
+    /// Bytes of chunks in flight between producer and consumer, at most.
+    pub bytes: usize,
+}
+
+impl Default for StreamBudget {
+    fn default() -> Self {
+        StreamBudget { bytes: 8 << 20 }
+    }
+}
+
+impl StreamBudget {
+    /// Batches in flight: each holds under two [`BATCH_BYTES`] (a batch plus one long chunk).
+    fn batches(self) -> usize {
+        (self.bytes / (2 * BATCH_BYTES)).max(2)
+    }
+}
+
+fn chunk_bytes(c: &Chunk) -> usize {
+    match c {
+        Chunk::Line(l) => l.len(),
+        Chunk::Row(cells) => cells.iter().map(String::len).sum::<usize>() + cells.len(),
+        Chunk::Bytes(b) => b.len(),
+    }
+}
 
 type Batch = Vec<Result<Chunk, ToolError>>;
 
@@ -33,13 +63,15 @@ impl From<ToolError> for Stop {
 pub struct Sink {
     tx: mpsc::Sender<Batch>,
     buf: Batch,
+    buf_bytes: usize,
 }
 
 impl Sink {
     /// Sends one chunk (blocking when the consumer is behind).
     pub fn push(&mut self, chunk: Chunk) -> Result<(), Stop> {
+        self.buf_bytes += chunk_bytes(&chunk);
         self.buf.push(Ok(chunk));
-        if self.buf.len() >= BATCH {
+        if self.buf.len() >= BATCH || self.buf_bytes >= BATCH_BYTES {
             self.flush()?;
         }
         Ok(())
@@ -50,6 +82,7 @@ impl Sink {
             return Ok(());
         }
         let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH));
+        self.buf_bytes = 0;
         self.tx.blocking_send(batch).map_err(|_| Stop::Closed)
     }
 }
@@ -57,15 +90,16 @@ impl Sink {
 /// Runs `produce` on a blocking thread and returns its chunks as a stream. An error before the
 /// first chunk is returned directly (so setup failures are plain errors); a later one ends the
 /// stream with that error.
-pub async fn run_blocking<F>(produce: F) -> ToolResult
+pub async fn run_blocking<F>(budget: StreamBudget, produce: F) -> ToolResult
 where
     F: FnOnce(&mut Sink) -> Result<(), Stop> + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::channel::<Batch>(CAPACITY);
+    let (tx, mut rx) = mpsc::channel::<Batch>(budget.batches());
     tokio::task::spawn_blocking(move || {
         let mut sink = Sink {
             tx,
             buf: Vec::with_capacity(BATCH),
+            buf_bytes: 0,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| produce(&mut sink)))
             .unwrap_or_else(|_| {

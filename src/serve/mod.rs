@@ -84,9 +84,18 @@ pub async fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<R
     let presets = server_presets(server.def, config.context.presets.as_ref())
         .map_err(|e| setup("context presets")(&e))?;
     let workspaces = WorkspaceRoot::new(config.state.workspace_root(name))
-        .map_err(|e| setup("workspace root")(&e))?;
+        .map_err(|e| setup("workspace root")(&e))?
+        .with_max_read_bytes(config.workspace.max_read_bytes)
+        .with_limits(config.workspace.disk_limits());
     let state = open_state(config, name, InitPolicy::FirstStart).await?;
     let audit = open_audit(config, name)?;
+    let limits = crate::call::CallLimits {
+        max_concurrent_calls: config.limits.max_concurrent_calls,
+        stream: crate::connectors::StreamBudget {
+            bytes: config.limits.call_memory_bytes,
+        },
+    };
     Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
+        .map(|rt| rt.with_limits(limits))
         .map_err(|e| setup("runtime")(&e))
 }

@@ -45,6 +45,16 @@ pub enum WorkspaceError {
         /// What is wrong, for the model.
         reason: &'static str,
     },
+    /// A disk limit refused the write (`limit` is the config key that sets it).
+    #[error("{detail} ({limit})")]
+    Quota {
+        /// The configuration key of the limit.
+        limit: &'static str,
+        /// What happened and what the model can do.
+        detail: String,
+        /// Whether writing less could succeed.
+        retryable: bool,
+    },
     /// Any other I/O failure (disk full, permissions on the host, ...).
     #[error("{path}: {op} failed: {kind}")]
     Io {
@@ -70,6 +80,10 @@ impl WorkspaceError {
                 | WorkspaceError::NotFound { .. }
                 | WorkspaceError::TooLarge { .. }
                 | WorkspaceError::WrongType { .. }
+                | WorkspaceError::Quota {
+                    retryable: true,
+                    ..
+                }
         )
     }
 

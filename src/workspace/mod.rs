@@ -8,6 +8,7 @@
 mod error;
 mod lazy;
 mod path;
+mod quota;
 mod results;
 mod session;
 mod write;
@@ -23,7 +24,8 @@ use rustix::fs::OFlags;
 pub use error::WorkspaceError;
 pub use lazy::{LazyWorkspace, WorkspaceSource};
 pub use path::{AGENT_ROOT, MAX_COMPONENT_LEN, MAX_PATH_LEN, RelPath, agent_to_relative};
-pub use results::RESULTS_DIR;
+pub use quota::{DiskLimits, Usage};
+pub use results::{RESULTS_DIR, ResultFile, SavedResult, query_key};
 pub use session::{DirEntryInfo, SessionWorkspace};
 
 use crate::identity::Identity;
@@ -40,6 +42,7 @@ pub struct WorkspaceRoot {
     host: PathBuf,
     dir: Dir,
     max_read_bytes: u64,
+    limits: DiskLimits,
 }
 
 impl WorkspaceRoot {
@@ -64,6 +67,7 @@ impl WorkspaceRoot {
             host,
             dir,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            limits: DiskLimits::default(),
         })
     }
 
@@ -71,6 +75,12 @@ impl WorkspaceRoot {
     /// this call.
     pub fn with_max_read_bytes(mut self, limit: u64) -> Self {
         self.max_read_bytes = limit;
+        self
+    }
+
+    /// Sets the disk limits of sessions opened after this call.
+    pub fn with_limits(mut self, limits: DiskLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -90,6 +100,7 @@ impl WorkspaceRoot {
             id.clone(),
             self.host.join(id.user()).join(id.session()),
             self.max_read_bytes,
+            self.limits,
         ))
     }
 }

@@ -29,15 +29,23 @@ pub struct SessionWorkspace {
     identity: Identity,
     host: PathBuf,
     max_read_bytes: u64,
+    pub(super) limits: super::DiskLimits,
 }
 
 impl SessionWorkspace {
-    pub(super) fn new(dir: Dir, identity: Identity, host: PathBuf, max_read_bytes: u64) -> Self {
+    pub(super) fn new(
+        dir: Dir,
+        identity: Identity,
+        host: PathBuf,
+        max_read_bytes: u64,
+        limits: super::DiskLimits,
+    ) -> Self {
         SessionWorkspace {
             dir,
             identity,
             host,
             max_read_bytes,
+            limits,
         }
     }
 

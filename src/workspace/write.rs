@@ -14,7 +14,7 @@ use super::{DIR_MODE, SessionWorkspace, WorkspaceError};
 const FILE_MODE: u32 = 0o600;
 
 /// Prefix of in-flight temp files; listings hide them.
-const TEMP_PREFIX: &str = ".bulkhead-tmp-";
+pub(super) const TEMP_PREFIX: &str = ".bulkhead-tmp-";
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -31,6 +31,12 @@ impl SessionWorkspace {
     pub fn write(&self, agent_path: &str, bytes: impl AsRef<[u8]>) -> Result<(), WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
         let agent = rel.to_agent_path();
+        let existing = self.dir.symlink_metadata(rel.fs_path()).ok();
+        self.admit(
+            bytes.as_ref().len() as u64,
+            existing.as_ref().filter(|m| m.is_file()).map_or(0, |m| m.len()),
+            existing.is_none(),
+        )?;
         let (parent, name) = self.parent_dir(&rel)?;
         let io = |op, e| WorkspaceError::from_io(&agent, op, e);
         let tmp = format!(
@@ -57,6 +63,8 @@ impl SessionWorkspace {
     /// Appends `bytes` to the file at `agent_path`, creating it (and parents) if absent.
     pub fn append(&self, agent_path: &str, bytes: impl AsRef<[u8]>) -> Result<(), WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
+        let exists = self.dir.symlink_metadata(rel.fs_path()).is_ok();
+        self.admit(bytes.as_ref().len() as u64, 0, !exists)?;
         let mut opts = OpenOptions::new();
         opts.append(true);
         let mut file = self.open_for_write(&rel, &opts)?;

@@ -2,6 +2,7 @@
 //! between users and sessions, and the ordinary paths that must keep working.
 
 mod legit;
+mod quota;
 mod race;
 mod traversal;
 

@@ -1,14 +1,13 @@
 //! Ordinary use keeps working: nested dirs, inside symlinks, unicode names, listings, limits,
 //! result paths, atomic replace, modes and error messages.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 
 use bulkhead::errors::ToolError;
 use bulkhead::workspace::{
-    AGENT_ROOT, DirEntryInfo, WorkspaceError, WorkspaceRoot, agent_to_relative,
+    AGENT_ROOT, DirEntryInfo, WorkspaceError, WorkspaceRoot,
 };
 
 use super::{Fixture, id};
@@ -234,42 +233,6 @@ fn errors_name_agent_paths_never_host_paths() {
     // Escapes are fatal for the tool layer, bad paths are retryable.
     assert!(ToolError::from(fx.ws.read("out/x").unwrap_err()).is_fatal());
     assert!(!ToolError::from(fx.ws.read("../x").unwrap_err()).is_fatal());
-}
-
-#[test]
-fn result_paths_are_unique_under_concurrency_and_never_overwrite() {
-    let fx = Fixture::new();
-    fx.ws.write("results/keep.txt", "keep").unwrap();
-    let paths: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8)
-            .map(|_| {
-                s.spawn(|| {
-                    (0..50)
-                        .map(|_| fx.ws.new_result_path("sql query/../x", "csv").unwrap())
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    let unique: BTreeSet<&String> = paths.iter().collect();
-    assert_eq!(unique.len(), 400);
-    for p in &paths {
-        let name = p.strip_prefix("/workspace/results/").expect(p);
-        assert!(
-            name.starts_with("sql_query____x-") && name.ends_with(".csv"),
-            "{name}"
-        );
-        assert!(agent_to_relative(p).is_ok());
-        assert_eq!(fx.ws.read(p).unwrap(), b"", "{p} not created empty");
-    }
-    assert_eq!(fx.ws.read_to_string("results/keep.txt").unwrap(), "keep");
-    assert_eq!(fx.ws.list("results").unwrap().len(), 401);
-    let bare = fx.ws.new_result_path("t", "").unwrap();
-    assert!(!bare.rsplit('/').next().unwrap().contains('.'), "{bare}");
 }
 
 #[test]
