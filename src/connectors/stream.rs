@@ -130,3 +130,46 @@ where
         .flat_map(futures::stream::iter);
     Ok(ToolOutput::Stream(all.boxed()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fast producer of 64 KiB lines and a slow consumer: the bytes in flight between them
+    /// never exceed the budget (plus one batch being filled and one being read).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fast_producer_stays_within_the_memory_budget() {
+        let budget = StreamBudget { bytes: 1 << 20 };
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (f, p) = (in_flight.clone(), peak.clone());
+        let line = "x".repeat(64 << 10);
+        let out = run_blocking(budget, move |sink| {
+            for _ in 0..400 {
+                let now = f.fetch_add(line.len(), Ordering::SeqCst) + line.len();
+                p.fetch_max(now, Ordering::SeqCst);
+                sink.push(Chunk::Line(line.clone()))?;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+        let mut n = 0;
+        while let Some(item) = s.next().await {
+            if let Ok(Chunk::Line(l)) = item {
+                in_flight.fetch_sub(l.len(), Ordering::SeqCst);
+                n += 1;
+                if n % 16 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+            }
+        }
+        assert_eq!(n, 400);
+        let peak = peak.load(Ordering::SeqCst);
+        // 25 MiB were produced; in flight never more than the budget and two batches.
+        assert!(peak <= budget.bytes + 4 * BATCH_BYTES, "peak {peak} bytes in flight");
+    }
+}

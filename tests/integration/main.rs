@@ -7,6 +7,7 @@ mod harness;
 mod http;
 mod in_memory;
 mod isolation;
+mod limits;
 mod procs;
 mod python_sdk;
 mod ratchet;

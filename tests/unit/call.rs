@@ -582,3 +582,36 @@ async fn a_connect_call_is_refused_when_its_intent_cannot_be_written() {
     let out = rt.call(&u, "boom", None).await;
     assert!(out.text.starts_with("[FATAL] ") && out.text.contains("audit log"), "{}", out.text);
 }
+
+/// Calls beyond `limits.max_concurrent_calls` are refused at once with a retryable "busy" that
+/// names the limit; the running ones finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_beyond_the_concurrency_limit_are_refused_as_busy() {
+    let env = env();
+    let probe = Arc::new(Probe::default());
+    let rt = Arc::new(
+        runtime(&env, Server::new(&PROBE, &[], ProbeHandlers(probe)), NetworkMode::Full).with_limits(
+            bulkhead::call::CallLimits {
+                max_concurrent_calls: 2,
+                ..Default::default()
+            },
+        ),
+    );
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let rt = rt.clone();
+        tasks.push(tokio::spawn(async move {
+            rt.call(&id("alice", &format!("c{i}")), "ping_out", None).await
+        }));
+    }
+    let mut busy = 0;
+    for t in tasks {
+        let out = t.await.unwrap();
+        if out.is_error {
+            assert!(!out.text.starts_with("[FATAL]") && out.text.contains("limits.max_concurrent_calls"), "{}", out.text);
+            busy += 1;
+        }
+    }
+    assert!(busy >= 1, "no call was refused with a limit of 2 and 6 at once");
+    assert!(!rt.call(&id("alice", "after"), "ping_out", None).await.is_error);
+}

@@ -1,0 +1,265 @@
+//! Everything a client can make grow is bounded, and a refusal names the limit (issue 11): slow
+//! and silent connections, connection count, sessions per identity and in total, idle sessions,
+//! request bodies, concurrent calls, disk per session; no host path in any tool error.
+
+use super::harness::{SECRET, token};
+use bulkhead::auth::Verifier;
+use bulkhead::config::Config;
+use bulkhead::policy::NetworkMode;
+use bulkhead::serve::listener::ConnStats;
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub struct Server {
+    pub base: String,
+    pub addr: std::net::SocketAddr,
+    pub stats: Arc<ConnStats>,
+    pub dir: tempfile::TempDir,
+    stop: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// An in-process `template` instance whose config adds `extra` YAML under `http:` and the given
+/// top-level sections.
+pub async fn start(http_extra: &str, sections: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let text = format!(
+        "auth:\n  issuer: test-issuer\n  audience: bulkhead-test\n  keys:\n    - {{ kid: dev, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n{http_extra}state:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n{sections}"
+    );
+    let config = Config::parse(&text, "test", &|_| None).expect("config");
+    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Full).await.unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let base = format!("http://{addr}");
+    let stop = CancellationToken::new();
+    let app = bulkhead::serve::http::router(
+        rt,
+        Verifier::new(&config.auth).unwrap(),
+        &config.auth.issuer,
+        &config.http,
+        &base,
+        stop.clone(),
+    );
+    let stats = Arc::new(ConnStats::default());
+    tokio::spawn(bulkhead::serve::http::serve_with(
+        listener,
+        app,
+        stop.clone(),
+        config.http.conn_limits(),
+        stats.clone(),
+    ));
+    Server {
+        base,
+        addr,
+        stats,
+        dir,
+        stop,
+    }
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+/// POSTs an `initialize` with a token for `user`/`session`; returns (status, session id, body).
+async fn initialize(base: &str, user: &str, session: &str) -> (u16, Option<String>, String) {
+    let c = reqwest::Client::new();
+    let r = c
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token(user, session))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize_body())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let sid = r.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    (status, sid, r.text().await.unwrap_or_default())
+}
+
+async fn delete(base: &str, user: &str, session: &str, sid: &str) -> u16 {
+    reqwest::Client::new()
+        .delete(format!("{base}/mcp"))
+        .bearer_auth(token(user, session))
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Reads until EOF or `within`; true when the server closed the connection.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 512];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_header_is_cut_off_after_the_header_read_timeout() {
+    let s = start("  header_read_timeout_ms: 400\n", "").await;
+    let addr = s.addr;
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").unwrap();
+        let t = Instant::now();
+        let closed = closed_within(&mut c, Duration::from_secs(5));
+        (closed, t.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(closed.0, "a slowloris connection stayed open");
+    assert!(closed.1 < Duration::from_secs(3), "closed only after {:?}", closed.1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_beyond_the_cap_make_room_and_health_stays_reachable() {
+    let s = start("  max_unauthenticated_connections: 8\n  header_read_timeout_ms: 30000\n", "").await;
+    let addr = s.addr;
+    let (served, oldest_closed) = tokio::task::spawn_blocking(move || {
+        // 50 connections that never send a byte (more than the cap of 8).
+        let mut silent: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        // A real request still gets through on a new connection.
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        let oldest_closed = closed_within(&mut silent[0], Duration::from_secs(2));
+        (out.starts_with("HTTP/1.1 200"), oldest_closed)
+    })
+    .await
+    .unwrap();
+    assert!(served, "health check starved by silent connections");
+    assert!(oldest_closed, "the oldest silent connection was kept");
+    assert!(s.stats.evicted.load(std::sync::atomic::Ordering::Relaxed) >= 40);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_wait_for_a_free_slot() {
+    let s = start("  max_connections: 3\n  header_read_timeout_ms: 1500\n", "").await;
+    let addr = s.addr;
+    let waited = tokio::task::spawn_blocking(move || {
+        let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        drop(held);
+        (out.starts_with("HTTP/1.1 200"), t.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(waited.0, "the fourth connection was never served");
+    // Served only once the held connections hit their header-read timeout.
+    assert!(waited.1 >= Duration::from_millis(1000), "served after {:?}: no connection cap", waited.1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_per_identity_and_in_total_are_capped_and_freed() {
+    let s = start("  max_sessions_per_identity: 2\n  max_sessions: 3\n", "").await;
+    let a1 = initialize(&s.base, "ana", "s1").await;
+    let a2 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!((a1.0, a2.0), (200, 200));
+    let a3 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(a3.0, 429, "{a3:?}");
+    assert!(a3.2.contains("http.max_sessions_per_identity"), "{}", a3.2);
+    let b1 = initialize(&s.base, "ben", "s1").await;
+    assert_eq!(b1.0, 200);
+    let b2 = initialize(&s.base, "ben", "s1").await;
+    assert_eq!(b2.0, 503, "{b2:?}");
+    assert!(b2.2.contains("http.max_sessions"), "{}", b2.2);
+    // Closing one frees its slot.
+    assert!(delete(&s.base, "ana", "s1", &a1.1.unwrap()).await < 300);
+    let a4 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(a4.0, 200, "{a4:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_dropped_and_its_bookkeeping_with_it() {
+    let s = start("  max_sessions_per_identity: 1\n  session_idle_timeout_s: 1\n", "").await;
+    let first = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(first.0, 200);
+    assert_eq!(initialize(&s.base, "ana", "s1").await.0, 429);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // rmcp dropped the idle session; the per-identity count followed it.
+    let again = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(again.0, 200, "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_over_the_limit_gets_413() {
+    let s = start("  max_body_bytes: 2048\n", "").await;
+    let mut big = initialize_body();
+    big["params"]["clientInfo"]["name"] = json!("x".repeat(5000));
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp", s.base))
+        .bearer_auth(token("ana", "s1"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    assert_eq!(initialize(&s.base, "ana", "s1").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspace_quota_reaches_the_model_as_a_retryable_error_naming_the_limit() {
+    let s = start("", "workspace:\n  max_bytes: 100000\n").await;
+    let c = super::harness::client(&format!("{}/mcp", s.base), &token("ana", "s1")).await;
+    let big = "y".repeat(60_000);
+    let (err, text, _) = super::harness::call(&c, "write_file", json!({"path": "/workspace/a.txt", "content": big})).await;
+    assert!(!err, "{text}");
+    let (err, text, _) = super::harness::call(&c, "write_file", json!({"path": "/workspace/b.txt", "content": big})).await;
+    assert!(err && !text.starts_with("[FATAL]") && text.contains("workspace.max_bytes"), "{text}");
+    assert!(!text.contains(s.dir.path().to_str().unwrap()), "host path: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_errors_never_carry_host_paths() {
+    let s = start("", "").await;
+    let dir = s.dir.path().to_str().unwrap().to_owned();
+    let c = super::harness::client(&format!("{}/mcp", s.base), &token("ana", "s1")).await;
+    let mut texts = Vec::new();
+    for (tool, args) in [
+        ("read_file", json!({"path": "/workspace/../../etc/passwd"})),
+        ("read_file", json!({"path": "/workspace/missing.txt"})),
+        ("write_file", json!({"path": "/workspace/results", "content": "x"})),
+    ] {
+        texts.push(super::harness::call(&c, tool, args).await.1);
+    }
+    // The compliance store's lock file disappears: every call fails closed, without a path.
+    std::fs::remove_file(s.dir.path().join("state/compliance-template.lock")).unwrap();
+    texts.push(super::harness::call(&c, "read_file", json!({"path": "/workspace/a"})).await.1);
+    for t in &texts {
+        assert!(!t.contains(&dir), "host path in {t:?}");
+    }
+    assert!(texts.last().unwrap().starts_with("[FATAL]"));
+}
