@@ -12,6 +12,9 @@ use crate::server::{Chunk, ToolOutput, ToolResult};
 
 /// Most chunks per batch (one channel hand-over per batch keeps the per-row cost low).
 pub const BATCH: usize = 256;
+/// The nice value of a connector's producer thread (0 is normal, 19 the lowest priority).
+const BACKGROUND_NICE: i32 = 10;
+
 /// A batch is handed over once it holds this many bytes (one chunk may overshoot it).
 pub const BATCH_BYTES: usize = 64 << 10;
 
@@ -96,6 +99,9 @@ where
 {
     let (tx, mut rx) = mpsc::channel::<Batch>(budget.batches());
     tokio::task::spawn_blocking(move || {
+        // Long scans run below the request handlers' priority (nice 10, this thread only on
+        // Linux), so a heavy search slows other searches, not every other client's call.
+        let _ = rustix::process::setpriority_process(None, BACKGROUND_NICE);
         let mut sink = Sink {
             tx,
             buf: Vec::with_capacity(BATCH),

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 /// Connection limits (`http:` in config.yaml).
 #[derive(Clone, Debug)]
 pub struct ConnLimits {
-    /// Most open connections; beyond it, new ones wait in the kernel's backlog.
+    /// Most open connections; beyond it, the oldest unauthenticated one is closed to make room, or
+    /// (when every connection is authenticated) new ones wait in the kernel's backlog.
     pub max_connections: usize,
     /// Most connections that have not yet presented a valid token; the oldest is closed to
     /// admit a new one.
@@ -81,6 +82,19 @@ impl Unauthenticated {
         }
     }
 
+    /// Closes the oldest unauthenticated connection, if any (to free a connection slot).
+    fn evict_oldest(&self) -> bool {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        match q.pop_front() {
+            Some((_, oldest)) => {
+                oldest.cancel();
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn remove(&self, id: u64) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(i) = q.iter().position(|(c, _)| *c == id) {
@@ -119,10 +133,6 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut next_id = 0u64;
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.expect("never closed"),
-            _ = shutdown.cancelled() => break,
-        };
         let tcp = tokio::select! {
             r = listener.accept() => match r {
                 Ok((tcp, _)) => tcp,
@@ -137,6 +147,18 @@ pub async fn serve(
                 }
             },
             _ = shutdown.cancelled() => break,
+        };
+        // At the cap, the oldest unauthenticated connection makes room for this one (silent
+        // clients cannot hold every slot); when all are authenticated, this one waits.
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                tracker.evict_oldest();
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => p.expect("never closed"),
+                    _ = shutdown.cancelled() => break,
+                }
+            }
         };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");

@@ -11,4 +11,5 @@ mod limits;
 mod procs;
 mod python_sdk;
 mod ratchet;
+mod soak;
 mod stdio;
