@@ -18,7 +18,7 @@ pub use file::AuditFile;
 pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -104,7 +104,12 @@ struct Shared {
     healthy: AtomicBool,
     backlog: AtomicUsize,
     last_error: Mutex<Option<String>>,
+    /// The writer thread, woken at once for an intent (outcomes wait for its next round).
+    thread: std::sync::OnceLock<std::thread::Thread>,
 }
+
+/// Longest the writer sleeps between rounds when nobody waits for it.
+const IDLE_ROUND: Duration = Duration::from_millis(20);
 
 /// A handle on the audit log; cheap to clone. The writer thread stops (after writing and syncing
 /// everything queued) when the last handle is dropped.
@@ -122,6 +127,7 @@ impl Drop for Joiner {
     fn drop(&mut self) {
         drop(self.1.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(h) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -150,6 +156,7 @@ impl AuditLog {
             healthy: AtomicBool::new(true),
             backlog: AtomicUsize::new(0),
             last_error: Mutex::new(None),
+            thread: std::sync::OnceLock::new(),
         });
         let writer_shared = shared.clone();
         let interval = options.sync_interval;
@@ -159,6 +166,7 @@ impl AuditLog {
             .name("bulkhead-audit".into())
             .spawn(move || writer(sink, rx, writer_shared, interval))
             .expect("spawn the audit writer");
+        let _ = shared.thread.set(thread.thread().clone());
         AuditLog {
             tx: tx.clone(),
             shared,
@@ -196,6 +204,9 @@ impl AuditLog {
             .map_err(|e| AuditError::Serialize(e.to_string()))?;
         let (ack, done) = tokio::sync::oneshot::channel();
         self.send(line, Some(ack))?;
+        if let Some(t) = self.shared.thread.get() {
+            t.unpark();
+        }
         done.await.map_err(|_| AuditError::Stopped)?
     }
 
@@ -212,38 +223,41 @@ impl AuditLog {
 }
 
 /// The writer loop: drain what is queued, write it in one append, sync when an intent waits or
-/// the interval has passed, answer the waiting intents.
+/// the interval has passed, answer the waiting intents; then sleep until an intent wakes it or
+/// [`IDLE_ROUND`] passes. Senders of outcomes never wake it: no context switch per call.
 fn writer(mut sink: Box<dyn AuditSink>, rx: Receiver<Msg>, shared: Arc<Shared>, interval: Duration) {
     let mut dirty = false;
     let mut last_sync = Instant::now();
     let mut buf = Vec::with_capacity(64 << 10);
     let mut acks = Vec::new();
-    loop {
-        let first = match rx.recv_timeout(interval) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
+    let mut open = true;
+    while open {
         let mut count = 0;
-        let mut take = |m: Msg, buf: &mut Vec<u8>, acks: &mut Vec<_>| {
-            buf.extend_from_slice(&m.line);
-            count += 1;
-            if let Some(a) = m.ack {
-                acks.push(a);
-            }
-        };
-        if let Some(m) = first {
-            take(m, &mut buf, &mut acks);
-            while buf.len() < (1 << 20) {
-                match rx.try_recv() {
-                    Ok(m) => take(m, &mut buf, &mut acks),
-                    Err(_) => break,
+        while buf.len() < (1 << 20) {
+            match rx.try_recv() {
+                Ok(m) => {
+                    buf.extend_from_slice(&m.line);
+                    count += 1;
+                    if let Some(a) = m.ack {
+                        acks.push(a);
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
                 }
             }
         }
-        let sync = !acks.is_empty() || (dirty && last_sync.elapsed() >= interval);
+        let sync = !acks.is_empty() || (dirty && (last_sync.elapsed() >= interval || !open));
+        if buf.is_empty() && !sync {
+            if open {
+                std::thread::park_timeout(IDLE_ROUND.min(interval));
+            }
+            continue;
+        }
         let result = if buf.is_empty() {
-            if sync { sink.sync() } else { Ok(()) }
+            sink.sync()
         } else {
             crate::failpoint!("audit.before_write");
             sink.append(&buf, count, sync)
@@ -267,9 +281,6 @@ fn writer(mut sink: Box<dyn AuditSink>, rx: Receiver<Msg>, shared: Arc<Shared>, 
             let _ = a.send(result.clone().map_err(AuditError::Io));
         }
         buf.clear();
-    }
-    if dirty {
-        let _ = sink.sync();
     }
 }
 

@@ -48,6 +48,20 @@ pub struct ArgsSummary {
     pub more_keys: usize,
 }
 
+/// Counts what is written, keeping nothing.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -58,7 +72,8 @@ impl ArgsSummary {
         let Some(args) = args else {
             return ArgsSummary::default();
         };
-        let bytes = serde_json::to_vec(args).map(|v| v.len()).unwrap_or(0);
+        let mut counter = ByteCount(0);
+        let bytes = serde_json::to_writer(&mut counter, args).map_or(0, |()| counter.0);
         let keys: Vec<String> = args.keys().take(MAX_ARG_KEYS).map(|k| cut(k, MAX_NAME)).collect();
         ArgsSummary {
             bytes,

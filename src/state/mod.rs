@@ -33,10 +33,11 @@
 //!   server (PostgreSQL: session advisory locks end with the connection). The counter is bumped
 //!   *before* the commit, under the exclusive lock, so a crash between the two only costs readers
 //!   a cache miss; a commit is never hidden from a cache.
-//! - **Deleted or replaced files** are detected on every call (the lock file's identity is checked
-//!   against the one opened; SQLite refuses writes to a moved database; the store's id is checked
-//!   against the marker in the workspace root) and every call then fails closed. A missing store is
-//!   never recreated silently ([`init`]).
+//! - **Deleted or replaced files** are detected (on every call the lock file's name in the held-open
+//!   state directory must still name the file first opened, at full length; the whole path is
+//!   looked up again every 50 ms and on every escalation; an escalation into a database file that was moved is refused; the store's id is
+//!   checked against the marker in the workspace root) and every call then fails closed. A
+//!   missing store is never recreated silently ([`init`]).
 //! - **Truncated files** read short and fail closed; nothing is memory-mapped, so nothing can fault.
 //! - **Rolled-back stores** (an older copy of the database put back) are detected while the lock
 //!   file survives: its generation high-water mark is ahead of the database's.
@@ -46,7 +47,8 @@
 //!
 //! The residual window, stated: a call admitted in a process *before* its lock file was replaced
 //! may finish while a process that opened the replacement escalates; every later call in the
-//! first process is refused.
+//! first process is refused. A replaced state *directory* (rather than files in it) is seen by
+//! the whole-path check, up to 50 ms later.
 
 mod error;
 pub mod init;

@@ -210,23 +210,40 @@ fn trim(dir: &Dir, max_bytes: u64, max_files: u64, keep: &str) {
 /// A stable 64-bit key for a query: FNV-1a over the tool name and the arguments with their keys
 /// sorted (so the same query always names the same file).
 pub fn query_key(tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    eat(tool.as_bytes());
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.eat(tool.as_bytes());
     let mut keys: Vec<&String> = args.keys().collect();
-    keys.sort();
+    keys.sort_unstable();
     for k in keys {
-        eat(&[0]);
-        eat(k.as_bytes());
-        eat(&[0]);
-        eat(args[k].to_string().as_bytes());
+        h.eat(&[0]);
+        h.eat(k.as_bytes());
+        h.eat(&[0]);
+        let _ = serde_json::to_writer(&mut h, &args[k]);
     }
-    h
+    h.0
+}
+
+/// FNV-1a, fed through `io::Write` so values hash without being formatted into a string.
+struct Fnv(u64);
+
+impl Fnv {
+    fn eat(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+impl io::Write for Fnv {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.eat(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Keeps `[A-Za-z0-9_-]`, replaces anything else with `_`, cuts at `max` characters.

@@ -124,7 +124,7 @@ impl SqliteStore {
             .await?;
         crate::failpoint!("state.enter.after_lock");
         let counter = hold.counter()?;
-        inner.slots.verify()?;
+        inner.slots.verify_held()?;
         let cached = lock(&inner.cache).get(id).copied();
         let level = match cached {
             Some((at, level)) if at == counter => level,

@@ -36,7 +36,17 @@ pub struct SlotFile {
     dev: u64,
     ino: u64,
     pool: Mutex<Vec<File>>,
+    /// The state directory, held open: the per-call check looks the file name up in it (one
+    /// component, no path walk).
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::CString,
+    /// When the whole path was last checked (ms since `epoch`).
+    path_checked_ms: std::sync::atomic::AtomicU64,
+    epoch: Instant,
 }
+
+/// How often the whole path is looked up again (it catches a replaced state directory).
+const PATH_CHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// A held lock on one slot. Dropping it unlocks the slot and returns the descriptor for reuse.
 pub struct SlotHold {
@@ -57,7 +67,7 @@ impl Drop for SlotHold {
 }
 
 impl SlotHold {
-    fn file(&self) -> &File {
+    pub(super) fn file(&self) -> &File {
         self.file.as_ref().expect("held until drop")
     }
 
@@ -170,17 +180,57 @@ impl SlotFile {
                 format!("{}: lock file belongs to another store", path.display()),
             ));
         }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = rustix::fs::open(
+            parent,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| StateError::io(StateErrorKind::Unavailable, parent, e))?;
+        let name = std::ffi::CString::new(
+            path.file_name().map(|n| n.as_encoded_bytes().to_vec()).unwrap_or_default(),
+        )
+        .map_err(|e| StateError::io(StateErrorKind::Unavailable, path, e))?;
         Ok(Arc::new(SlotFile {
             path: path.to_path_buf(),
             dev: meta.dev(),
             ino: meta.ino(),
             pool: Mutex::new(vec![file]),
+            dir,
+            name,
+            path_checked_ms: std::sync::atomic::AtomicU64::new(0),
+            epoch: Instant::now(),
         }))
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The per-call check: the lock file's name in the (held-open) state directory still names
+    /// the file first opened, at its full length (not deleted, replaced or truncated). The whole
+    /// path is looked up again at most every [`PATH_CHECK_EVERY`] (a replaced state directory)
+    /// and on every escalation ([`verify`](Self::verify)).
+    pub fn verify_held(&self) -> Result<(), StateError> {
+        match rustix::fs::statat(&self.dir, self.name.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_dev == self.dev && st.st_ino == self.ino && st.st_size as u64 >= FILE_LEN => {}
+            Ok(_) => {
+                return Err(StateError::new(
+                    StateErrorKind::Tampered,
+                    format!("{}: lock file was replaced or truncated", self.path.display()),
+                ));
+            }
+            Err(e) => return Err(StateError::io(StateErrorKind::Tampered, &self.path, e)),
+        }
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let last = self.path_checked_ms.load(std::sync::atomic::Ordering::Relaxed);
+        if now.saturating_sub(last) >= PATH_CHECK_EVERY.as_millis() as u64 {
+            self.verify()?;
+            self.path_checked_ms
+                .store(now.max(1), std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Fails unless the path still names the file first opened (not deleted, not replaced).
