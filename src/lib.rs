@@ -29,6 +29,7 @@ pub mod handlers;
 pub mod identity;
 pub mod isolation;
 pub mod policy;
+pub mod ratelog;
 pub mod serve;
 pub mod server;
 pub mod state;

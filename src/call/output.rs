@@ -6,7 +6,9 @@ use crate::errors::ToolError;
 use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::tooldef::ToolDef;
-use crate::workspace::{LazyWorkspace, SavedResult, SessionWorkspace};
+use crate::workspace::{LazyWorkspace, ResultFile, SavedResult, SessionWorkspace};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::io::Write as _;
 use futures::StreamExt;
 use serde_json::Value;
@@ -149,53 +151,27 @@ pub async fn shape(
                 ))
             }
         },
-        ToolOutput::Stream(mut stream) => {
-            let ws = lazy.get()?;
+        ToolOutput::Stream(stream) => {
+            let ws = lazy.get()?.clone();
             // Written to a temporary file, renamed into place only when complete: a cancelled
             // or failed call leaves nothing behind (the file removes itself when dropped).
-            let mut file = ws.save_result(tool.name, key).map_err(save_error)?;
-            let mut sp = StreamPreview::new(
-                preset,
-                None,
-                std::io::BufWriter::with_capacity(1 << 16, &mut file),
-            );
-            let mut failed = None;
-            // What arrived, to say so plainly when nothing matched.
-            let (mut rows, mut other) = (0usize, 0usize);
-            let mut header: Option<Vec<String>> = None;
-            while let Some(item) = stream.next().await {
-                let pushed = match item {
-                    Ok(Chunk::Line(l)) => {
-                        other += 1;
-                        sp.push_line(&l)
-                    }
-                    Ok(Chunk::Row(r)) => {
-                        rows += 1;
-                        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-                        let pushed = sp.push_row(&cells);
-                        if header.is_none() {
-                            header = Some(r);
-                        }
-                        pushed
-                    }
-                    Ok(Chunk::Bytes(b)) => {
-                        other += usize::from(!b.is_empty());
-                        sp.push_chunk(&b)
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                };
-                if let Err(e) = pushed {
-                    failed = Some(save_error(e));
-                    break;
-                }
-            }
-            let finished = sp.finish().map_err(save_error)?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
+            let file = ws.save_result(tool.name, key).map_err(save_error)?;
+            // The preview and the file are built on a blocking thread at background priority, so
+            // a huge result never holds up the request handlers; a dropped call stops it.
+            let preset = preset.clone();
+            let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+            let flag = stop.0.clone();
+            let consumed = tokio::task::spawn_blocking(move || consume(stream, file, &preset, &flag))
+                .await
+                .map_err(|_| ToolError::bug("the result consumer stopped unexpectedly"))??;
+            drop(stop);
+            let Consumed {
+                finished,
+                rows,
+                other,
+                header,
+                file,
+            } = consumed;
             if other == 0 && rows <= 1 {
                 let text = match header {
                     Some(h) if rows == 1 => format!("No rows matched (columns: {}).", h.join(", ")),
@@ -206,7 +182,7 @@ pub async fn shape(
             match (finished.preview, finished.full_text_if_small) {
                 (None, Some(small)) => Ok(CallOutcome::ok(small, None, level, None)),
                 (Some(preview), _) => {
-                    let saved = file.commit(ws, extension(preview.kind)).map_err(save_error)?;
+                    let saved = file.commit(&ws, extension(preview.kind)).map_err(save_error)?;
                     Ok(CallOutcome::ok(
                         saved_text(&preview, &saved),
                         None,
@@ -218,4 +194,74 @@ pub async fn shape(
             }
         }
     }
+}
+
+/// Sets its flag when dropped: the call went away, the consumer should stop.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What consuming a streamed result produced.
+struct Consumed {
+    finished: context::StreamOutcome,
+    rows: usize,
+    other: usize,
+    header: Option<Vec<String>>,
+    file: ResultFile,
+}
+
+/// Reads the stream to its end on a blocking thread (at nice 10), writing it to `file` and
+/// building the preview; stops early (and the file removes itself) when `stop` is set.
+fn consume(
+    mut stream: futures::stream::BoxStream<'static, Result<Chunk, ToolError>>,
+    mut file: ResultFile,
+    preset: &Preset,
+    stop: &AtomicBool,
+) -> Result<Consumed, ToolError> {
+    let _ = rustix::process::setpriority_process(None, 10);
+    let mut sp = StreamPreview::new(
+        preset,
+        None,
+        std::io::BufWriter::with_capacity(1 << 16, &mut file),
+    );
+    // What arrived, to say so plainly when nothing matched.
+    let (mut rows, mut other) = (0usize, 0usize);
+    let mut header: Option<Vec<String>> = None;
+    while let Some(item) = futures::executor::block_on(stream.next()) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(ToolError::retry("the call was cancelled"));
+        }
+        let pushed = match item? {
+            Chunk::Line(l) => {
+                other += 1;
+                sp.push_line(&l)
+            }
+            Chunk::Row(r) => {
+                rows += 1;
+                let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+                let pushed = sp.push_row(&cells);
+                if header.is_none() {
+                    header = Some(r);
+                }
+                pushed
+            }
+            Chunk::Bytes(b) => {
+                other += usize::from(!b.is_empty());
+                sp.push_chunk(&b)
+            }
+        };
+        pushed.map_err(save_error)?;
+    }
+    let finished = sp.finish().map_err(save_error)?;
+    Ok(Consumed {
+        finished,
+        rows,
+        other,
+        header,
+        file,
+    })
 }

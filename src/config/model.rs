@@ -138,6 +138,9 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     /// Keep transport sessions (protocol 2025-11-25); each is bound to the token's identity.
     pub stateful: bool,
+    /// Stateless serving answers with one JSON body instead of an SSE stream unless the call
+    /// sends progress first.
+    pub json_response: bool,
     /// Most open TCP connections; beyond it new ones wait in the kernel's backlog.
     pub max_connections: usize,
     /// Most connections that have not yet presented a valid token; the oldest is closed to admit
@@ -165,6 +168,7 @@ impl Default for HttpConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: Vec::new(),
             stateful: true,
+            json_response: true,
             max_connections: 1024,
             max_unauthenticated_connections: 256,
             header_read_timeout_ms: 10_000,

@@ -173,7 +173,10 @@ pub async fn require_token(
     let identity = match state.verifier.verify(token.trim()) {
         Ok(v) => v.identity,
         Err(e) => {
-            tracing::info!(error = %e, "token refused");
+            static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+            if let Some(more) = SITE.allow() {
+                tracing::info!(error = %e, suppressed = more, "token refused");
+            }
             return state.unauthorized(Some(
                 "the token is invalid, expired, or not for this resource",
             ));
@@ -192,7 +195,10 @@ pub async fn require_token(
         if let Some(owner) = bound
             && owner != identity
         {
-            tracing::warn!(%owner, caller = %identity, "transport session used with another identity's token");
+            static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+            if let Some(more) = SITE.allow() {
+                tracing::warn!(%owner, caller = %identity, suppressed = more, "transport session used with another identity's token");
+            }
             return (
                 StatusCode::FORBIDDEN,
                 "this transport session belongs to another identity\n",
@@ -208,7 +214,10 @@ pub async fn require_token(
             .get("mcp-protocol-version")
             .is_none_or(|v| v.as_bytes() != b"2026-07-28");
     if creating && let Err(refused) = state.reserve(&identity) {
-        tracing::warn!(caller = %identity, "new transport session refused by a session limit");
+        static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+        if let Some(more) = SITE.allow() {
+            tracing::warn!(caller = %identity, suppressed = more, "new transport session refused by a session limit");
+        }
         return refused;
     }
     req.extensions_mut().insert(identity.clone());

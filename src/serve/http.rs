@@ -34,6 +34,9 @@ pub fn router(
     config.allowed_origins = http.allowed_origins.clone();
     config.cancellation_token = shutdown;
     config.max_request_body_bytes = http.max_body_bytes;
+    // Stateless: one plain JSON body per request; rmcp falls back to SSE by itself when the
+    // handler sends anything before its result (progress notifications).
+    config.json_response = !http.stateful && http.json_response;
     let handler = McpServer::new(rt.clone());
     let auth = Arc::new(AuthState::new(
         verifier,
