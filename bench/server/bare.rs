@@ -103,6 +103,8 @@ async fn jwt(
 pub fn rmcp_router(secret: &str, stateful: bool, cancel: CancellationToken) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     config.legacy_session_mode = stateful;
+    // Stateless: one JSON body per reply, as Bulkhead answers (`http.json_response`).
+    config.json_response = !stateful;
     config.allowed_hosts = vec!["localhost".into(), "127.0.0.1".into()];
     config.cancellation_token = cancel;
     let echo = Echo::new();
