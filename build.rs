@@ -11,6 +11,9 @@ fn main() {
             if let Some(warning) = report.mirror_warning {
                 println!("cargo::warning={warning}");
             }
+            for w in report.warnings {
+                println!("cargo::warning={} ({})", w.message, w.location());
+            }
         }
         Err(e) => {
             eprintln!("{e}");

@@ -20,6 +20,8 @@ pub struct Diagnostic {
     pub label: String,
     /// A hint that says how to fix it.
     pub help: Option<String>,
+    /// An error stops the build; a warning is reported and the build goes on.
+    pub warning: bool,
 }
 
 impl Diagnostic {
@@ -32,6 +34,15 @@ impl Diagnostic {
             span,
             label: String::new(),
             help: None,
+            warning: false,
+        }
+    }
+
+    /// A warning at `span` in `file` (reported; the build goes on).
+    pub fn warning(file: &SourceFile, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            warning: true,
+            ..Diagnostic::error(file, span, message)
         }
     }
 
@@ -75,7 +86,7 @@ impl Diagnostic {
                     .label(self.label.as_str()),
             );
         let mut report: Vec<Group<'_>> = vec![
-            Level::ERROR
+            if self.warning { Level::WARNING } else { Level::ERROR }
                 .primary_title(self.message.as_str())
                 .element(snippet),
         ];

@@ -149,6 +149,8 @@ pub struct Report {
     pub mirror_warning: Option<String>,
     /// Spec files read.
     pub inputs: Vec<PathBuf>,
+    /// Warnings about the specs (the build goes on).
+    pub warnings: Vec<diag::Diagnostic>,
 }
 
 /// Drives a build: `specs/` → `OUT_DIR` (compiled) and `generated/` + `specs/schema/` (reviewed).
@@ -188,7 +190,10 @@ impl Builder {
                 path: self.out_dir.clone(),
                 source,
             })?;
-        let mut report = Report::default();
+        let mut report = Report {
+            warnings: model.warnings.clone(),
+            ..Report::default()
+        };
         for kind in spec::SpecKind::ALL {
             report
                 .inputs

@@ -138,6 +138,11 @@ fn push<T: DeserializeOwned>(
         Ok(root) => root,
         Err(mut e) => {
             errors.append(&mut e);
+            // Its name is unknown; the file's stem stands in, so references to it elsewhere do
+            // not add "does not exist" errors on top of the syntax error.
+            if let Some(stem) = file.path.file_stem() {
+                declared.insert((kind, stem.to_string_lossy().into_owned()));
+            }
             return;
         }
     };
@@ -146,12 +151,26 @@ fn push<T: DeserializeOwned>(
         declared.insert((kind, name.to_string()));
     }
     let found = schemas.validate(kind, &file, &root, &value);
-    if !found.is_empty() {
+    let (value, partial) = if found.is_empty() {
+        (value, false)
+    } else {
         errors.extend(found);
-        return;
-    }
+        // Check what is valid, so one run reports the semantic errors too.
+        match schemas
+            .prune(kind, &value)
+            .filter(|v| serde_json::from_value::<T>(v.clone()).is_ok())
+        {
+            Some(v) => (v, true),
+            None => return,
+        }
+    };
     match serde_json::from_value::<T>(value) {
-        Ok(spec) => into.push(Loaded { file, root, spec }),
+        Ok(spec) => into.push(Loaded {
+            file,
+            root,
+            spec,
+            partial,
+        }),
         Err(e) => errors.push(
             Diagnostic::error(
                 &file,

@@ -12,6 +12,8 @@ pub struct Model {
     pub servers: Vec<Server>,
     /// Deployments, sorted by name.
     pub deployments: Vec<Deployment>,
+    /// Warnings: worth fixing, not stopping the build.
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 impl Model {

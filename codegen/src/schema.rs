@@ -16,7 +16,59 @@ pub fn schema_of(kind: SpecKind) -> Value {
         SpecKind::Connector => schemars::schema_for!(ConnectorSpec),
         SpecKind::Deployment => schemars::schema_for!(DeploymentSpec),
     };
-    serde_json::to_value(schema).expect("schemars output is JSON")
+    let mut value = serde_json::to_value(schema).expect("schemars output is JSON");
+    if kind == SpecKind::Connector {
+        add_settings_by_kind(&mut value);
+    }
+    value
+}
+
+/// The settings schema of each connector kind, as `$defs/<Kind>Settings`.
+const SETTINGS: [(&str, &str); 4] = [
+    ("files", "FilesSettings"),
+    ("sqlite", "SqliteSettings"),
+    ("http", "HttpSettings"),
+    ("logs", "LogsSettings"),
+];
+
+/// Types `settings` by `kind` (`if kind = … then settings: …`), so editors complete the keys of
+/// each kind and errors point at the key that is wrong.
+fn add_settings_by_kind(schema: &mut Value) {
+    use crate::spec::{FilesSettings, HttpSettings, LogsSettings, SqliteSettings};
+    let defs = [
+        serde_json::to_value(schemars::schema_for!(FilesSettings)),
+        serde_json::to_value(schemars::schema_for!(SqliteSettings)),
+        serde_json::to_value(schemars::schema_for!(HttpSettings)),
+        serde_json::to_value(schemars::schema_for!(LogsSettings)),
+    ];
+    let mut branches = Vec::new();
+    for ((kind, name), def) in SETTINGS.iter().zip(defs) {
+        let mut def = def.expect("schemars output is JSON");
+        let nested = def
+            .as_object_mut()
+            .and_then(|o| o.remove("$defs"))
+            .and_then(|d| d.as_object().cloned())
+            .unwrap_or_default();
+        if let Some(o) = def.as_object_mut() {
+            o.remove("$schema");
+        }
+        let all = schema["$defs"].as_object_mut().expect("the spec schema has $defs");
+        all.insert((*name).to_string(), def);
+        for (k, v) in nested {
+            all.entry(k).or_insert(v);
+        }
+        branches.push(serde_json::json!({
+            "if": { "properties": { "kind": { "const": kind } }, "required": ["kind"] },
+            "then": { "properties": { "settings": { "$ref": format!("#/$defs/{name}") } } }
+        }));
+    }
+    schema["allOf"] = Value::Array(branches);
+}
+
+/// The `$defs` entry describing `settings` of the connector `value` (by its `kind`).
+fn settings_def(value: &Value) -> Option<&'static str> {
+    let kind = value.get("kind")?.as_str()?;
+    SETTINGS.iter().find(|(k, _)| *k == kind).map(|(_, d)| *d)
 }
 
 /// Compiled validators for every spec kind.
@@ -58,9 +110,86 @@ impl Schemas {
             .iter_errors(value)
             .map(|e| {
                 let pointer = e.instance_path().to_string();
-                to_diagnostic(file, root, schema, kind, &pointer, e.kind(), &e.to_string())
+                to_diagnostic(file, root, schema, value, kind, &pointer, e.kind(), &e.to_string())
             })
             .collect()
+    }
+}
+
+impl Schemas {
+    /// `value` without the parts that fail the schema (unknown keys removed, invalid values and
+    /// objects missing a required key left out), so the rest can still be checked; `None` when
+    /// nothing valid is left at the top.
+    pub fn prune(&self, kind: SpecKind, value: &Value) -> Option<Value> {
+        let (_, _, validator) = self
+            .entries
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .expect("all kinds compiled");
+        let mut v = value.clone();
+        for _ in 0..6 {
+            let cuts: Vec<String> = validator
+                .iter_errors(&v)
+                .flat_map(|e| {
+                    let at = e.instance_path().to_string();
+                    match e.kind() {
+                        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+                            .iter()
+                            .map(|k| format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")))
+                            .collect(),
+                        // A bad value inside a named item (a tool, an operation, a deployed
+                        // server, a preset) leaves the whole item out: checking the rest of it
+                        // would only report what its schema error already says.
+                        _ => vec![item_of(&at)],
+                    }
+                })
+                .collect();
+            if cuts.is_empty() {
+                return Some(v);
+            }
+            for cut in cuts {
+                if cut.is_empty() {
+                    return None;
+                }
+                remove_at(&mut v, &cut);
+            }
+        }
+        None
+    }
+}
+
+/// The named item a pointer lies in (`/tools/read_file/permission` → `/tools/read_file`), or the
+/// pointer itself.
+fn item_of(pointer: &str) -> String {
+    let parts: Vec<&str> = pointer.split('/').skip(1).collect();
+    match parts.as_slice() {
+        [coll, name, _, ..]
+            if matches!(*coll, "tools" | "operations" | "servers" | "context_presets") =>
+        {
+            format!("/{coll}/{name}")
+        }
+        _ => pointer.to_string(),
+    }
+}
+
+/// Removes the value at a JSON pointer (a map entry or an array item).
+fn remove_at(v: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let key = last.replace("~1", "/").replace("~0", "~");
+    match v.pointer_mut(parent) {
+        Some(Value::Object(m)) => {
+            m.remove(&key);
+        }
+        Some(Value::Array(a)) => {
+            if let Ok(i) = key.parse::<usize>()
+                && i < a.len()
+            {
+                a.remove(i);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -70,10 +199,12 @@ impl Default for Schemas {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn to_diagnostic(
     file: &SourceFile,
     root: &Node,
     schema: &Value,
+    value: &Value,
     spec: SpecKind,
     pointer: &str,
     kind: &ValidationErrorKind,
@@ -90,7 +221,14 @@ fn to_diagnostic(
             let key = unexpected.first().cloned().unwrap_or_default();
             let child = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
             let (_, span) = root.locate(&child);
-            let allowed = allowed_keys(schema, pointer);
+            let allowed = match (spec, pointer, settings_def(value)) {
+                (SpecKind::Connector, "/settings", Some(def)) => schema
+                    .pointer(&format!("/$defs/{def}/properties"))
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default(),
+                _ => allowed_keys(schema, pointer),
+            };
             let mut d = Diagnostic::error(
                 file,
                 span.unwrap_or(node_span),

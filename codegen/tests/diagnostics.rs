@@ -115,3 +115,35 @@ fn every_position_is_inside_its_file() {
         }
     }
 }
+
+/// A server that saves large results but cannot read a file back gets a warning (not an error).
+#[test]
+fn results_that_no_tool_can_read_back_are_warned_about() {
+    use bulkhead_codegen::spec::SpecKind;
+    let logs = "name: app_logs\nkind: logs\nsensitivity: internal\nsettings: { dir: logs }\noperations:\n  search:\n    action: search\n";
+    let files = "name: workspace\nkind: files\nsensitivity: internal\noperations:\n  read:\n    action: read\n";
+    let server = |extra: &str| {
+        format!(
+            "name: ops\ninstructions: Ops.\ntools:\n  search_logs:\n    description: Search logs.\n    permission: read\n    context: log_search\n    sensitivity: internal\n    uses: app_logs.search\n{extra}"
+        )
+    };
+    let without = server("");
+    let model = bulkhead_codegen::load_sources(vec![
+        (SpecKind::Connector, "connectors/app_logs.yaml", logs),
+        (SpecKind::Connector, "connectors/workspace.yaml", files),
+        (SpecKind::Server, "servers/ops.yaml", &without),
+    ])
+    .expect("valid specs");
+    assert_eq!(model.warnings.len(), 1);
+    let w = model.warnings[0].render();
+    assert!(w.starts_with("warning: server `ops` saves large results"), "{w}");
+    assert!(w.contains("servers/ops.yaml:3:1"), "{w}");
+    let with = server("  read_file:\n    description: Read a file.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read\n");
+    let model = bulkhead_codegen::load_sources(vec![
+        (SpecKind::Connector, "connectors/app_logs.yaml", logs),
+        (SpecKind::Connector, "connectors/workspace.yaml", files),
+        (SpecKind::Server, "servers/ops.yaml", &with),
+    ])
+    .expect("valid specs");
+    assert!(model.warnings.is_empty());
+}

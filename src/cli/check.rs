@@ -7,6 +7,9 @@ use std::process::ExitCode;
 pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
     match bulkhead_codegen::load(&root.join("specs"), root) {
         Ok(model) => {
+            for w in &model.warnings {
+                eprintln!("{}\n", w.render());
+            }
             let tools: usize = model.servers.iter().map(|s| s.tools.len()).sum();
             println!(
                 "specs ok: {} server(s), {} tool(s), {} connector(s), {} deployment(s)",

@@ -33,7 +33,9 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             );
             continue;
         }
-        check_settings(l, errors);
+        if !l.partial {
+            check_settings(l, errors);
+        }
         let operations = c
             .operations
             .iter()
@@ -56,13 +58,12 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
     let c = &l.spec;
     let value = c.settings.clone().unwrap_or_else(|| json!({}));
     let result = match c.kind {
-        ConnectorKind::Files => match value.as_object() {
-            Some(m) if m.is_empty() => Ok(()),
-            _ => Err(
+        ConnectorKind::Files => serde_json::from_value::<crate::spec::FilesSettings>(value)
+            .map(drop)
+            .map_err(|_| {
                 "a `files` connector takes no settings: it works in the caller's workspace"
-                    .to_string(),
-            ),
-        },
+                    .to_string()
+            }),
         ConnectorKind::Sqlite => serde_json::from_value::<SqliteSettings>(value)
             .map(drop)
             .map_err(|e| format!("sqlite settings: {e}")),

@@ -5,6 +5,7 @@ mod connectors;
 mod deployments;
 mod params;
 mod servers;
+mod warnings;
 
 use crate::diag::Diagnostic;
 use crate::model::Model;
@@ -21,6 +22,9 @@ pub struct Loaded<T> {
     pub root: Node,
     /// The typed spec.
     pub spec: T,
+    /// Whether parts with schema errors were left out to check the rest (those errors are
+    /// reported already; checks that would only repeat them stay quiet).
+    pub partial: bool,
 }
 
 impl<T> Loaded<T> {
@@ -63,10 +67,12 @@ pub fn check(
     let servers_model = servers::check(servers, &connectors_model, declared, &mut errors);
     let deployments_model = deployments::check(deployments, &servers_model, declared, &mut errors);
     if errors.is_empty() {
+        let warnings = warnings::results_unreadable(servers, &servers_model, &connectors_model);
         Ok(Model {
             connectors: connectors_model,
             servers: servers_model,
             deployments: deployments_model,
+            warnings,
         })
     } else {
         Err(errors)

@@ -157,16 +157,18 @@ fn check_one<T>(
         }
     }
     if let Some(pattern) = &p.pattern
-        && jsonschema::validator_for(&serde_json::json!({ "type": "string", "pattern": pattern }))
-            .is_err()
+        && let Err(e) =
+            jsonschema::validator_for(&serde_json::json!({ "type": "string", "pattern": pattern }))
     {
+        // The regex engine's own reason, on one line (it points into the pattern).
+        let reason = regex_reason(pattern).unwrap_or_else(|| e.to_string());
         errors.push(
             loaded
                 .error_at_value(
                     &format!("{here}/pattern"),
                     format!("`pattern` of `{name}` is not a valid regular expression"),
                 )
-                .label("does not compile"),
+                .label(reason),
         );
     }
     if ty == Enum {
@@ -226,18 +228,66 @@ fn check_one<T>(
                 .help("remove `optional: true`"),
         );
     }
-    if let Some(default) = &p.default
-        && let Err(why) = default_fits(p, default)
-    {
-        errors.push(
-            loaded
+    if let Some(default) = &p.default {
+        if let Some((is, want)) = default_type_mismatch(p, default) {
+            let mut d = loaded
                 .error_at_value(
                     &format!("{here}/default"),
-                    format!("default of `{name}` is outside its limits"),
+                    format!("default of `{name}` is {is}, but `{name}` is {want}"),
                 )
-                .label(why),
-        );
+                .label(format!("not {want}"));
+            if let Some(unquoted) = default.as_str().filter(|s| {
+                matches!(p.ty, ParamType::Boolean) && (*s == "true" || *s == "false")
+                    || matches!(p.ty, ParamType::Integer | ParamType::Number)
+                        && s.parse::<f64>().is_ok()
+            }) {
+                d = d.help(format!("write `default: {unquoted}` without quotes"));
+            }
+            errors.push(d);
+        } else if let Err(why) = default_fits(p, default) {
+            errors.push(
+                loaded
+                    .error_at_value(
+                        &format!("{here}/default"),
+                        format!("default of `{name}` is outside its limits"),
+                    )
+                    .label(why),
+            );
+        }
     }
+}
+
+/// The regex engine's reason a pattern does not compile, condensed to one line.
+fn regex_reason(pattern: &str) -> Option<String> {
+    let e = regex::Regex::new(pattern).err()?;
+    let text = e.to_string();
+    let reason = text
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .unwrap_or(text.lines().last().unwrap_or_default().trim());
+    Some(reason.to_string())
+}
+
+/// `Some((what the default is, what the parameter is))` when the default has the wrong JSON type.
+fn default_type_mismatch(p: &ParamSpec, v: &Value) -> Option<(&'static str, &'static str)> {
+    let is = match v {
+        Value::String(_) => "a string",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+        Value::Null => "null",
+    };
+    let (ok, want) = match p.ty {
+        ParamType::String | ParamType::Enum => (v.is_string(), "a string"),
+        ParamType::Integer => (v.is_i64() || v.is_u64(), "an integer"),
+        ParamType::Number => (v.is_number(), "a number"),
+        ParamType::Boolean => (v.is_boolean(), "a boolean"),
+        ParamType::Array => (v.is_array(), "a list"),
+    };
+    (!ok).then_some((is, want))
 }
 
 /// Whether a default value satisfies the declared type and limits; the error says why not.

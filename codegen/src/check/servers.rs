@@ -64,7 +64,7 @@ pub fn check(
             }
             tools.push(tool);
         }
-        if s.tools.is_empty() {
+        if s.tools.is_empty() && !l.partial {
             errors.push(
                 l.error_at_key("/tools", format!("server `{}` has no tools", s.name))
                     .label("declare at least one tool"),

@@ -123,35 +123,56 @@ pub enum HttpMethod {
     Delete,
 }
 
-/// `settings` of a `sqlite` connector.
+/// A count written as a number or as text (settings often come from `${VAR:-5000}`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Count {
+    /// A whole number.
+    Number(u64),
+    /// Text holding a whole number, or a `${VAR}` expression that expands to one.
+    Text(String),
+}
+
+/// Settings of a `files` connector: none (it works in the caller's own workspace).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSettings {}
+
+/// Settings of a `sqlite` connector.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SqliteSettings {
-    /// Database file path (may use `${VAR:-default}`).
+    /// Path of the database file (reads open it read-only; nothing creates it).
     pub path: String,
+    /// Milliseconds to wait for a lock held by another writer (default 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_timeout_ms: Option<Count>,
 }
 
-/// `settings` of an `http` connector.
+/// Settings of an `http` connector.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSettings {
-    /// Base URL, `http://` or `https://`.
+    /// The service's base URL (`https://…`; `http://` only for loopback and tests).
     pub base_url: String,
-    /// Hosts (`host` or `host:port`) requests may go to; default: the base URL's host.
+    /// `host:port` pairs the connector may reach (default: the base URL's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_hosts: Option<Vec<String>>,
-    /// Request timeout in milliseconds.
+    /// Milliseconds before a request is abandoned (default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// Largest response body accepted, in bytes.
+    pub timeout_ms: Option<Count>,
+    /// Largest response body read, in bytes (default 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_response_bytes: Option<u64>,
+    pub max_response_bytes: Option<Count>,
+    /// Headers sent with every request (use `${VAR}` for credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
-/// `settings` of a `logs` connector.
+/// Settings of a `logs` connector.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogsSettings {
-    /// Directory holding the log files (may use `${VAR:-default}`).
+    /// Folder whose log files are searched (not its subfolders).
     pub dir: String,
 }

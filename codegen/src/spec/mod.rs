@@ -7,7 +7,7 @@ mod param;
 mod server;
 
 pub use connector::{
-    ConnectorKind, ConnectorSpec, FileAction, HttpMethod, HttpSettings, LogsSettings,
+    ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings, LogsSettings,
     OperationSpec, SqliteSettings,
 };
 pub use deployment::{DeploymentServer, DeploymentSpec};

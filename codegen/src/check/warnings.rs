@@ -1,0 +1,49 @@
+//! Warnings: what is legal but probably a mistake. They are reported (by `bulkhead check` and as
+//! cargo warnings) and the build goes on.
+
+use super::Loaded;
+use crate::diag::Diagnostic;
+use crate::model::{Connector, OperationBody, Server, Target};
+use crate::spec::{FileAction, ServerSpec};
+
+/// A server whose tools save large results to `/workspace/results/…` but that has no tool to
+/// read a file back: the model is told where the full result is and cannot open it.
+pub fn results_unreadable(
+    specs: &[Loaded<ServerSpec>],
+    servers: &[Server],
+    connectors: &[Connector],
+) -> Vec<Diagnostic> {
+    let reads_files = |t: &crate::model::Tool| match &t.target {
+        Target::Connector {
+            connector,
+            operation,
+        } => connectors
+            .iter()
+            .find(|c| &c.name == connector)
+            .and_then(|c| c.operations.iter().find(|o| &o.name == operation))
+            .is_some_and(|o| matches!(o.body, OperationBody::Files { action: FileAction::Read })),
+        Target::Handler => false,
+    };
+    let mut out = Vec::new();
+    for s in servers {
+        if s.tools.is_empty() || s.tools.iter().any(reads_files) {
+            continue;
+        }
+        let Some(l) = specs.iter().find(|l| l.spec.name == s.name) else {
+            continue;
+        };
+        out.push(
+            Diagnostic::warning(
+                &l.file,
+                l.key_at("/tools"),
+                format!(
+                    "server `{}` saves large results to /workspace/results/, but none of its tools can read a file back",
+                    s.name
+                ),
+            )
+            .label("no tool `uses` a files connector's `read` operation")
+            .help("add a tool like `read_file` with `uses: workspace.read`, so the model can open what a truncated result points to"),
+        );
+    }
+    out
+}
