@@ -7,6 +7,7 @@ pub use crate::server::{
     BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,
     parse_args, unknown_handler,
 };
+pub use crate::resourcedef::{PromptArgDef, PromptDef, PromptMessageDef, PromptRole, ResourceDef};
 pub use crate::tooldef::{
     Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
     PresetDef, ServerDef, Target, ToolDef,

@@ -30,6 +30,7 @@ pub mod identity;
 pub mod isolation;
 pub mod policy;
 pub mod ratelog;
+pub mod resourcedef;
 pub mod serve;
 pub mod server;
 pub mod state;

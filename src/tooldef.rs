@@ -13,6 +13,10 @@ pub struct ServerDef {
     pub presets: &'static [PresetDef],
     /// Tools, sorted by name.
     pub tools: &'static [ToolDef],
+    /// Resources, sorted by name.
+    pub resources: &'static [crate::resourcedef::ResourceDef],
+    /// Prompts, sorted by name.
+    pub prompts: &'static [crate::resourcedef::PromptDef],
 }
 
 impl ServerDef {
@@ -25,6 +29,7 @@ impl ServerDef {
     pub fn max_sensitivity(&self) -> Sensitivity {
         self.tools
             .iter()
+            .chain(self.resources.iter().map(|r| &r.tool))
             .map(|t| t.sensitivity)
             .max()
             .unwrap_or_default()
@@ -92,6 +97,8 @@ pub enum Target {
     },
     /// A user-written Rust handler.
     Handler,
+    /// Fixed text (a resource's `text:`).
+    Static(&'static str),
 }
 
 /// A connector as declared in `specs/connectors/`.

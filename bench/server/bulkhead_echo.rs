@@ -34,6 +34,8 @@ static BENCH: ServerDef = ServerDef {
     instructions: "Benchmark server with one echo tool.",
     presets: &[],
     tools: BENCH_TOOLS,
+    resources: &[],
+    prompts: &[],
 };
 
 #[derive(Deserialize)]

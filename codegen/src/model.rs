@@ -43,6 +43,51 @@ pub struct Server {
     pub tools: Vec<Tool>,
     /// Where the first `handler: rust` tool says so (for a diagnostic when its module is missing).
     pub handler_site: Option<crate::diag::Diagnostic>,
+    /// Resources, sorted by name.
+    pub resources: Vec<Resource>,
+    /// Prompts, sorted by name.
+    pub prompts: Vec<Prompt>,
+}
+
+/// A resource: a hidden read tool reached by URI.
+#[derive(Clone, Debug)]
+pub struct Resource {
+    /// Name.
+    pub name: String,
+    /// URI or URI template.
+    pub uri: String,
+    /// Description.
+    pub description: String,
+    /// Media type of the contents.
+    pub mime_type: Option<String>,
+    /// Whether the URI is a template (`{variable}` parts).
+    pub template: bool,
+    /// The read it performs (named `resource:<name>`, never listed as a tool).
+    pub tool: Tool,
+}
+
+/// A prompt.
+#[derive(Clone, Debug)]
+pub struct Prompt {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Arguments, sorted by name.
+    pub arguments: Vec<PromptArg>,
+    /// Messages, in order: role and text with `{argument}` placeholders.
+    pub messages: Vec<(crate::spec::PromptRole, String)>,
+}
+
+/// One prompt argument.
+#[derive(Clone, Debug)]
+pub struct PromptArg {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Whether callers must give it.
+    pub required: bool,
 }
 
 impl Server {
@@ -50,6 +95,7 @@ impl Server {
     pub fn max_sensitivity(&self) -> Sensitivity {
         self.tools
             .iter()
+            .chain(self.resources.iter().map(|r| &r.tool))
             .map(|t| t.sensitivity)
             .max()
             .unwrap_or(Sensitivity::Public)
@@ -111,6 +157,8 @@ pub enum Target {
     },
     /// A user-written Rust handler.
     Handler,
+    /// Fixed text (a resource's `text:`).
+    Static(String),
 }
 
 /// A parameter.

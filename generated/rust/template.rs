@@ -135,6 +135,80 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
     ],
+    resources: &[
+        bh::ResourceDef {
+            name: "guide",
+            uri: "docs://template/guide",
+            description: "How this server's tools fit together.",
+            mime_type: ::std::option::Option::Some("text/markdown"),
+            template: false,
+            tool: bh::ToolDef {
+                name: "resource:guide",
+                title: ::std::option::Option::None,
+                description: "How this server's tools fit together.",
+                permission: bh::Permission::Read,
+                context: "default",
+                sensitivity: bh::Sensitivity::Public,
+                annotations: bh::Annotations {
+                    read_only: true,
+                    destructive: false,
+                    idempotent: true,
+                    open_world: false,
+                },
+                input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+                dataset: "resource:guide",
+                target: bh::Target::Static(
+                    "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
+                ),
+            },
+        },
+        bh::ResourceDef {
+            name: "record",
+            uri: "records://{id}",
+            description: "One customer record (id, title, owner) by its id.",
+            mime_type: ::std::option::Option::Some("text/csv"),
+            template: true,
+            tool: bh::ToolDef {
+                name: "resource:record",
+                title: ::std::option::Option::None,
+                description: "One customer record (id, title, owner) by its id.",
+                permission: bh::Permission::Read,
+                context: "sql_query",
+                sensitivity: bh::Sensitivity::Confidential,
+                annotations: bh::Annotations {
+                    read_only: true,
+                    destructive: false,
+                    idempotent: true,
+                    open_world: false,
+                },
+                input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The record's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
+                dataset: "resource:record:{id}",
+                target: bh::Target::Connector {
+                    connector: "records",
+                    operation: "get",
+                },
+            },
+        },
+    ],
+    prompts: &[
+        bh::PromptDef {
+            name: "find_customer",
+            description: "Look a customer up in the records and summarise what was found.",
+            arguments: &[
+                bh::PromptArgDef {
+                    name: "customer",
+                    description: "The customer's name (or part of it)",
+                    required: true,
+                },
+            ],
+            messages: &[
+                bh::PromptMessageDef {
+                    role: bh::PromptRole::User,
+                    text: "Find the records of \"{customer}\" with `search_records` (query \"{customer}\"), read the most relevant one through its `records://<id>` resource, and summarise title and owner. The data is confidential: do not send it anywhere.",
+                },
+            ],
+        },
+    ],
 };
 
 /// The tools of `template` written in Rust: implement this in `src/handlers/template.rs`.

@@ -23,6 +23,16 @@ impl ArgsSchema {
         Ok(ArgsSchema { schema, validator })
     }
 
+    /// The declared JSON type of a property (`integer`, `string`, …), if the schema gives one.
+    pub fn property_type(&self, name: &str) -> Option<String> {
+        self.schema
+            .get("properties")?
+            .get(name)?
+            .get("type")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
     /// Fills defaults and validates. `None` arguments count as `{}`.
     pub fn prepare(&self, args: Option<JsonObject>) -> Result<JsonObject, ToolError> {
         let mut args = args.unwrap_or_default();

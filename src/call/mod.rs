@@ -24,6 +24,7 @@ use crate::state::{Pass, StateError, StateStore};
 use crate::tooldef::{Target, ToolDef};
 use crate::workspace::{LazyWorkspace, WorkspaceRoot};
 use futures::FutureExt;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -151,7 +152,12 @@ impl Runtime {
         audit: AuditLog,
     ) -> Result<Runtime, RuntimeError> {
         let mut schemas = HashMap::new();
-        for tool in server.def.tools {
+        for tool in server
+            .def
+            .tools
+            .iter()
+            .chain(server.def.resources.iter().map(|r| &r.tool))
+        {
             if presets.get(tool.context).is_none() {
                 return Err(RuntimeError::UnknownPreset {
                     tool: tool.name,
@@ -227,23 +233,77 @@ impl Runtime {
         tool_name: &str,
         args: Option<JsonObject>,
     ) -> CallOutcome {
-        let tool = self.server.def.tool(tool_name);
+        let Some(tool) = self.server.def.tool(tool_name) else {
+            let level = self.state.peek(id).await;
+            let audit = CallAudit {
+                log: &self.audit,
+                call: new_call_id(),
+                id,
+                tool: tool_name,
+                permission: None,
+                args: ArgsSummary::of(args.as_ref()),
+                levels: (level, level),
+                done: false,
+            };
+            let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
+            audit.finish(Outcome::Error, Some(err.to_string()));
+            return CallOutcome::error(err, level);
+        };
+        self.call_def(id, tool, args).await
+    }
+
+    /// Reads a resource by URI: the resource's hidden read tool, through the same wrapper (its
+    /// sensitivity raises the session, the read is audited). `None` when no resource matches.
+    pub async fn read_resource(
+        &self,
+        id: &Identity,
+        uri: &str,
+    ) -> Option<(&'static crate::resourcedef::ResourceDef, CallOutcome)> {
+        let (resource, vars) = self
+            .server
+            .def
+            .resources
+            .iter()
+            .find_map(|r| r.matches(uri).map(|v| (r, v)))?;
+        let schema = self.schemas.get(resource.tool.name);
+        let mut args = JsonObject::new();
+        for (name, raw) in vars {
+            let ty = schema.and_then(|s| s.property_type(name));
+            let value = match ty.as_deref() {
+                Some("integer") => raw.parse::<i64>().map(Value::from).ok(),
+                Some("number") => raw.parse::<f64>().ok().map(Value::from),
+                Some("boolean") => raw.parse::<bool>().ok().map(Value::from),
+                _ => Some(Value::String(raw.clone())),
+            };
+            let Some(value) = value else {
+                let level = self.state.peek(id).await;
+                let err = ToolError::retry(format!(
+                    "`{name}` in `{uri}` must be {}",
+                    ty.as_deref().unwrap_or("a string")
+                ));
+                return Some((resource, CallOutcome::error(err, level)));
+            };
+            args.insert(name.to_string(), value);
+        }
+        Some((resource, self.call_def(id, &resource.tool, Some(args)).await))
+    }
+
+    /// Runs one call of `tool` (a listed tool or a resource's read) under every policy.
+    async fn call_def(
+        &self,
+        id: &Identity,
+        tool: &'static ToolDef,
+        args: Option<JsonObject>,
+    ) -> CallOutcome {
         let mut audit = CallAudit {
             log: &self.audit,
             call: new_call_id(),
             id,
-            tool: tool.map_or(tool_name, |t| t.name),
-            permission: tool.map(|t| t.permission),
+            tool: tool.name,
+            permission: Some(tool.permission),
             args: ArgsSummary::of(args.as_ref()),
             levels: (Sensitivity::Public, Sensitivity::Public),
             done: false,
-        };
-        let Some(tool) = tool else {
-            let level = self.state.peek(id).await;
-            audit.levels = (level, level);
-            let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
-            audit.finish(Outcome::Error, Some(err.to_string()));
-            return CallOutcome::error(err, level);
         };
         // Bounded work: beyond the limit a call is refused at once (retryable), never queued.
         let Ok(_running) = self.calls.try_acquire() else {
@@ -423,6 +483,7 @@ impl Runtime {
         let fut = async {
             match tool.target {
                 Target::Handler => self.server.handlers.call(tool.name, cx, args).await,
+                Target::Static(text) => Ok(crate::server::ToolOutput::Text(text.to_string())),
                 Target::Connector {
                     connector,
                     operation,

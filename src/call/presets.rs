@@ -84,6 +84,8 @@ mod tests {
             overrides: &[("lines_head", 200)],
         }],
         tools: &[],
+        resources: &[],
+        prompts: &[],
     };
 
     #[test]

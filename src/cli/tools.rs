@@ -37,6 +37,7 @@ fn table(servers: &[&&'static bulkhead::codegen::ServerDef]) -> String {
                         operation,
                     } => format!("{connector}.{operation}"),
                     Target::Handler => "handler (rust)".into(),
+                    Target::Static(_) => "fixed text".into(),
                 };
                 [
                     t.name.to_string(),
@@ -66,6 +67,23 @@ fn table(servers: &[&&'static bulkhead::codegen::ServerDef]) -> String {
         for r in &rows {
             let cells: Vec<&str> = r.iter().map(String::as_str).collect();
             let _ = writeln!(out, "{}", line(&cells));
+        }
+        for r in s.resources {
+            let _ = writeln!(
+                out,
+                "  resource {}  ({}, {}, instance {})",
+                r.uri,
+                r.tool.sensitivity,
+                match r.tool.target {
+                    Target::Connector { connector, operation } => format!("{connector}.{operation}"),
+                    _ => "fixed text".into(),
+                },
+                r.tool.sensitivity.required_mode()
+            );
+        }
+        for p in s.prompts {
+            let args: Vec<&str> = p.arguments.iter().map(|a| a.name).collect();
+            let _ = writeln!(out, "  prompt {}({})", p.name, args.join(", "));
         }
         let _ = writeln!(
             out,

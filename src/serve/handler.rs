@@ -6,8 +6,10 @@ use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
 use crate::tooldef::ToolDef;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -113,7 +115,19 @@ pub fn mcp_result(out: CallOutcome) -> CallToolResult {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let def = self.rt.server().def;
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // Resources and prompts are announced only by servers that have them.
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        if def.resources.is_empty() {
+            caps.resources = None;
+        }
+        if def.prompts.is_empty() {
+            caps.prompts = None;
+        }
+        ServerConfig::new(caps)
             .with_server_info(Implementation::new(
                 format!("bulkhead-{}", def.name),
                 env!("CARGO_PKG_VERSION"),
@@ -127,6 +141,68 @@ impl ServerHandler for McpServer {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items((*self.tools).clone()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let (fixed, _) = super::catalog::listings(self.rt.server().def);
+        Ok(ListResourcesResult::with_all_items(fixed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let (_, templates) = super::catalog::listings(self.rt.server().def);
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(id) = self.identity(&ctx) else {
+            return Err(ErrorData::internal_error("no caller identity", None));
+        };
+        match self.rt.read_resource(&id, &request.uri).await {
+            Some((resource, out)) => {
+                super::catalog::read_result(resource, &request.uri, out).map(Into::into)
+            }
+            None => Err(ErrorData::resource_not_found(
+                format!("no resource matches `{}`", request.uri),
+                None,
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(super::catalog::prompts(
+            self.rt.server().def,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let def = self.rt.server().def;
+        let Some(p) = def.prompts.iter().find(|p| p.name == request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt named `{}`", request.name),
+                None,
+            ));
+        };
+        super::catalog::get_prompt(p, request.arguments.as_ref()).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -2,6 +2,7 @@
 //! (with the auth layer) and stdio.
 
 pub mod auth;
+pub mod catalog;
 pub mod handler;
 pub mod http;
 pub mod listener;

@@ -329,6 +329,8 @@ static PROBE: ServerDef = ServerDef {
     instructions: "",
     presets: &[],
     tools: PROBE_TOOLS,
+    resources: &[],
+    prompts: &[],
 };
 
 #[derive(Default)]

@@ -4,6 +4,7 @@
 mod connectors;
 mod deployments;
 mod params;
+mod resources;
 mod servers;
 mod warnings;
 

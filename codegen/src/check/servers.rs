@@ -49,7 +49,8 @@ pub fn check(
         let mut idents: BTreeMap<String, &str> = BTreeMap::new();
         let mut tools = Vec::new();
         for (name, spec) in &s.tools {
-            let tool = tool(l, name, spec, connectors, declared, &preset_names, errors);
+            let at = format!("/tools/{}", ptr(name));
+            let tool = tool(l, "tool", &at, name, spec, connectors, declared, &preset_names, errors);
             if let Some(other) = idents.insert(tool.ident.clone(), name) {
                 errors.push(
                     l.error_at_key(
@@ -70,6 +71,17 @@ pub fn check(
                     .label("declare at least one tool"),
             );
         }
+        let resources = super::resources::resources(
+            l,
+            connectors,
+            declared,
+            &preset_names,
+            errors,
+            |at, name, spec, errors| {
+                tool(l, "resource", at, name, spec, connectors, declared, &preset_names, errors)
+            },
+        );
+        let prompts = super::resources::prompts(l, errors);
         let handler_site = s
             .tools
             .iter()
@@ -84,6 +96,8 @@ pub fn check(
             presets,
             tools,
             handler_site,
+            resources,
+            prompts,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -147,8 +161,11 @@ fn presets(l: &Loaded<ServerSpec>, errors: &mut Vec<Diagnostic>) -> Vec<Preset> 
     out
 }
 
+#[allow(clippy::too_many_arguments)] // tools and resources share it
 fn tool(
     l: &Loaded<ServerSpec>,
+    what: &str,
+    at: &str,
     name: &str,
     spec: &ToolSpec,
     connectors: &[Connector],
@@ -156,8 +173,8 @@ fn tool(
     presets: &[&str],
     errors: &mut Vec<Diagnostic>,
 ) -> Tool {
-    let at = format!("/tools/{}", ptr(name));
-    if !is_mcp_tool_name(name) {
+    let at = at.to_string();
+    if what == "tool" && !is_mcp_tool_name(name) {
         errors.push(
             l.error_at_key(&at, format!("`{name}` is not a valid MCP tool name"))
                 .label("invalid tool name")
@@ -170,7 +187,7 @@ fn tool(
         errors.push(
             l.error_at_value(
                 &format!("{at}/description"),
-                format!("tool `{name}` has an empty description"),
+                format!("{what} `{name}` has an empty description"),
             )
             .label("the model chooses tools by their description"),
         );
@@ -189,14 +206,14 @@ fn tool(
     }
     let (target, params, default_dataset) = match (&spec.uses, spec.handler) {
         (Some(_), Some(_)) => {
-            errors.push(l.error_at_key(&format!("{at}/handler"), format!("tool `{name}` has both `uses` and `handler`")).label("choose one").help("`uses: connector.operation` wraps a connector; `handler: rust` calls your code"));
+            errors.push(l.error_at_key(&format!("{at}/handler"), format!("{what} `{name}` has both `uses` and `handler`")).label("choose one").help("`uses: connector.operation` wraps a connector; `handler: rust` calls your code"));
             (Target::Handler, Vec::new(), format!("tool:{name}"))
         }
         (None, None) => {
             errors.push(
                 l.error_at_key(
                     &at,
-                    format!("tool `{name}` says neither `uses` nor `handler`"),
+                    format!("{what} `{name}` says neither `uses` nor `handler`"),
                 )
                 .label("what does this tool run?")
                 .help("add `uses: connector.operation` or `handler: rust`"),
@@ -216,13 +233,13 @@ fn tool(
                 errors.push(
                     l.error_at_key(
                         &format!("{at}/params"),
-                        format!("tool `{name}` uses `{uses}` and also declares `params`"),
+                        format!("{what} `{name}` uses `{uses}` and also declares `params`"),
                     )
                     .label("parameters come from the connector operation")
                     .help("remove `params` here or change the operation's parameters"),
                 );
             }
-            resolve_uses(l, &at, name, spec, uses, connectors, declared, errors)
+            resolve_uses(l, what, &at, name, spec, uses, connectors, declared, errors)
         }
     };
     let dataset = spec.dataset.clone().unwrap_or(default_dataset);
@@ -272,6 +289,7 @@ fn tool(
 #[allow(clippy::too_many_arguments)] // one call site; a context struct would only rename them
 fn resolve_uses(
     l: &Loaded<ServerSpec>,
+    what: &str,
     at: &str,
     name: &str,
     spec: &ToolSpec,
@@ -327,7 +345,7 @@ fn resolve_uses(
             l.error_at_value(
                 &format!("{at}/sensitivity"),
                 format!(
-                    "tool `{name}` understates its sensitivity: `{}` over a `{}` connector",
+                    "{what} `{name}` understates its sensitivity: `{}` over a `{}` connector",
                     spec.sensitivity.as_str(),
                     connector.sensitivity.as_str()
                 ),
@@ -347,7 +365,7 @@ fn resolve_uses(
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),
-                format!("tool `{name}` reaches the network through `{uses}` but is not `connect`"),
+                format!("{what} `{name}` reaches the network through `{uses}` but is not `connect`"),
             )
             .label("must be `permission: connect`")
             .help(
@@ -358,7 +376,7 @@ fn resolve_uses(
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),
-                format!("tool `{name}` writes through `{uses}` but declares `read`"),
+                format!("{what} `{name}` writes through `{uses}` but declares `read`"),
             )
             .label("must be `permission: write`"),
         );

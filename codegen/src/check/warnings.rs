@@ -22,7 +22,7 @@ pub fn results_unreadable(
             .find(|c| &c.name == connector)
             .and_then(|c| c.operations.iter().find(|o| &o.name == operation))
             .is_some_and(|o| matches!(o.body, OperationBody::Files { action: FileAction::Read })),
-        Target::Handler => false,
+        Target::Handler | Target::Static(_) => false,
     };
     let mut out = Vec::new();
     for s in servers {

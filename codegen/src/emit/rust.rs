@@ -194,6 +194,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             operation,
         } => quote!(bh::Target::Connector { connector: #connector, operation: #operation }),
         Target::Handler => quote!(bh::Target::Handler),
+        Target::Static(text) => quote!(bh::Target::Static(#text)),
     };
     quote! {
         bh::ToolDef {
@@ -224,6 +225,28 @@ fn server_module(server: &Server) -> TokenStream {
         let overrides = p.overrides.iter().map(|(k, v)| quote!((#k, #v)));
         quote!(bh::PresetDef { name: #name, based_on: #based_on, overrides: &[#(#overrides),*] })
     });
+    let resources = server.resources.iter().map(|r| {
+        let (name, uri, description) = (&r.name, &r.uri, &r.description);
+        let mime_type = option_str(&r.mime_type);
+        let template = r.template;
+        let tool = tool_def(&r.tool);
+        quote!(bh::ResourceDef { name: #name, uri: #uri, description: #description, mime_type: #mime_type, template: #template, tool: #tool })
+    });
+    let prompts = server.prompts.iter().map(|p| {
+        let (name, description) = (&p.name, &p.description);
+        let args = p.arguments.iter().map(|a| {
+            let (n, d, r) = (&a.name, &a.description, a.required);
+            quote!(bh::PromptArgDef { name: #n, description: #d, required: #r })
+        });
+        let messages = p.messages.iter().map(|(role, text)| {
+            let role = match role {
+                crate::spec::PromptRole::User => quote!(bh::PromptRole::User),
+                crate::spec::PromptRole::Assistant => quote!(bh::PromptRole::Assistant),
+            };
+            quote!(bh::PromptMessageDef { role: #role, text: #text })
+        });
+        quote!(bh::PromptDef { name: #name, description: #description, arguments: &[#(#args),*], messages: &[#(#messages),*] })
+    });
     let name = &server.name;
     let instructions = &server.instructions;
     let server_doc = format!(
@@ -246,6 +269,8 @@ fn server_module(server: &Server) -> TokenStream {
             instructions: #instructions,
             presets: &[#(#presets),*],
             tools: &[#(#tools),*],
+            resources: &[#(#resources),*],
+            prompts: &[#(#prompts),*],
         };
 
         #handlers

@@ -12,7 +12,10 @@ pub use connector::{
 };
 pub use deployment::{DeploymentServer, DeploymentSpec};
 pub use param::{ParamSpec, ParamType};
-pub use server::{HandlerKind, PresetSpec, ServerSpec, ToolSpec};
+pub use server::{
+    HandlerKind, PresetSpec, PromptArgSpec, PromptMessageSpec, PromptRole, PromptSpec, ResourceSpec,
+    ServerSpec, ToolSpec,
+};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -18,6 +18,87 @@ pub struct ServerSpec {
     pub context_presets: BTreeMap<String, PresetSpec>,
     /// The tools, by MCP tool name.
     pub tools: BTreeMap<String, ToolSpec>,
+    /// Resources the server offers (`resources/list`, `resources/templates/list`,
+    /// `resources/read`): each read goes through the same wrapper as a tool call.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, ResourceSpec>,
+    /// Prompts the server offers (`prompts/list`, `prompts/get`): templated messages.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prompts: BTreeMap<String, PromptSpec>,
+}
+
+/// A resource: a fixed URI (`docs://guide`) or a URI template (`records://{id}`) whose variables
+/// are the arguments of a connector operation. Reading it raises the session to its sensitivity
+/// and is audited, like a tool call with permission `read`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// The URI, or a URI template with `{variable}` parts.
+    pub uri: String,
+    /// What the resource holds, for the model.
+    pub description: String,
+    /// The contents' media type (e.g. `application/json`, `text/plain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// `public | internal | confidential | secret`: required, no default.
+    pub sensitivity: Sensitivity,
+    /// Context preset of the contents (default `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// `connector.operation` producing the contents; template variables are its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<String>,
+    /// Fixed contents (instead of `uses`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// A prompt: messages with `{argument}` placeholders filled from the caller's arguments.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSpec {
+    /// What the prompt is for.
+    pub description: String,
+    /// Its arguments, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub arguments: BTreeMap<String, PromptArgSpec>,
+    /// The messages, in order.
+    pub messages: Vec<PromptMessageSpec>,
+}
+
+/// One prompt argument.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptArgSpec {
+    /// What it means.
+    pub description: String,
+    /// Whether the caller must give it (default true).
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One prompt message.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptMessageSpec {
+    /// `user` or `assistant`.
+    pub role: PromptRole,
+    /// The text, with `{argument}` placeholders.
+    pub text: String,
+}
+
+/// Who says a prompt message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptRole {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
 }
 
 /// A tool. `permission`, `context` and `sensitivity` are required: there are no defaults.

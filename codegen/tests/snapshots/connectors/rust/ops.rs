@@ -170,4 +170,6 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
     ],
+    resources: &[],
+    prompts: &[],
 };

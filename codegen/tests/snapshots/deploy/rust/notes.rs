@@ -32,6 +32,8 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             target: bh::Target::Handler,
         },
     ],
+    resources: &[],
+    prompts: &[],
 };
 
 /// The tools of `notes` written in Rust: implement this in `src/handlers/notes.rs`.

@@ -60,6 +60,8 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             target: bh::Target::Handler,
         },
     ],
+    resources: &[],
+    prompts: &[],
 };
 
 /// The tools of `vault` written in Rust: implement this in `src/handlers/vault.rs`.

@@ -102,6 +102,8 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             target: bh::Target::Handler,
         },
     ],
+    resources: &[],
+    prompts: &[],
 };
 
 /// The tools of `kitchen` written in Rust: implement this in `src/handlers/kitchen.rs`.

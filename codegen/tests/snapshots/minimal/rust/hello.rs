@@ -30,4 +30,6 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
     ],
+    resources: &[],
+    prompts: &[],
 };
