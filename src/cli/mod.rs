@@ -2,6 +2,7 @@
 
 mod check;
 mod demo;
+mod dev;
 mod new;
 mod samples;
 mod serve;
@@ -93,6 +94,26 @@ enum Command {
         #[arg(long, default_value = ".", global = true)]
         root: PathBuf,
     },
+    /// Serve a server, and rebuild and restart it whenever specs/ or src/handlers/ change.
+    Dev {
+        /// Server name.
+        server: String,
+        /// The project folder.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Listen address.
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: String,
+        /// The build command run after a change.
+        #[arg(long, default_value = "cargo build")]
+        build: String,
+        /// The binary that serves after a build (default: target/debug/bulkhead under --root).
+        #[arg(long)]
+        exe: Option<PathBuf>,
+        /// Stop after this many rebuilds (default: never).
+        #[arg(long)]
+        max_rebuilds: Option<usize>,
+    },
     /// List each tool of a server: permission, sensitivity, context preset, what it runs, and the
     /// instance it runs on.
     Tools {
@@ -168,6 +189,28 @@ pub fn main() -> ExitCode {
             load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))
         }
         Command::New { what, root } => new::run(&root, what),
+        Command::Dev {
+            server,
+            root,
+            listen,
+            build,
+            exe,
+            max_rebuilds,
+        } => {
+            let exe = exe.unwrap_or_else(|| root.join("target/debug/bulkhead"));
+            let mut serve_args = vec!["--listen".to_string(), listen];
+            if let Some(c) = &cli.config {
+                serve_args.splice(0..0, ["--config".to_string(), c.display().to_string()]);
+            }
+            dev::run(dev::DevArgs {
+                root,
+                server,
+                serve_args,
+                build: build.split_whitespace().map(str::to_string).collect(),
+                exe,
+                max_rebuilds,
+            })
+        }
         Command::Tools { server } => tools::run(server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config)

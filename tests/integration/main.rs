@@ -11,5 +11,6 @@ mod limits;
 mod procs;
 mod python_sdk;
 mod ratchet;
+mod scaffold;
 mod soak;
 mod stdio;
