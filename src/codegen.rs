@@ -5,7 +5,7 @@ pub use crate::errors::ToolError;
 pub use crate::policy::{Permission, Sensitivity};
 pub use crate::server::{
     BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,
-    parse_args, unknown_handler,
+    parse_args, to_output, unknown_handler,
 };
 pub use crate::resourcedef::{PromptArgDef, PromptDef, PromptMessageDef, PromptRole, ResourceDef};
 pub use crate::tooldef::{
@@ -13,4 +13,4 @@ pub use crate::tooldef::{
     PresetDef, ServerDef, Target, ToolDef,
 };
 pub use serde;
-pub use serde::Deserialize;
+pub use serde::{Deserialize, Serialize};

@@ -149,6 +149,7 @@ mod tests {
                     open_world: false,
                 },
                 input_schema: "{}",
+                output_schema: None,
                 dataset: "r",
                 target: Target::Static(""),
             },

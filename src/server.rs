@@ -124,6 +124,14 @@ pub fn unknown_handler<'a>(tool: &str) -> BoxFuture<'a, ToolResult> {
     Box::pin(async move { Err(ToolError::bug(msg)) })
 }
 
+/// A handler's typed result as a structured output (`structuredContent`, checked against the
+/// tool's `outputSchema` before it is sent).
+pub fn to_output<T: serde::Serialize>(value: &T) -> ToolResult {
+    serde_json::to_value(value)
+        .map(ToolOutput::Json)
+        .map_err(|e| ToolError::bug(format!("result cannot be serialised: {e}")))
+}
+
 /// Parses validated arguments into a tool's typed argument struct.
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: JsonObject) -> Result<T, ToolError> {
     serde_json::from_value(serde_json::Value::Object(args))

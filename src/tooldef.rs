@@ -66,6 +66,8 @@ pub struct ToolDef {
     pub annotations: Annotations,
     /// `inputSchema` as JSON text.
     pub input_schema: &'static str,
+    /// The declared result's JSON Schema (`outputSchema`), when the tool declares one.
+    pub output_schema: Option<&'static str>,
     /// Dataset name template recorded when the call raises the session.
     pub dataset: &'static str,
     /// What runs.

@@ -25,6 +25,7 @@ static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
         open_world: false,
     },
     input_schema: r#"{"type":"object","properties":{"text":{"type":"string","maxLength":100000}},"required":["text"],"additionalProperties":false}"#,
+    output_schema: None,
     dataset: "bench:echo",
     target: Target::Handler,
 }];

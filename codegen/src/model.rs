@@ -143,6 +143,17 @@ pub struct Tool {
     pub target: Target,
     /// Dataset name template recorded when the call raises the session.
     pub dataset: String,
+    /// What the tool declares it returns (`outputSchema`), if anything.
+    pub returns: Option<Returns>,
+}
+
+/// A declared result.
+#[derive(Clone, Debug)]
+pub enum Returns {
+    /// Named fields (a handler's `returns:`): a generated struct.
+    Fields(Vec<Param>),
+    /// A row set of these columns (a SQL `SELECT`): head and tail rows, the count left out.
+    Rows(Vec<String>),
 }
 
 /// What a tool runs.

@@ -11,6 +11,18 @@ pub struct LoadSensitiveDatasetArgs {
     pub dataset_name: ::std::string::String,
 }
 
+/// What tool `load_sensitive_dataset` returns (its `outputSchema`).
+#[derive(Debug, Clone, bh::Serialize)]
+#[serde(crate = "bh::serde")]
+pub struct LoadSensitiveDatasetResult {
+    /// The dataset that was loaded
+    pub dataset: ::std::string::String,
+    /// The session's sensitivity after the load
+    pub level: ::std::string::String,
+    /// What the load means for the rest of the session
+    pub note: ::std::string::String,
+}
+
 /// Server `template` as declared in specs/servers/template.yaml.
 pub static SERVER: bh::ServerDef = bh::ServerDef {
     name: "template",
@@ -31,6 +43,9 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"dataset_name":{"type":"string","description":"Name of the dataset to load, e.g. customers_2026","pattern":"^[a-z0-9_]{1,64}$"}},"required":["dataset_name"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::Some(
+                r#"{"type":"object","properties":{"dataset":{"type":"string","description":"The dataset that was loaded"},"level":{"type":"string","description":"The session's sensitivity after the load"},"note":{"type":"string","description":"What the load means for the rest of the session"}},"required":["dataset","level","note"],"additionalProperties":false}"#,
+            ),
             dataset: "dataset:{dataset_name}",
             target: bh::Target::Handler,
         },
@@ -48,6 +63,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: true,
             },
             input_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to","pattern":"^[a-z0-9-]{1,40}$"},"message":{"type":"string","description":"Message text","minLength":1,"maxLength":2000}},"required":["channel","message"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "webhooks:notify",
             target: bh::Target::Connector {
                 connector: "webhooks",
@@ -68,6 +84,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -88,6 +105,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
             target: bh::Target::Connector {
                 connector: "app_logs",
@@ -108,6 +126,9 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most records to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in record titles","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::Some(
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]},"owner":{"type":["string","null"]}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+            ),
             dataset: "records:search",
             target: bh::Target::Connector {
                 connector: "records",
@@ -128,6 +149,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -156,6 +178,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                     open_world: false,
                 },
                 input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+                output_schema: ::std::option::Option::None,
                 dataset: "resource:guide",
                 target: bh::Target::Static(
                     "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
@@ -182,6 +205,9 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                     open_world: false,
                 },
                 input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The record's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
+                output_schema: ::std::option::Option::Some(
+                    r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]},"owner":{"type":["string","null"]}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+                ),
                 dataset: "resource:record:{id}",
                 target: bh::Target::Connector {
                     connector: "records",
@@ -218,7 +244,9 @@ pub trait Handlers: ::std::marker::Send + ::std::marker::Sync + 'static {
         &self,
         cx: bh::ToolContext,
         args: LoadSensitiveDatasetArgs,
-    ) -> impl ::std::future::Future<Output = bh::ToolResult> + ::std::marker::Send;
+    ) -> impl ::std::future::Future<
+        Output = ::std::result::Result<LoadSensitiveDatasetResult, bh::ToolError>,
+    > + ::std::marker::Send;
 }
 
 /// Routes handler tools to their [`Handlers`] method; the runtime wrapper calls it after every check.
@@ -234,7 +262,9 @@ impl<H: Handlers> bh::HandlerSet for Dispatch<H> {
         match tool {
             "load_sensitive_dataset" => {
                 ::std::boxed::Box::pin(async move {
-                    self.0.load_sensitive_dataset(cx, bh::parse_args(args)?).await
+                    bh::to_output(
+                        &self.0.load_sensitive_dataset(cx, bh::parse_args(args)?).await?,
+                    )
                 })
             }
             _ => bh::unknown_handler(tool),

@@ -39,6 +39,8 @@ pub struct Runtime {
     state: Arc<StateStore>,
     audit: AuditLog,
     schemas: HashMap<&'static str, ArgsSchema>,
+    /// Declared results, checked before a result leaves (a mismatch is a bug, never sent).
+    outputs: HashMap<&'static str, jsonschema::Validator>,
     calls: tokio::sync::Semaphore,
     max_calls: usize,
 }
@@ -152,6 +154,7 @@ impl Runtime {
         audit: AuditLog,
     ) -> Result<Runtime, RuntimeError> {
         let mut schemas = HashMap::new();
+        let mut outputs = HashMap::new();
         for tool in server
             .def
             .tools
@@ -170,6 +173,17 @@ impl Runtime {
                     reason,
                 })?;
             schemas.insert(tool.name, schema);
+            if let Some(text) = tool.output_schema {
+                let value: Value = serde_json::from_str(text).map_err(|e| RuntimeError::Schema {
+                    tool: tool.name,
+                    reason: format!("output schema is not JSON: {e}"),
+                })?;
+                let v = jsonschema::validator_for(&value).map_err(|e| RuntimeError::Schema {
+                    tool: tool.name,
+                    reason: format!("output schema does not compile: {e}"),
+                })?;
+                outputs.insert(tool.name, v);
+            }
         }
         let used = |name: &str| {
             server.def.tools.iter().any(
@@ -187,6 +201,7 @@ impl Runtime {
             state,
             audit,
             schemas,
+            outputs,
             calls: tokio::sync::Semaphore::new(limits.max_concurrent_calls),
             max_calls: limits.max_concurrent_calls,
         })
@@ -521,7 +536,33 @@ impl Runtime {
             .presets
             .get(tool.context)
             .expect("checked in Runtime::new");
-        output::shape(preset, &workspace, tool, output, level, key).await
+        let out = output::shape(preset, &workspace, tool, output, level, key).await?;
+        self.check_declared(tool, out)
+    }
+
+    /// A result of a tool that declares its output must match it; a mismatch is a bug in the
+    /// server (logged) and the result is never sent.
+    fn check_declared(&self, tool: &ToolDef, out: CallOutcome) -> Result<CallOutcome, ToolError> {
+        let Some(validator) = self.outputs.get(tool.name) else {
+            return Ok(out);
+        };
+        let problem = match &out.structured {
+            None => Some("no structured result".to_string()),
+            Some(v) => validator
+                .iter_errors(v)
+                .next()
+                .map(|e| format!("{} at `{}`", e, e.instance_path())),
+        };
+        match problem {
+            None => Ok(out),
+            Some(p) => {
+                tracing::error!(tool = tool.name, problem = %p, "result does not match the declared output schema; not sent");
+                Err(ToolError::fatal(format!(
+                    "`{}` produced a result that does not match its declared output schema (a defect in this server); the result was not sent",
+                    tool.name
+                )))
+            }
+        }
     }
 }
 

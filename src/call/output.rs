@@ -143,9 +143,12 @@ pub async fn shape(
                 let ws = lazy.get()?;
                 let full = serde_json::to_vec_pretty(&value).map_err(save_error)?;
                 let saved = save_whole(ws, tool, key, &full, "json")?;
+                // A declared result keeps its declared shape: it is sent whole as structured
+                // content (the text is previewed and saved like any other).
+                let structured = if tool.output_schema.is_some() { value } else { jp.value };
                 Ok(CallOutcome::ok(
                     saved_text(&jp.preview, &saved),
-                    Some(jp.value),
+                    Some(structured),
                     level,
                     Some(saved.path),
                 ))
@@ -171,26 +174,33 @@ pub async fn shape(
                 other,
                 header,
                 file,
+                set,
             } = consumed;
+            // A tool that declares a row set gets it as structuredContent, cut or not.
+            let structured = |set: RowSet, saved: Option<&str>| {
+                tool.output_schema
+                    .is_some()
+                    .then(|| set.value(header.as_deref().unwrap_or_default(), saved))
+            };
             if other == 0 && rows <= 1 {
-                let text = match header {
+                let text = match &header {
                     Some(h) if rows == 1 => format!("No rows matched (columns: {}).", h.join(", ")),
                     _ => NO_MATCHES.to_string(),
                 };
-                return Ok(CallOutcome::ok(text, None, level, None));
+                return Ok(CallOutcome::ok(text, structured(set, None), level, None));
             }
             match (finished.preview, finished.full_text_if_small) {
-                (None, Some(small)) => Ok(CallOutcome::ok(small, None, level, None)),
+                (None, Some(small)) => Ok(CallOutcome::ok(small, structured(set, None), level, None)),
                 (Some(preview), _) => {
                     let saved = file.commit(&ws, extension(preview.kind)).map_err(save_error)?;
                     Ok(CallOutcome::ok(
                         saved_text(&preview, &saved),
-                        None,
+                        structured(set, Some(&saved.path)),
                         level,
                         Some(saved.path),
                     ))
                 }
-                (None, None) => Ok(CallOutcome::ok(NO_MATCHES.into(), None, level, None)),
+                (None, None) => Ok(CallOutcome::ok(NO_MATCHES.into(), structured(set, None), level, None)),
             }
         }
     }
@@ -212,6 +222,7 @@ struct Consumed {
     other: usize,
     header: Option<Vec<String>>,
     file: ResultFile,
+    set: RowSet,
 }
 
 /// Reads the stream to its end on a blocking thread (at nice 10), writing it to `file` and
@@ -231,6 +242,7 @@ fn consume(
     // What arrived, to say so plainly when nothing matched.
     let (mut rows, mut other) = (0usize, 0usize);
     let mut header: Option<Vec<String>> = None;
+    let mut set = RowSet::new(preset);
     while let Some(item) = futures::executor::block_on(stream.next()) {
         if stop.load(Ordering::Relaxed) {
             return Err(ToolError::retry("the call was cancelled"));
@@ -246,6 +258,8 @@ fn consume(
                 let pushed = sp.push_row(&cells);
                 if header.is_none() {
                     header = Some(r);
+                } else {
+                    set.push(r);
                 }
                 pushed
             }
@@ -263,5 +277,69 @@ fn consume(
         other,
         header,
         file,
+        set,
     })
+}
+
+/// The rows of a streamed row set kept for `structuredContent`: the preset's head and tail rows
+/// and the total, so a cut result keeps the declared shape (`omitted_rows` says how many are left
+/// out, `saved_to` where all of them are).
+struct RowSet {
+    head: Vec<Vec<String>>,
+    tail: std::collections::VecDeque<Vec<String>>,
+    head_max: usize,
+    tail_max: usize,
+    total: u64,
+}
+
+impl RowSet {
+    fn new(preset: &Preset) -> RowSet {
+        RowSet {
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            head_max: preset.rows_head,
+            tail_max: preset.rows_tail,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, row: Vec<String>) {
+        self.total += 1;
+        if self.head.len() < self.head_max {
+            self.head.push(row);
+        } else if self.tail_max > 0 {
+            if self.tail.len() == self.tail_max {
+                self.tail.pop_front();
+            }
+            self.tail.push_back(row);
+        }
+    }
+
+    fn value(self, columns: &[String], saved_to: Option<&str>) -> Value {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let rows: Vec<Value> = self
+            .head
+            .into_iter()
+            .chain(self.tail)
+            .map(|r| {
+                Value::Object(
+                    columns
+                        .iter()
+                        .cloned()
+                        .zip(r.into_iter().map(Value::String).chain(std::iter::repeat(Value::Null)))
+                        .collect(),
+                )
+            })
+            .collect();
+        let mut v = serde_json::json!({
+            "columns": columns,
+            "rows": rows,
+            "total_rows": self.total,
+            "omitted_rows": self.total - kept,
+        });
+        if let Some(p) = saved_to {
+            v["saved_to"] = Value::from(p);
+        }
+        v
+    }
 }

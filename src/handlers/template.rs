@@ -1,7 +1,7 @@
 //! Handlers of the `template` server's Rust tools.
 
-use crate::codegen::{ToolContext, ToolOutput, ToolResult};
-use crate::servers::template::{Handlers, LoadSensitiveDatasetArgs};
+use crate::codegen::{ToolContext, ToolError};
+use crate::servers::template::{Handlers, LoadSensitiveDatasetArgs, LoadSensitiveDatasetResult};
 
 /// The template server's handlers.
 #[derive(Debug, Default)]
@@ -17,14 +17,18 @@ impl Handlers for Template {
         &self,
         cx: ToolContext,
         args: LoadSensitiveDatasetArgs,
-    ) -> ToolResult {
+    ) -> Result<LoadSensitiveDatasetResult, ToolError> {
         // The wrapper has already raised the session to this tool's level and recorded the dataset
         // before this runs; here we only produce the data.
-        Ok(ToolOutput::Text(format!(
-            "Loaded dataset `{}` for session {}. The session now holds {} data: connect tools are refused from here on.",
-            args.dataset_name,
-            cx.session_id(),
-            cx.level()
-        )))
+        Ok(LoadSensitiveDatasetResult {
+            note: format!(
+                "Loaded dataset `{}` for session {}. The session now holds {} data: connect tools are refused from here on.",
+                args.dataset_name,
+                cx.session_id(),
+                cx.level()
+            ),
+            dataset: args.dataset_name,
+            level: cx.level().to_string(),
+        })
     }
 }

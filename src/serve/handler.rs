@@ -85,6 +85,10 @@ pub fn mcp_tool(def: &ToolDef) -> Tool {
     let mut tool = Tool::new(def.name, def.description, Arc::new(schema))
         .with_annotations(annotations)
         .with_meta(MetaObject(meta));
+    if let Some(out) = def.output_schema {
+        let schema: Map<String, Value> = serde_json::from_str(out).unwrap_or_default();
+        tool.output_schema = Some(Arc::new(schema));
+    }
     if let Some(title) = def.title {
         tool = tool.with_title(title);
     }

@@ -5,6 +5,7 @@ mod connectors;
 mod deployments;
 mod params;
 mod resources;
+mod returns;
 mod servers;
 mod warnings;
 

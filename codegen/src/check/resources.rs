@@ -82,6 +82,7 @@ pub fn resources(
                     handler: None,
                     params: None,
                     dataset: Some(format!("resource:{name}")),
+                    returns: None,
                 };
                 let mut t = tool(&at, name, &spec, errors);
                 // The dataset names the record read: the template's variables that are arguments.
@@ -145,6 +146,7 @@ pub fn resources(
                     params: Vec::new(),
                     target: Target::Static(text.clone()),
                     dataset,
+                    returns: None,
                 }
             }
             _ => {

@@ -281,6 +281,7 @@ fn tool(
         context: spec.context.clone(),
         sensitivity: spec.sensitivity,
         params,
+        returns: super::returns::returns(l, &at, what, name, spec, &target, connectors, errors),
         target,
         dataset,
     }

@@ -1,6 +1,6 @@
 //! The JSON Schema (`inputSchema`) of a tool, from its parameters.
 
-use crate::model::Param;
+use crate::model::{Param, Returns};
 use crate::spec::ParamType;
 use serde_json::{Map, Value, json};
 
@@ -77,4 +77,39 @@ fn param_schema(p: &Param) -> Value {
         s.insert("default".into(), d.clone());
     }
     Value::Object(s)
+}
+
+/// The `outputSchema` of a declared result: an object of the declared fields, or a row set (the
+/// columns, head and tail rows as objects of text or null, the total, the rows left out, and where
+/// the whole result was saved when it was cut).
+pub fn output_schema(returns: &Returns) -> Value {
+    match returns {
+        Returns::Fields(fields) => input_schema(fields),
+        Returns::Rows(columns) => {
+            let props: Map<String, Value> = columns
+                .iter()
+                .map(|c| (c.clone(), json!({ "type": ["string", "null"] })))
+                .collect();
+            json!({
+                "type": "object",
+                "properties": {
+                    "columns": { "type": "array", "items": { "type": "string" } },
+                    "rows": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": props,
+                            "required": columns,
+                            "additionalProperties": false
+                        }
+                    },
+                    "total_rows": { "type": "integer", "minimum": 0 },
+                    "omitted_rows": { "type": "integer", "minimum": 0 },
+                    "saved_to": { "type": "string" }
+                },
+                "required": ["columns", "rows", "total_rows", "omitted_rows"],
+                "additionalProperties": false
+            })
+        }
+    }
 }

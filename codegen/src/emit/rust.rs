@@ -1,7 +1,7 @@
 //! The Rust emitter: one module per server (argument structs, tool table, handler trait and
 //! dispatch) plus `mod.rs` (connector table and server registry). Thin: no policy in here.
 
-use super::{Output, header, input_schema::input_schema};
+use super::{Output, header, input_schema::{input_schema, output_schema}};
 use crate::model::{Connector, Model, OperationBody, Param, Server, Target, Tool};
 use crate::spec::{ParamType, Permission, Sensitivity};
 use proc_macro2::{Ident, Span, TokenStream};
@@ -188,6 +188,13 @@ fn tool_def(tool: &Tool) -> TokenStream {
     let annotations = annotations(tool.permission);
     let schema = raw_str(&input_schema(&tool.params).to_string());
     let dataset = &tool.dataset;
+    let output = match &tool.returns {
+        Some(r) => {
+            let text = raw_str(&output_schema(r).to_string());
+            quote!(::std::option::Option::Some(#text))
+        }
+        None => quote!(::std::option::Option::None),
+    };
     let target = match &tool.target {
         Target::Connector {
             connector,
@@ -206,6 +213,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             sensitivity: #sensitivity,
             annotations: #annotations,
             input_schema: #schema,
+            output_schema: #output,
             dataset: #dataset,
             target: #target,
         }
@@ -218,7 +226,11 @@ fn server_module(server: &Server) -> TokenStream {
         .iter()
         .filter(|t| t.target == Target::Handler)
         .collect();
-    let structs = handler_tools.iter().map(|t| args_struct(t));
+    let structs = handler_tools.iter().map(|t| {
+        let args = args_struct(t);
+        let result = result_struct(t);
+        quote!(#args #result)
+    });
     let tools = server.tools.iter().map(tool_def);
     let presets = server.presets.iter().map(|p| {
         let (name, based_on) = (&p.name, &p.based_on);
@@ -277,20 +289,65 @@ fn server_module(server: &Server) -> TokenStream {
     }
 }
 
+/// The struct a handler with `returns:` gives back (its fields, serialised as structuredContent).
+fn result_struct(tool: &Tool) -> TokenStream {
+    let Some(crate::model::Returns::Fields(fields)) = &tool.returns else {
+        return quote!();
+    };
+    let name = format_ident!("{}Result", pascal(&tool.ident));
+    let doc = format!(" What tool `{}` returns (its `outputSchema`).", tool.name);
+    let fields = fields.iter().map(|p| {
+        let field = ident(&p.name);
+        let ty = rust_type(p.ty, p.items);
+        let doc = param_doc(p);
+        if p.required {
+            quote! {
+                #[doc = #doc]
+                pub #field: #ty,
+            }
+        } else {
+            quote! {
+                #[doc = #doc]
+                #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+                pub #field: ::std::option::Option<#ty>,
+            }
+        }
+    });
+    quote! {
+        #[doc = #doc]
+        #[derive(Debug, Clone, bh::Serialize)]
+        #[serde(crate = "bh::serde")]
+        pub struct #name {
+            #(#fields)*
+        }
+    }
+}
+
 fn handlers(server: &Server, tools: &[&Tool]) -> TokenStream {
+    let returns_struct = |t: &Tool| matches!(t.returns, Some(crate::model::Returns::Fields(_)));
     let methods = tools.iter().map(|t| {
         let method = ident(&t.ident);
         let args = format_ident!("{}Args", pascal(&t.ident));
         let doc = format!(" `{}`: {}", t.name, t.description);
+        let out = if returns_struct(t) {
+            let result = format_ident!("{}Result", pascal(&t.ident));
+            quote!(::std::result::Result<#result, bh::ToolError>)
+        } else {
+            quote!(bh::ToolResult)
+        };
         quote! {
             #[doc = #doc]
-            fn #method(&self, cx: bh::ToolContext, args: #args) -> impl ::std::future::Future<Output = bh::ToolResult> + ::std::marker::Send;
+            fn #method(&self, cx: bh::ToolContext, args: #args) -> impl ::std::future::Future<Output = #out> + ::std::marker::Send;
         }
     });
     let arms = tools.iter().map(|t| {
         let name = &t.name;
         let method = ident(&t.ident);
-        quote!(#name => ::std::boxed::Box::pin(async move { self.0.#method(cx, bh::parse_args(args)?).await }),)
+        if returns_struct(t) {
+            quote!(#name => ::std::boxed::Box::pin(async move { bh::to_output(&self.0.#method(cx, bh::parse_args(args)?).await?) }),)
+        } else {
+            quote!(#name => ::std::boxed::Box::pin(async move { self.0.#method(cx, bh::parse_args(args)?).await }),)
+        }
     });
     let trait_doc = format!(
         " The tools of `{}` written in Rust: implement this in `src/handlers/{}.rs`.",

@@ -128,6 +128,12 @@ pub struct ToolSpec {
     /// The dataset name recorded when the call raises the session, e.g. `dataset:{dataset_name}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<String>,
+    /// What a `handler: rust` tool returns: named fields like `params` (each required unless
+    /// `optional: true`). Sent as `structuredContent` and declared as `outputSchema`; the
+    /// handler returns a generated struct. Tools over a SQL `SELECT` declare their rows by
+    /// themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<BTreeMap<String, ParamSpec>>,
 }
 
 /// How a tool is implemented when it does not use a connector.

@@ -23,6 +23,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024}},"required":["pattern"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:search",
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -43,6 +44,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Glob over file names, e.g. *.csv","minLength":1,"maxLength":256,"default":"*"}},"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:list",
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -63,6 +65,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: true,
             },
             input_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to"},"message":{"type":"string","description":"Message text"},"urgent":{"type":"boolean","description":"Page people","default":false}},"required":["channel","message"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "webhooks:notify",
             target: bh::Target::Connector {
                 connector: "webhooks",
@@ -83,6 +86,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -103,6 +107,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"Record id"},"title":{"type":"string","description":"New title"}},"required":["id","title"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "records:rename",
             target: bh::Target::Connector {
                 connector: "records",
@@ -123,6 +128,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
             target: bh::Target::Connector {
                 connector: "app_logs",
@@ -143,6 +149,9 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most rows","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for","minLength":1}},"required":["query"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::Some(
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]}},"required":["id","title"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+            ),
             dataset: "records:search",
             target: bh::Target::Connector {
                 connector: "records",
@@ -163,6 +172,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
             target: bh::Target::Connector {
                 connector: "workspace",

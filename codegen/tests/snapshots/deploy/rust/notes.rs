@@ -28,6 +28,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "tool:list_notes",
             target: bh::Target::Handler,
         },

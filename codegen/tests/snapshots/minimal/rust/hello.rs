@@ -23,6 +23,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 open_world: false,
             },
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             target: bh::Target::Connector {
                 connector: "workspace",
