@@ -39,6 +39,14 @@ pub enum ClientError {
         /// The level the session or tool needs.
         level: Sensitivity,
     },
+    /// A result contradicts the tool's declared `outputSchema`.
+    #[error("tool `{tool}` returned a result that does not match its output schema: {problem}")]
+    Schema {
+        /// The tool.
+        tool: String,
+        /// The first mismatch.
+        problem: String,
+    },
     /// The client was closed.
     #[error("the client is closed")]
     Closed,

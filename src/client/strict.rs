@@ -20,6 +20,8 @@ pub struct StrictClient {
     trusted: bool,
     read_timeout: u64,
     service: RwLock<Option<RunningService<RoleClient, ()>>>,
+    /// The listed tools' `outputSchema`s, compiled on the first call.
+    outputs: tokio::sync::OnceCell<std::collections::HashMap<String, jsonschema::Validator>>,
 }
 
 impl StrictClient {
@@ -56,6 +58,7 @@ impl StrictClient {
             trusted,
             read_timeout,
             service: RwLock::new(Some(service)),
+            outputs: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -94,10 +97,46 @@ impl StrictClient {
                 )));
             }
         }
+        let outputs = self
+            .outputs
+            .get_or_try_init(|| async {
+                let tools = self.list_tools().await?;
+                Ok::<_, ClientError>(
+                    tools
+                        .into_iter()
+                        .filter_map(|t| {
+                            let schema = Value::Object((*t.output_schema?).clone());
+                            jsonschema::validator_for(&schema)
+                                .ok()
+                                .map(|v| (t.name.to_string(), v))
+                        })
+                        .collect(),
+                )
+            })
+            .await?;
         let guard = self.service.read().await;
         let service = guard.as_ref().ok_or(ClientError::Closed)?;
         let result = self.bounded(service.call_tool(params)).await?;
-        Ok(ToolReply::from_result(result, self.mode))
+        let reply = ToolReply::from_result(result, self.mode);
+        // A result that contradicts the tool's declared output schema is not evidence.
+        if !reply.is_error
+            && let Some(validator) = outputs.get(name)
+        {
+            let problem = match &reply.structured {
+                None => Some("no structuredContent".to_string()),
+                Some(v) => validator
+                    .iter_errors(v)
+                    .next()
+                    .map(|e| format!("{e} at `{}`", e.instance_path())),
+            };
+            if let Some(problem) = problem {
+                return Err(ClientError::Schema {
+                    tool: name.to_string(),
+                    problem,
+                });
+            }
+        }
+        Ok(reply)
     }
 
     /// The server's tools.
