@@ -533,3 +533,82 @@ async fn a_call_is_bounded_by_read_timeout() {
     c.close().await;
     stop.cancel();
 }
+
+/// A server that declares `{count: integer}` for its tool and returns a string count.
+#[derive(Clone)]
+struct Liar;
+
+impl rmcp::ServerHandler for Liar {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let object = |v: Value| Arc::new(v.as_object().unwrap().clone());
+        let mut tool = rmcp::model::Tool::new(
+            "counted",
+            "declares an integer count",
+            object(json!({"type": "object"})),
+        );
+        tool.output_schema = Some(object(json!({
+            "type": "object",
+            "properties": {"count": {"type": "integer"}},
+            "required": ["count"]
+        })));
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![tool]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        _ctx: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let honest = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("honest"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let count = if honest { json!(3) } else { json!("three") };
+        Ok(rmcp::model::CallToolResult::structured(json!({"count": count})).into())
+    }
+}
+
+#[tokio::test]
+async fn a_result_that_contradicts_its_output_schema_is_an_error() {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let stop = CancellationToken::new();
+    let mut cfg = StreamableHttpServerConfig::default();
+    cfg.cancellation_token = stop.clone();
+    let service =
+        StreamableHttpService::new(|| Ok(Liar), Arc::new(LocalSessionManager::default()), cfg);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let app = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
+    let c = StrictClient::connect(&url, "unused", NetworkMode::Full, 5, true)
+        .await
+        .unwrap();
+    let ok = c.call_tool("counted", json!({"honest": true})).await.unwrap();
+    assert_eq!(ok.structured, Some(json!({"count": 3})));
+    match c.call_tool("counted", json!({"honest": false})).await {
+        Err(ClientError::Schema { tool, problem }) => {
+            assert_eq!(tool, "counted");
+            assert!(problem.contains("/count"), "{problem}");
+        }
+        other => panic!("expected a schema error, got {other:?}"),
+    }
+    c.close().await;
+    stop.cancel();
+}

@@ -169,6 +169,41 @@ async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
         (ann.read_only_hint, ann.open_world_hint),
         (Some(false), Some(true))
     );
+    // Declared results: handler tools with `returns:` and SQL SELECT tools list an outputSchema,
+    // and what they return matches it.
+    for (name, declared) in [
+        ("search_records", true),
+        ("load_sensitive_dataset", true),
+        ("read_file", false),
+        ("notify_team", false),
+    ] {
+        let t = tools.iter().find(|t| t.name == name).unwrap();
+        assert_eq!(t.output_schema.is_some(), declared, "{name}");
+    }
+    let rows_schema = serde_json::Value::Object(
+        (*tools
+            .iter()
+            .find(|t| t.name == "search_records")
+            .unwrap()
+            .output_schema
+            .clone()
+            .unwrap())
+        .clone(),
+    );
+    let rows = client(&proxied.url, &token("alice", "s-rows")).await;
+    let result = rows
+        .call_tool(rmcp::model::CallToolRequestParams::new("search_records").with_arguments(
+            json!({"query": "a"}).as_object().unwrap().clone(),
+        ))
+        .await
+        .unwrap();
+    let structured = result.structured_content.expect("a row set");
+    let validator = jsonschema::validator_for(&rows_schema).unwrap();
+    assert!(
+        validator.is_valid(&structured),
+        "{structured} against {rows_schema}"
+    );
+    rows.cancel().await.unwrap();
 
     let (err, text, level) = call(
         &c,

@@ -112,4 +112,11 @@ async fn the_python_sdk_reads_resources_and_prompts() {
     assert!(seen["record"]["text"].as_str().unwrap().contains("Acme renewal #100"), "{seen}");
     assert_eq!(seen["record"]["meta"]["bulkhead/sensitivity"], "confidential");
     assert!(seen["missing"]["text"].as_str().unwrap().starts_with("No rows matched"), "{seen}");
+    // Declared results, validated by the SDK against the listed outputSchema.
+    assert_eq!(seen["rows"]["error"], false, "{seen}");
+    let rows = &seen["rows"]["structured"];
+    assert_eq!(rows["rows"].as_array().map(Vec::len), Some(2), "{seen}");
+    assert!(rows["rows"][0]["title"].as_str().unwrap().contains("Acme"), "{seen}");
+    assert_eq!(seen["dataset"]["error"], false, "{seen}");
+    assert_eq!(seen["dataset"]["structured"]["dataset"], "py", "{seen}");
 }

@@ -1,6 +1,7 @@
 """Interop check: resources and prompts through the official MCP Python SDK.
 
-Usage: resources_client.py URL TOKEN. Prints one JSON object with what it saw.
+Usage: resources_client.py URL TOKEN. Prints one JSON object with what it saw; declared results
+are validated by the SDK against their outputSchema.
 """
 
 import asyncio
@@ -35,6 +36,10 @@ async def main(url: str, token: str) -> None:
                 record = await read(session, "records://1")
                 missing = await read(session, "records://999999")
                 prompt = await session.get_prompt("find_customer", {"customer": "Acme"})
+                # The SDK checks structuredContent against each tool's listed outputSchema and
+                # raises on a mismatch.
+                rows = await session.call_tool("search_records", {"query": "Acme", "limit": 2})
+                dataset = await session.call_tool("load_sensitive_dataset", {"dataset_name": "py"})
                 out = {
                     "has_resources": caps.resources is not None,
                     "has_prompts": caps.prompts is not None,
@@ -45,6 +50,8 @@ async def main(url: str, token: str) -> None:
                     "record": record,
                     "missing": missing,
                     "prompt_text": prompt.messages[0].content.text,
+                    "rows": {"error": rows.is_error, "structured": rows.structured_content},
+                    "dataset": {"error": dataset.is_error, "structured": dataset.structured_content},
                 }
                 print(json.dumps(out))
 

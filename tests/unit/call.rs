@@ -326,6 +326,26 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:boom",
         target: Target::Handler,
     },
+    ToolDef {
+        name: "counted",
+        title: None,
+        description: "declares {count: integer}; returns what the caller asks for",
+        permission: Permission::Read,
+        context: "default",
+        sensitivity: Sensitivity::Public,
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: r#"{"type":"object","properties":{"honest":{"type":"boolean"}},"additionalProperties":false}"#,
+        output_schema: Some(
+            r#"{"type":"object","properties":{"count":{"type":"integer"}},"required":["count"],"additionalProperties":false}"#,
+        ),
+        dataset: "probe:counted",
+        target: Target::Handler,
+    },
 ];
 
 static PROBE: ServerDef = ServerDef {
@@ -350,7 +370,7 @@ impl HandlerSet for ProbeHandlers {
         &'a self,
         tool: &'a str,
         cx: ToolContext,
-        _args: JsonObject,
+        args: JsonObject,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             match tool {
@@ -372,6 +392,11 @@ impl HandlerSet for ProbeHandlers {
                         .push((cx.session_id().to_string(), Instant::now()));
                     Ok(ToolOutput::Text("loaded".into()))
                 }
+                "counted" => match args.get("honest") {
+                    Some(Value::Bool(true)) => Ok(ToolOutput::Json(json!({"count": 3}))),
+                    Some(Value::Bool(false)) => Ok(ToolOutput::Json(json!({"count": "three"}))),
+                    _ => Ok(ToolOutput::Text("3".into())),
+                },
                 _ => panic!("tool code bug"),
             }
         })
@@ -620,4 +645,35 @@ async fn calls_beyond_the_concurrency_limit_are_refused_as_busy() {
     }
     assert!(busy >= 1, "no call was refused with a limit of 2 and 6 at once");
     assert!(!rt.call(&id("alice", "after"), "ping_out", None).await.is_error);
+}
+
+#[tokio::test]
+async fn a_result_that_breaks_its_declared_output_is_never_sent() {
+    let env = env();
+    let rt = runtime(
+        &env,
+        Server::new(&PROBE, &[], ProbeHandlers(Arc::default())),
+        NetworkMode::None,
+    );
+    let u = id("alice", "s1");
+    let out = rt.call(&u, "counted", args(json!({"honest": true}))).await;
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(out.structured, Some(json!({"count": 3})));
+    for (case, a) in [
+        ("wrong type", json!({"honest": false})),
+        ("text instead of structure", json!({})),
+    ] {
+        let out = rt.call(&u, "counted", args(a)).await;
+        assert!(out.is_error, "{case}: {}", out.text);
+        assert!(
+            out.text.starts_with("[FATAL]") && out.text.contains("declared output schema"),
+            "{case}: {}",
+            out.text
+        );
+        assert!(
+            out.structured.is_none() && !out.text.contains("three"),
+            "{case}: nothing of the bad result leaves: {:?}",
+            out
+        );
+    }
 }
