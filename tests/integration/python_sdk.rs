@@ -8,7 +8,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+/// The venv's interpreter, made once per test process: the tests of this file run in parallel,
+/// and two `python3 -m venv` + `pip install` runs into one folder break each other.
 fn venv_python() -> PathBuf {
+    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    VENV.get_or_init(make_venv).clone()
+}
+
+fn make_venv() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let venv = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
