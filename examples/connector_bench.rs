@@ -124,6 +124,7 @@ async fn run(
         op,
         ws,
         args.as_object().cloned().unwrap_or_default(),
+        &bulkhead::signals::CallSignals::new(),
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;

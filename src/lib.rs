@@ -35,5 +35,6 @@ pub mod serve;
 pub mod server;
 pub mod state;
 pub mod servers;
+pub mod signals;
 pub mod tooldef;
 pub mod workspace;

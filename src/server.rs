@@ -3,6 +3,7 @@
 use crate::errors::ToolError;
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
+use crate::signals::{CallSignals, Unit};
 use crate::tooldef::{ConnectorDef, ServerDef, ToolDef};
 use futures::stream::BoxStream;
 use std::future::Future;
@@ -55,16 +56,41 @@ pub struct ToolContext {
     identity: Identity,
     level: Sensitivity,
     tool: &'static ToolDef,
+    signals: CallSignals,
 }
 
 impl ToolContext {
     /// A context for a call (built by the runtime wrapper).
-    pub fn new(identity: Identity, level: Sensitivity, tool: &'static ToolDef) -> ToolContext {
+    pub fn new(
+        identity: Identity,
+        level: Sensitivity,
+        tool: &'static ToolDef,
+        signals: CallSignals,
+    ) -> ToolContext {
         ToolContext {
             identity,
             level,
             tool,
+            signals,
         }
+    }
+
+    /// Reports progress (`done` of `total` steps); sent to a caller that asked for progress, at
+    /// a bounded rate.
+    pub fn progress(&self, done: u64, total: Option<u64>) {
+        self.signals.set_total(Unit::Steps, total);
+        self.signals.set_done(Unit::Steps, done);
+    }
+
+    /// Whether the caller went away: a long handler should check this and return early (its
+    /// result would be discarded anyway).
+    pub fn is_cancelled(&self) -> bool {
+        self.signals.is_stopped()
+    }
+
+    /// A warning for the client's log. Never put argument values or host paths in it.
+    pub fn warn(&self, text: impl Into<String>) {
+        self.signals.warn(text);
     }
 
     /// The caller.

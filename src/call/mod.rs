@@ -20,6 +20,7 @@ use crate::errors::ToolError;
 use crate::identity::{self, Identity};
 use crate::policy::{NetworkMode, Permission, Sensitivity};
 use crate::server::{JsonObject, Server, ToolContext};
+use crate::signals::CallSignals;
 use crate::state::{Pass, StateError, StateStore};
 use crate::tooldef::{Target, ToolDef};
 use crate::workspace::{LazyWorkspace, WorkspaceRoot};
@@ -248,6 +249,19 @@ impl Runtime {
         tool_name: &str,
         args: Option<JsonObject>,
     ) -> CallOutcome {
+        self.call_with(id, tool_name, args, &CallSignals::new()).await
+    }
+
+    /// [`call`](Runtime::call) with the caller's signals: progress and warnings flow into
+    /// `signals`, and dropping this future (the caller cancelled) stops the work it started,
+    /// records the outcome `cancelled` and leaves no partial result file.
+    pub async fn call_with(
+        &self,
+        id: &Identity,
+        tool_name: &str,
+        args: Option<JsonObject>,
+        signals: &CallSignals,
+    ) -> CallOutcome {
         let Some(tool) = self.server.def.tool(tool_name) else {
             let level = self.state.peek(id).await;
             let audit = CallAudit {
@@ -264,7 +278,7 @@ impl Runtime {
             audit.finish(Outcome::Error, Some(err.to_string()));
             return CallOutcome::error(err, level);
         };
-        self.call_def(id, tool, args).await
+        self.call_def(id, tool, args, signals).await
     }
 
     /// Reads a resource by URI: the resource's hidden read tool, through the same wrapper (its
@@ -300,7 +314,8 @@ impl Runtime {
             };
             args.insert(name.to_string(), value);
         }
-        Some((resource, self.call_def(id, &resource.tool, Some(args)).await))
+        let signals = CallSignals::new();
+        Some((resource, self.call_def(id, &resource.tool, Some(args), &signals).await))
     }
 
     /// Runs one call of `tool` (a listed tool or a resource's read) under every policy.
@@ -309,7 +324,10 @@ impl Runtime {
         id: &Identity,
         tool: &'static ToolDef,
         args: Option<JsonObject>,
+        signals: &CallSignals,
     ) -> CallOutcome {
+        // Dropped with this future: the work it started (a blocking scan) stops at its next tick.
+        let _stop = signals.stop_on_drop();
         let mut audit = CallAudit {
             log: &self.audit,
             call: new_call_id(),
@@ -401,7 +419,7 @@ impl Runtime {
         }
         // Step 3: the handler, under the pass.
         let level = pass.level();
-        let result = self.run(id, tool, level, args).await;
+        let result = self.run(id, tool, level, args, signals).await;
         crate::failpoint!("call.after_handler");
         let outcome = match &result {
             Ok(_) if audit.levels.1 > audit.levels.0 => Outcome::Escalated,
@@ -491,10 +509,11 @@ impl Runtime {
         tool: &'static ToolDef,
         level: Sensitivity,
         args: JsonObject,
+        signals: &CallSignals,
     ) -> Result<CallOutcome, ToolError> {
         let workspace = LazyWorkspace::new(&self.workspaces, id);
         let key = crate::workspace::query_key(tool.name, &args);
-        let cx = ToolContext::new(id.clone(), level, tool);
+        let cx = ToolContext::new(id.clone(), level, tool, signals.clone());
         let fut = async {
             match tool.target {
                 Target::Handler => self.server.handlers.call(tool.name, cx, args).await,
@@ -509,6 +528,7 @@ impl Runtime {
                         operation,
                         &workspace,
                         args,
+                        signals,
                     )
                     .await
                 }
@@ -536,7 +556,7 @@ impl Runtime {
             .presets
             .get(tool.context)
             .expect("checked in Runtime::new");
-        let out = output::shape(preset, &workspace, tool, output, level, key).await?;
+        let out = output::shape(preset, &workspace, tool, output, level, key, signals).await?;
         self.check_declared(tool, out)
     }
 

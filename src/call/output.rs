@@ -7,8 +7,7 @@ use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::tooldef::ToolDef;
 use crate::workspace::{LazyWorkspace, ResultFile, SavedResult, SessionWorkspace};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::signals::CallSignals;
 use std::io::Write as _;
 use futures::StreamExt;
 use serde_json::Value;
@@ -116,6 +115,7 @@ pub async fn shape(
     output: ToolOutput,
     level: Sensitivity,
     key: u64,
+    signals: &CallSignals,
 ) -> Result<CallOutcome, ToolError> {
     match output {
         ToolOutput::Text(text) if text.is_empty() => {
@@ -162,12 +162,11 @@ pub async fn shape(
             // The preview and the file are built on a blocking thread at background priority, so
             // a huge result never holds up the request handlers; a dropped call stops it.
             let preset = preset.clone();
-            let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
-            let flag = stop.0.clone();
-            let consumed = tokio::task::spawn_blocking(move || consume(stream, file, &preset, &flag))
-                .await
-                .map_err(|_| ToolError::bug("the result consumer stopped unexpectedly"))??;
-            drop(stop);
+            let signals = signals.clone();
+            let consumed =
+                tokio::task::spawn_blocking(move || consume(stream, file, &preset, &signals))
+                    .await
+                    .map_err(|_| ToolError::bug("the result consumer stopped unexpectedly"))??;
             let Consumed {
                 finished,
                 rows,
@@ -206,15 +205,6 @@ pub async fn shape(
     }
 }
 
-/// Sets its flag when dropped: the call went away, the consumer should stop.
-struct StopOnDrop(Arc<AtomicBool>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 /// What consuming a streamed result produced.
 struct Consumed {
     finished: context::StreamOutcome,
@@ -226,13 +216,15 @@ struct Consumed {
 }
 
 /// Reads the stream to its end on a blocking thread (at nice 10), writing it to `file` and
-/// building the preview; stops early (and the file removes itself) when `stop` is set.
+/// building the preview; stops early (and the file removes itself) when the call is cancelled,
+/// including when the producer ended its stream because of it.
 fn consume(
     mut stream: futures::stream::BoxStream<'static, Result<Chunk, ToolError>>,
     mut file: ResultFile,
     preset: &Preset,
-    stop: &AtomicBool,
+    signals: &CallSignals,
 ) -> Result<Consumed, ToolError> {
+    let cancelled = || ToolError::retry("the call was cancelled");
     let _ = rustix::process::setpriority_process(None, 10);
     let mut sp = StreamPreview::new(
         preset,
@@ -244,8 +236,8 @@ fn consume(
     let mut header: Option<Vec<String>> = None;
     let mut set = RowSet::new(preset);
     while let Some(item) = futures::executor::block_on(stream.next()) {
-        if stop.load(Ordering::Relaxed) {
-            return Err(ToolError::retry("the call was cancelled"));
+        if signals.is_stopped() {
+            return Err(cancelled());
         }
         let pushed = match item? {
             Chunk::Line(l) => {
@@ -269,6 +261,9 @@ fn consume(
             }
         };
         pushed.map_err(save_error)?;
+    }
+    if signals.is_stopped() {
+        return Err(cancelled());
     }
     let finished = sp.finish().map_err(save_error)?;
     Ok(Consumed {

@@ -8,6 +8,7 @@ use super::stream::{self, Sink, Stop};
 use super::{arg_str, opt_str, opt_usize};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
+use crate::signals::{CallSignals, Unit};
 use crate::workspace::{SessionWorkspace, WorkspaceError};
 
 fn map_err(e: WorkspaceError) -> ToolError {
@@ -24,6 +25,7 @@ pub async fn run(
     ws: &Arc<SessionWorkspace>,
     args: &JsonObject,
     budget: stream::StreamBudget,
+    signals: &CallSignals,
 ) -> ToolResult {
     match action {
         "search" => {
@@ -33,7 +35,11 @@ pub async fn run(
             // Fail early (and plainly) on a path that is not a directory of this workspace.
             ws.list(&path).map_err(map_err)?;
             let ws = ws.clone();
-            stream::run_blocking(budget, move |sink| search(&ws, &path, &re, context, sink)).await
+            stream::run_blocking(budget, signals, move |sink| {
+                sink.set_total(Unit::Bytes, None);
+                search(&ws, &path, &re, context, sink)
+            })
+            .await
         }
         "read" => {
             let path = arg_str(args, "path")?;
@@ -115,7 +121,13 @@ fn search(
             }
             cx.new_file();
             let mut n = 0u64;
-            while grep::read_line(&mut reader, &mut buf).map_err(|e| grep::read_error(&child, e))? {
+            loop {
+                let read =
+                    grep::read_line(&mut reader, &mut buf).map_err(|e| grep::read_error(&child, e))?;
+                if read == 0 {
+                    break;
+                }
+                sink.tick(read as u64)?;
                 n += 1;
                 let hit = re.is_match(&buf);
                 cx.line(sink, &child, n, &buf, hit)?;

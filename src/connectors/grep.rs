@@ -24,15 +24,15 @@ pub fn compile(pattern: &str) -> Result<Regex, ToolError> {
 }
 
 /// Reads one line (without the newline) into `buf`, keeping at most [`MAX_LINE`] bytes.
-/// Returns `false` at end of input.
-pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// Returns the bytes consumed from `reader` (0 at end of input).
+pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
     buf.clear();
-    let n = reader
+    let mut n = reader
         .by_ref()
         .take(MAX_LINE as u64)
         .read_until(b'\n', buf)?;
     if n == 0 {
-        return Ok(false);
+        return Ok(0);
     }
     if buf.last() == Some(&b'\n') {
         buf.pop();
@@ -45,6 +45,7 @@ pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Resul
                 .by_ref()
                 .take(MAX_LINE as u64)
                 .read_until(b'\n', &mut sink)?;
+            n += m;
             if m == 0 || sink.last() == Some(&b'\n') {
                 break;
             }
@@ -53,7 +54,7 @@ pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Resul
     if buf.last() == Some(&b'\r') {
         buf.pop();
     }
-    Ok(true)
+    Ok(n)
 }
 
 /// Emits matches with `context` lines before and after, across any number of files.

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{ConnectorError, settings};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
+use crate::signals::{CallSignals, Unit};
 use crate::tooldef::{ConnectorDef, OperationBody};
 
 #[derive(serde::Deserialize)]
@@ -103,7 +104,14 @@ impl Http {
     }
 
     /// Sends the operation's request and reads the response under the size cap.
-    pub async fn run(&self, body: &OperationBody, args: JsonObject) -> ToolResult {
+    /// Progress counts body bytes against `Content-Length` when the server sends one; a cancelled
+    /// call drops this future and with it the connection.
+    pub async fn run(
+        &self,
+        body: &OperationBody,
+        args: JsonObject,
+        signals: &CallSignals,
+    ) -> ToolResult {
         let OperationBody::Http {
             method,
             path,
@@ -165,8 +173,12 @@ impl Http {
         } else {
             512
         };
+        if status.is_success() {
+            signals.set_total(Unit::Bytes, declared_len);
+        }
         let mut buf = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(&target, e))? {
+            signals.advance(chunk.len() as u64);
             if buf.len() as u64 + chunk.len() as u64 > cap {
                 if status.is_success() {
                     return Err(too_large());

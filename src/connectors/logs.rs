@@ -15,6 +15,7 @@ use super::stream;
 use super::{ConnectorError, arg_str, opt_str, opt_usize, settings};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolResult};
+use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
 
 #[derive(serde::Deserialize)]
@@ -51,6 +52,7 @@ impl Logs {
         action: &str,
         args: JsonObject,
         budget: stream::StreamBudget,
+        signals: &CallSignals,
     ) -> ToolResult {
         if action != "search" {
             return Err(ToolError::fatal(format!(
@@ -67,18 +69,25 @@ impl Logs {
         let window = Window { since, until };
         let context = opt_usize(&args, "context_lines").unwrap_or(0);
         let (name, dir) = (self.name, self.dir.clone());
-        stream::run_blocking(budget, move |sink| {
-            let files = log_files(name, &dir)?;
+        stream::run_blocking(budget, signals, move |sink| {
+            let files = log_files(name, &dir, &mut |w| sink.warn(w))?;
+            // Progress counts bytes against the files' sizes when the search started.
+            let total = files.iter().map(|(_, _, len)| len).sum();
+            sink.set_total(Unit::Bytes, Some(total));
             let mut cx = Context::new(context);
             let mut buf = Vec::new();
-            for (file_name, file) in files {
+            for (file_name, file, _) in files {
                 cx.new_file();
                 let mut reader = BufReader::with_capacity(1 << 16, file);
                 let mut ts: Option<i128> = None;
                 let mut n = 0u64;
-                while grep::read_line(&mut reader, &mut buf)
-                    .map_err(|e| grep::read_error(&file_name, e))?
-                {
+                loop {
+                    let read = grep::read_line(&mut reader, &mut buf)
+                        .map_err(|e| grep::read_error(&file_name, e))?;
+                    if read == 0 {
+                        break;
+                    }
+                    sink.tick(read as u64)?;
                     n += 1;
                     if window.is_set()
                         && let Some(t) = leading_timestamp(&buf)
@@ -125,9 +134,14 @@ impl Window {
     }
 }
 
-/// Regular files of `dir` sorted by name, opened without following links; a symlink counts only
-/// when it resolves to a regular file inside `dir`.
-fn log_files(name: &str, dir: &Path) -> Result<Vec<(String, File)>, ToolError> {
+/// Regular files of `dir` sorted by name with their sizes, opened without following links; a
+/// symlink counts only when it resolves to a regular file inside `dir`. A file that cannot be
+/// opened is skipped with a warning naming it (its name in `dir`, never a host path).
+fn log_files(
+    name: &str,
+    dir: &Path,
+    warn: &mut dyn FnMut(String),
+) -> Result<Vec<(String, File, u64)>, ToolError> {
     let unavailable = |e: std::io::Error| {
         ToolError::fatal(format!(
             "log directory of `{name}` unavailable: {}",
@@ -149,7 +163,10 @@ fn log_files(name: &str, dir: &Path) -> Result<Vec<(String, File)>, ToolError> {
         let target = if meta.file_type().is_symlink() {
             match path.canonicalize() {
                 Ok(t) if t.starts_with(&canonical) => t,
-                _ => continue,
+                _ => {
+                    warn(format!("skipped `{file_name}`: a link that leads outside the log directory"));
+                    continue;
+                }
             }
         } else if meta.is_file() {
             path
@@ -162,9 +179,10 @@ fn log_files(name: &str, dir: &Path) -> Result<Vec<(String, File)>, ToolError> {
                 (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
             )
             .open(&target);
-        match opened {
-            Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => out.push((file_name, f)),
-            _ => continue,
+        match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
+            Ok((f, m)) if m.is_file() => out.push((file_name, f, m.len())),
+            Ok(_) => continue,
+            Err(e) => warn(format!("skipped `{file_name}`: cannot be opened ({})", e.kind())),
         }
     }
     Ok(out)

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolResult};
+use crate::signals::CallSignals;
 use crate::tooldef::{ConnectorDef, OperationBody};
 use crate::workspace::WorkspaceSource;
 
@@ -116,12 +117,14 @@ impl Connectors {
 ///
 /// Large results come back as [`ToolOutput::Stream`](crate::server::ToolOutput::Stream), produced
 /// on a blocking thread through a bounded channel: memory stays bounded however big the result.
+/// Progress, warnings and cancellation travel through `signals`.
 pub async fn call(
     connectors: &Connectors,
     connector: &str,
     operation: &str,
     ws: &impl WorkspaceSource,
     args: JsonObject,
+    signals: &CallSignals,
 ) -> ToolResult {
     let (def, instance) = connectors
         .by_name
@@ -135,13 +138,13 @@ pub async fn call(
     let budget = connectors.budget;
     match (&op.body, instance) {
         (OperationBody::Files { action }, Instance::Files) => {
-            files::run(action, ws.workspace()?, &args, budget).await
+            files::run(action, ws.workspace()?, &args, budget, signals).await
         }
         (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
-            db.run(sql, *writes, op.params_schema, args, budget).await
+            db.run(sql, *writes, op.params_schema, args, budget, signals).await
         }
-        (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args).await,
-        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args, budget).await,
+        (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
+        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args, budget, signals).await,
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

@@ -13,6 +13,7 @@ use super::stream::{self, Sink, Stop};
 use super::{ConnectorError, settings};
 use crate::errors::ToolError;
 use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
+use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
 
 #[derive(serde::Deserialize)]
@@ -55,26 +56,35 @@ impl Sqlite {
         params_schema: &'static str,
         args: JsonObject,
         budget: stream::StreamBudget,
+        signals: &CallSignals,
     ) -> ToolResult {
         let name = self.name;
         let path = self.path.clone();
         let busy = self.busy_timeout;
         if writes {
+            let signals = signals.clone();
             let changed = tokio::task::spawn_blocking(move || {
                 let conn = open(name, &path, false, busy)?;
+                interrupt_when_stopped(&conn, &signals);
                 let mut stmt = conn.prepare(sql).map_err(|e| classify(name, e))?;
                 bind(name, &mut stmt, params_schema, &args)?;
-                stmt.raw_execute().map_err(|e| classify(name, e))
+                stmt.raw_execute().map_err(|e| {
+                    if signals.is_stopped() {
+                        ToolError::retry("the call was cancelled")
+                    } else {
+                        classify(name, e)
+                    }
+                })
             })
             .await
             .map_err(|_| ToolError::bug("sqlite write stopped unexpectedly"))??;
             let noun = if changed == 1 { "row" } else { "rows" };
             return Ok(ToolOutput::Text(format!("{changed} {noun} changed")));
         }
-        stream::run_blocking(budget, move |sink| {
+        stream::run_blocking(budget, signals, move |sink| {
             query(name, &path, busy, sql, params_schema, &args, sink)
         })
-            .await
+        .await
     }
 }
 
@@ -88,6 +98,8 @@ fn query(
     sink: &mut Sink,
 ) -> Result<(), Stop> {
     let conn = open(name, path, true, busy)?;
+    interrupt_when_stopped(&conn, sink.signals());
+    sink.set_total(Unit::Rows, None);
     let mut stmt = conn.prepare(sql).map_err(|e| classify(name, e))?;
     bind(name, &mut stmt, params_schema, args)?;
     let header: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
@@ -98,6 +110,8 @@ fn query(
         let row = match rows.next() {
             Ok(Some(row)) => row,
             Ok(None) => break,
+            // Interrupted by the progress handler: the call was cancelled.
+            Err(_) if sink.signals().is_stopped() => return Err(Stop::Closed),
             Err(e) => return Err(classify(name, e).into()),
         };
         // The header goes out with the first row, so a failing first step is a plain error.
@@ -110,12 +124,23 @@ fn query(
             cells.push(render(cell));
         }
         sink.push(Chunk::Row(cells))?;
+        sink.tick(1)?;
     }
     if let Some(h) = header.take() {
         sink.push(Chunk::Row(h))?;
     }
     Ok(())
 }
+
+/// SQLite's virtual machine asks every [`PROGRESS_OPS`] instructions whether to go on: a
+/// cancelled call interrupts a statement even while it scans without producing rows.
+fn interrupt_when_stopped(conn: &Connection, signals: &CallSignals) {
+    let signals = signals.clone();
+    conn.progress_handler(PROGRESS_OPS, Some(move || signals.is_stopped()));
+}
+
+/// Virtual machine instructions between two cancellation checks (a few microseconds).
+const PROGRESS_OPS: std::ffi::c_int = 10_000;
 
 fn open(name: &str, path: &Path, read_only: bool, busy: Duration) -> Result<Connection, ToolError> {
     let mode = if read_only {

@@ -2,13 +2,15 @@
 //! chunks over a channel in batches of at most [`BATCH`] chunks or [`BATCH_BYTES`] bytes, with as
 //! many batches in flight as the call's memory budget allows, so a result never sits in memory
 //! whole and one call never holds more than its budget. The producer stops as soon as the
-//! consumer drops the stream.
+//! consumer drops the stream or the call is cancelled ([`Sink::tick`] checks at most every
+//! [`TICK_BYTES`] bytes or [`TICK_STEPS`] steps of work, and reports progress at the same rate).
 
 use futures::StreamExt as _;
 use tokio::sync::mpsc;
 
 use crate::errors::ToolError;
 use crate::server::{Chunk, ToolOutput, ToolResult};
+use crate::signals::{CallSignals, Unit};
 
 /// Most chunks per batch (one channel hand-over per batch keeps the per-row cost low).
 pub const BATCH: usize = 256;
@@ -17,6 +19,11 @@ const BACKGROUND_NICE: i32 = 10;
 
 /// A batch is handed over once it holds this many bytes (one chunk may overshoot it).
 pub const BATCH_BYTES: usize = 64 << 10;
+
+/// Work between two cancellation checks and progress updates, in bytes...
+pub const TICK_BYTES: u64 = 64 << 10;
+/// ...or in steps (lines, rows), whichever comes first.
+pub const TICK_STEPS: u32 = 256;
 
 /// How much memory one call's stream may hold in flight (`limits.call_memory_bytes`).
 #[derive(Clone, Copy, Debug)]
@@ -67,9 +74,48 @@ pub struct Sink {
     tx: mpsc::Sender<Batch>,
     buf: Batch,
     buf_bytes: usize,
+    signals: CallSignals,
+    pending: u64,
+    steps: u32,
 }
 
 impl Sink {
+    /// Counts one step of work of `n` units (bytes read, or 1 per row); every [`TICK_BYTES`] or
+    /// [`TICK_STEPS`] it publishes progress and stops the producer if the call was cancelled.
+    pub fn tick(&mut self, n: u64) -> Result<(), Stop> {
+        self.pending += n;
+        self.steps += 1;
+        if self.steps >= TICK_STEPS || self.pending >= TICK_BYTES {
+            self.publish();
+            if self.signals.is_stopped() {
+                return Err(Stop::Closed);
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self) {
+        self.signals.advance(self.pending);
+        self.pending = 0;
+        self.steps = 0;
+    }
+
+    /// Declares what progress counts and the whole, when known.
+    pub fn set_total(&self, unit: Unit, total: Option<u64>) {
+        self.signals.set_total(unit, total);
+    }
+
+    /// A warning for the client's log (no argument values, no host paths).
+    pub fn warn(&self, text: impl Into<String>) {
+        self.signals.warn(text);
+    }
+
+    /// The call's signals (for a producer that checks cancellation itself, e.g. SQLite's
+    /// progress handler).
+    pub fn signals(&self) -> &CallSignals {
+        &self.signals
+    }
+
     /// Sends one chunk (blocking when the consumer is behind).
     pub fn push(&mut self, chunk: Chunk) -> Result<(), Stop> {
         self.buf_bytes += chunk_bytes(&chunk);
@@ -84,6 +130,9 @@ impl Sink {
         if self.buf.is_empty() {
             return Ok(());
         }
+        if self.signals.is_stopped() {
+            return Err(Stop::Closed);
+        }
         let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH));
         self.buf_bytes = 0;
         self.tx.blocking_send(batch).map_err(|_| Stop::Closed)
@@ -92,12 +141,14 @@ impl Sink {
 
 /// Runs `produce` on a blocking thread and returns its chunks as a stream. An error before the
 /// first chunk is returned directly (so setup failures are plain errors); a later one ends the
-/// stream with that error.
-pub async fn run_blocking<F>(budget: StreamBudget, produce: F) -> ToolResult
+/// stream with that error. A cancelled call (`signals` stopped) ends the producer at its next
+/// tick and the stream with it.
+pub async fn run_blocking<F>(budget: StreamBudget, signals: &CallSignals, produce: F) -> ToolResult
 where
     F: FnOnce(&mut Sink) -> Result<(), Stop> + Send + 'static,
 {
     let (tx, mut rx) = mpsc::channel::<Batch>(budget.batches());
+    let signals = signals.clone();
     tokio::task::spawn_blocking(move || {
         // Long scans run below the request handlers' priority (nice 10, this thread only on
         // Linux), so a heavy search slows other searches, not every other client's call.
@@ -106,6 +157,9 @@ where
             tx,
             buf: Vec::with_capacity(BATCH),
             buf_bytes: 0,
+            signals,
+            pending: 0,
+            steps: 0,
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| produce(&mut sink)))
             .unwrap_or_else(|_| {
@@ -113,6 +167,7 @@ where
                     "connector stopped unexpectedly",
                 )))
             });
+        sink.publish();
         match outcome {
             Ok(()) => {
                 let _ = sink.flush();
@@ -152,7 +207,7 @@ mod tests {
         let peak = Arc::new(AtomicUsize::new(0));
         let (f, p) = (in_flight.clone(), peak.clone());
         let line = "x".repeat(64 << 10);
-        let out = run_blocking(budget, move |sink| {
+        let out = run_blocking(budget, &CallSignals::new(), move |sink| {
             for _ in 0..400 {
                 let now = f.fetch_add(line.len(), Ordering::SeqCst) + line.len();
                 p.fetch_max(now, Ordering::SeqCst);

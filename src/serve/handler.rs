@@ -1,21 +1,28 @@
 //! The MCP face of a runtime: an rmcp `ServerHandler` that lists the generated tools and sends
 //! every call through [`Runtime::call`]. Identity comes from the HTTP request (set by the auth
 //! layer) or, on stdio, from configuration — never from tool arguments or transport sessions.
+//!
+//! A call's progress and warnings reach the client through [`super::notify`]; a cancelled call
+//! (`notifications/cancelled`, or the end of the request's connection where rmcp ends the
+//! request with it) drops the call future, which stops its work (see [`crate::signals`]).
+#![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
+use super::notify::{self, Forwarder, Wanted};
 use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
+use crate::signals::CallSignals;
 use crate::tooldef::ToolDef;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, MetaObject,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// `_meta` key carrying the session's sensitivity after the call.
 pub const META_SENSITIVITY: &str = "bulkhead/sensitivity";
@@ -24,12 +31,15 @@ pub const META_REQUIRED_MODE: &str = "bulkhead/required_mode";
 /// `_meta` key carrying where a truncated result was saved.
 pub const META_SAVED_TO: &str = "bulkhead/saved_to";
 
-/// The rmcp handler; cheap to clone (one per transport session or per stateless request).
+/// The rmcp handler; cheap to clone. Each transport session (or stateless request) gets its own
+/// through [`for_session`](McpServer::for_session), so `logging/setLevel` is per session.
 #[derive(Clone)]
 pub struct McpServer {
     rt: Arc<Runtime>,
     tools: Arc<Vec<Tool>>,
     stdio_identity: Option<Identity>,
+    /// The session's `logging/setLevel`; [`notify::DEFAULT_LEVEL`] until the client sets one.
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 impl McpServer {
@@ -40,6 +50,29 @@ impl McpServer {
             rt,
             tools,
             stdio_identity: None,
+            log_level: Arc::default(),
+        }
+    }
+
+    /// A handler for a new transport session: shares the runtime, starts with no log level.
+    pub fn for_session(&self) -> McpServer {
+        McpServer {
+            log_level: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// What a call's caller wants forwarded: progress if it sent a token, warnings if its
+    /// level (this request's `_meta`, else the session's, else the default) lets them through.
+    fn wanted(&self, ctx: &RequestContext<RoleServer>) -> Wanted {
+        let level = ctx
+            .meta
+            .log_level()
+            .or_else(|| *self.log_level.lock().unwrap_or_else(|e| e.into_inner()))
+            .unwrap_or(notify::DEFAULT_LEVEL);
+        Wanted {
+            progress: ctx.meta.get_progress_token(),
+            warnings: notify::rank(level) <= notify::rank(LoggingLevel::Warning),
         }
     }
 
@@ -124,6 +157,7 @@ impl ServerHandler for McpServer {
             .enable_tools()
             .enable_resources()
             .enable_prompts()
+            .enable_logging()
             .build();
         if def.resources.is_empty() {
             caps.resources = None;
@@ -173,7 +207,14 @@ impl ServerHandler for McpServer {
         let Some(id) = self.identity(&ctx) else {
             return Err(ErrorData::internal_error("no caller identity", None));
         };
-        match self.rt.read_resource(&id, &request.uri).await {
+        let read = self.rt.read_resource(&id, &request.uri);
+        let read = tokio::select! {
+            r = read => r,
+            _ = ctx.ct.cancelled() => {
+                return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None));
+            }
+        };
+        match read {
             Some((resource, out)) => {
                 super::catalog::read_result(resource, &request.uri, out).map(Into::into)
             }
@@ -228,7 +269,36 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        let out = self.rt.call(&id, &request.name, request.arguments).await;
+        let signals = CallSignals::new();
+        let forwarder = Forwarder::start(
+            ctx.peer.clone(),
+            self.wanted(&ctx),
+            &request.name,
+            signals.clone(),
+        );
+        let call = self
+            .rt
+            .call_with(&id, &request.name, request.arguments, &signals);
+        let out = tokio::select! {
+            out = call => out,
+            // Dropping the call stops its work and records the outcome `cancelled`.
+            _ = ctx.ct.cancelled() => {
+                tracing::info!(tool = %request.name, "call cancelled by the client");
+                return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None));
+            }
+        };
+        if let Some(f) = forwarder {
+            f.finish().await;
+        }
         Ok(mcp_result(out).into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
     }
 }

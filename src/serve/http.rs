@@ -53,7 +53,7 @@ pub fn router(
         Duration::from_secs(http.session_idle_timeout_s.max(1)),
         Arc::new(move |sid: &str| forget.forget_session(sid)),
     );
-    let mcp = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(sessions), config);
+    let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), Arc::new(sessions), config);
     let metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
         "authorization_servers": [issuer],

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod handler;
 pub mod http;
 pub mod listener;
+pub mod notify;
 pub mod sessions;
 pub mod stdio;
 

@@ -14,6 +14,7 @@ use bulkhead::codegen::*;
 use bulkhead::connectors::{self, Connectors};
 use bulkhead::identity::Identity;
 use bulkhead::server::Chunk;
+use bulkhead::signals::CallSignals;
 use bulkhead::workspace::{SessionWorkspace, WorkspaceRoot};
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -58,7 +59,7 @@ pub async fn run(
     op: &str,
     args: Value,
 ) -> Result<Collected, ToolError> {
-    let out = connectors::call(c, connector, op, &t.ws, obj(args)).await?;
+    let out = connectors::call(c, connector, op, &t.ws, obj(args), &CallSignals::new()).await?;
     Ok(match out {
         ToolOutput::Text(s) => Collected::Text(s),
         ToolOutput::Json(v) => Collected::Json(v),

@@ -179,3 +179,64 @@ async fn bad_input_is_retryable_and_a_missing_dir_fatal() {
     let m = fatal(run(&gone, &t, "app_logs", "search", json!({"pattern": "x"})).await);
     assert!(!m.contains(&t.dir.path().display().to_string()), "{m}");
 }
+
+/// Progress counts every byte of every file against the sizes at the start; a skipped file is a
+/// warning that names it by its name in the directory, never by a host path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_counts_bytes_and_a_skipped_link_is_a_warning() {
+    let t = tmp();
+    let c = logs(&t);
+    let signals = CallSignals::new();
+    let out = connectors::call(&c, "app_logs", "search", &t.ws, obj(json!({"pattern": "ERROR"})), &signals)
+        .await
+        .unwrap();
+    let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+    while let Some(r) = s.next().await {
+        r.unwrap();
+    }
+    let p = signals.progress().unwrap();
+    let total = (A.len() + B.len()) as u64;
+    assert_eq!((p.done, p.total), (total, Some(total)));
+    let warnings = signals.take_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("`c.log`"), "{warnings:?}");
+    let host = t.dir.path().display().to_string();
+    assert!(!warnings[0].contains(&host), "no host path: {warnings:?}");
+}
+
+/// A cancelled search of a large log stops within one tick of work: far less than the whole
+/// file is read, and the call ends without waiting for the scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_search_stops_reading() {
+    let t = tmp();
+    let dir = t.dir.path().join("big");
+    std::fs::create_dir(&dir).unwrap();
+    let line = "2026-11-22T14:00:00Z INFO nothing to see here, just a long ordinary line of a busy service\n";
+    let big = line.repeat((96 << 20) / line.len());
+    std::fs::write(dir.join("big.log"), &big).unwrap();
+    let c = build(&LOGS, &[("LOG_DIR", dir.display().to_string())]);
+    let signals = CallSignals::new();
+    let call = {
+        let (ws, s) = (t.ws.clone(), signals.clone());
+        tokio::spawn(async move {
+            connectors::call(&c, "app_logs", "search", &ws, obj(json!({"pattern": "NEVER_THERE"})), &s)
+                .await
+                .map(|_| ())
+        })
+    };
+    // Wait until the scan is under way, then cancel.
+    while signals.progress().is_none_or(|p| p.done == 0) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    signals.stop();
+    tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the search ends once cancelled")
+        .unwrap()
+        .ok();
+    let p = signals.progress().unwrap();
+    let done_at_stop = p.done;
+    assert!(p.done < big.len() as u64, "stopped early: {p:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(signals.progress().unwrap().done, done_at_stop, "nothing read after the stop");
+}

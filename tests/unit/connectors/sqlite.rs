@@ -43,6 +43,15 @@ static OPS: &[OperationDef] = &[
         },
     },
     OperationDef {
+        name: "endless",
+        params_schema: r#"{"type":"object","properties":{}}"#,
+        body: OperationBody::Sqlite {
+            // Minutes of work that produces no row until the end.
+            sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000) SELECT count(*) FROM c",
+            writes: false,
+        },
+    },
+    OperationDef {
         name: "undeclared",
         params_schema: r#"{"type":"object","properties":{}}"#,
         body: OperationBody::Sqlite {
@@ -219,7 +228,7 @@ async fn dropped_stream_releases_the_database() {
             ("BUSY", "3000".into()),
         ],
     );
-    let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})))
+    let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})), &CallSignals::new())
         .await
         .unwrap();
     let ToolOutput::Stream(mut s) = out else {
@@ -240,4 +249,55 @@ async fn dropped_stream_releases_the_database() {
     .unwrap()
     .text();
     assert_eq!(out, "1 row changed");
+}
+
+/// A cancelled call interrupts SQLite's virtual machine even while the statement produces no row
+/// (SQLite's progress handler asks the call's signals), and the rows counted so far are progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_query_is_interrupted_inside_sqlite() {
+    let t = tmp();
+    let c = db(&t, 1);
+    let signals = CallSignals::new();
+    let call = {
+        let (c, ws, s) = (c, t.ws.clone(), signals.clone());
+        tokio::spawn(async move {
+            let out = connectors::call(&c, "records", "endless", &ws, obj(json!({})), &s).await;
+            match out {
+                Ok(ToolOutput::Stream(mut st)) => st.next().await.map(|r| r.map(|_| ())),
+                Ok(_) => panic!("a stream"),
+                Err(e) => Some(Err(e)),
+            }
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!call.is_finished(), "the query should still be running");
+    let stopped = std::time::Instant::now();
+    signals.stop();
+    // Generous bound: the check runs every 10,000 VM instructions (microseconds).
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the query stops once cancelled")
+        .unwrap();
+    assert!(out.is_none(), "a cancelled query ends its stream without rows: {out:?}");
+    eprintln!("stopped {:?} after cancel", stopped.elapsed());
+}
+
+/// Rows streamed so far are the call's progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_are_counted_as_progress() {
+    let t = tmp();
+    let c = db(&t, 5_000);
+    let signals = CallSignals::new();
+    let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})), &signals)
+        .await
+        .unwrap();
+    let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+    let mut n = 0;
+    while let Some(r) = s.next().await {
+        r.unwrap();
+        n += 1;
+    }
+    assert_eq!(n, 5_001, "header and rows");
+    let p = signals.progress().unwrap();
+    assert_eq!((p.done, p.total, p.unit), (5_000, None, bulkhead::signals::Unit::Rows));
 }
