@@ -7,6 +7,7 @@
 //! request with it) drops the call future, which stops its work (see [`crate::signals`]).
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
+use super::inflight::{Inflight, request_key};
 use super::notify::{self, Forwarder, Wanted};
 use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
@@ -40,6 +41,8 @@ pub struct McpServer {
     stdio_identity: Option<Identity>,
     /// The session's `logging/setLevel`; [`notify::DEFAULT_LEVEL`] until the client sets one.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// Calls running on this server, shared by every session's handler.
+    inflight: Arc<Inflight>,
 }
 
 impl McpServer {
@@ -51,7 +54,13 @@ impl McpServer {
             tools,
             stdio_identity: None,
             log_level: Arc::default(),
+            inflight: Arc::default(),
         }
+    }
+
+    /// The calls running on this server (for the stateless cancellation layer).
+    pub fn inflight(&self) -> Arc<Inflight> {
+        self.inflight.clone()
     }
 
     /// A handler for a new transport session: shares the runtime, starts with no log level.
@@ -276,13 +285,19 @@ impl ServerHandler for McpServer {
             &request.name,
             signals.clone(),
         );
+        let registered = self.inflight.register(&id, request_key(&ctx.id));
         let call = self
             .rt
             .call_with(&id, &request.name, request.arguments, &signals);
         let out = tokio::select! {
             out = call => out,
-            // Dropping the call stops its work and records the outcome `cancelled`.
-            _ = ctx.ct.cancelled() => {
+            // Dropping the call stops its work and records the outcome `cancelled`: on
+            // `notifications/cancelled` routed by rmcp (stateful sessions) or by the stateless
+            // cancellation layer, and when rmcp ends a stateless request whose client went away.
+            _ = async { tokio::select! {
+                _ = ctx.ct.cancelled() => {},
+                _ = registered.token().cancelled() => {},
+            } } => {
                 tracing::info!(tool = %request.name, "call cancelled by the client");
                 return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None));
             }

@@ -38,6 +38,7 @@ pub fn router(
     // handler sends anything before its result (progress notifications).
     config.json_response = !http.stateful && http.json_response;
     let handler = McpServer::new(rt.clone());
+    let inflight = handler.inflight();
     let auth = Arc::new(AuthState::new(
         verifier,
         metadata_url,
@@ -61,9 +62,15 @@ pub fn router(
         "resource_name": format!("bulkhead {}", rt.server().def.name),
     });
     let mode = rt.mode().as_str();
-    Router::new()
-        .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(auth, require_token))
+    let mut mcp = Router::new().nest_service("/mcp", mcp);
+    if !http.stateful {
+        // rmcp drops notifications in stateless serving; this layer routes cancellations.
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(
+            inflight,
+            super::inflight::cancel_layer,
+        ));
+    }
+    mcp.layer(axum::middleware::from_fn_with_state(auth, require_token))
         .route(
             "/.well-known/oauth-protected-resource",
             get(move || async move { axum::Json(metadata) }),

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod handler;
+pub mod inflight;
 pub mod http;
 pub mod listener;
 pub mod notify;

@@ -9,6 +9,7 @@ mod in_memory;
 mod isolation;
 mod limits;
 mod procs;
+mod progress;
 mod python_sdk;
 mod ratchet;
 mod scaffold;

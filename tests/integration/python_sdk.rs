@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// The venv's interpreter, made once per test process: the tests of this file run in parallel,
 /// and two `python3 -m venv` + `pip install` runs into one folder break each other.
-fn venv_python() -> PathBuf {
+pub fn venv_python() -> PathBuf {
     static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     VENV.get_or_init(make_venv).clone()
 }
