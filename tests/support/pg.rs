@@ -87,7 +87,27 @@ fn command(bin: &Path, name: &str, user: Option<(u32, u32)>, die_with_parent: bo
     cmd
 }
 
+/// Removes the folders of servers whose test process has ended (the postmaster dies with its
+/// test process, which cannot run destructors for a static; the next run cleans up instead).
+fn remove_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("bulkhead-pg-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn start() -> Result<PgServer, String> {
+    remove_stale();
     let bin = bin_dir()?;
     let user = run_as();
     let dir = std::env::temp_dir().join(format!("bulkhead-pg-{}-{}", std::process::id(), free_port()));
