@@ -127,7 +127,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
             input_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most records to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in record titles","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::Some(
-                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]},"owner":{"type":["string","null"]}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"owner":{"type":"string"}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "records:search",
             target: bh::Target::Connector {
@@ -206,7 +206,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 },
                 input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The record's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
                 output_schema: ::std::option::Option::Some(
-                    r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]},"owner":{"type":["string","null"]}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+                    r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"owner":{"type":"string"}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
                 ),
                 dataset: "resource:record:{id}",
                 target: bh::Target::Connector {

@@ -321,7 +321,7 @@ impl RowSet {
                     columns
                         .iter()
                         .cloned()
-                        .zip(r.into_iter().map(Value::String).chain(std::iter::repeat(Value::Null)))
+                        .zip(r.into_iter().map(Value::String).chain(std::iter::repeat(Value::from(""))))
                         .collect(),
                 )
             })

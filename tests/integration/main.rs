@@ -6,6 +6,7 @@ mod compose;
 mod harness;
 mod http;
 mod in_memory;
+mod inspector;
 mod isolation;
 mod limits;
 mod procs;

@@ -80,7 +80,7 @@ fn param_schema(p: &Param) -> Value {
 }
 
 /// The `outputSchema` of a declared result: an object of the declared fields, or a row set (the
-/// columns, head and tail rows as objects of text or null, the total, the rows left out, and where
+/// columns, head and tail rows as objects of text (SQL NULL is empty text, as in the saved CSV), the total, the rows left out, and where
 /// the whole result was saved when it was cut).
 pub fn output_schema(returns: &Returns) -> Value {
     match returns {
@@ -88,7 +88,7 @@ pub fn output_schema(returns: &Returns) -> Value {
         Returns::Rows(columns) => {
             let props: Map<String, Value> = columns
                 .iter()
-                .map(|c| (c.clone(), json!({ "type": ["string", "null"] })))
+                .map(|c| (c.clone(), json!({ "type": "string" })))
                 .collect();
             json!({
                 "type": "object",

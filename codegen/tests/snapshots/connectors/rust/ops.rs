@@ -150,7 +150,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
             input_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most rows","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for","minLength":1}},"required":["query"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::Some(
-                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":["string","null"]},"title":{"type":["string","null"]}},"required":["id","title"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"}},"required":["id","title"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "records:search",
             target: bh::Target::Connector {
