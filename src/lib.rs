@@ -27,6 +27,7 @@ pub mod context;
 pub mod errors;
 pub mod handlers;
 pub mod identity;
+pub mod metrics;
 pub mod isolation;
 pub mod policy;
 pub mod ratelog;

@@ -36,6 +36,19 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl Outcome {
+    /// The lowercase name, as in the audit record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Blocked => "blocked",
+            Outcome::Escalated => "escalated",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// The shape of a call's arguments, never their values.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArgsSummary {

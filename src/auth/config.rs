@@ -35,6 +35,38 @@ pub struct AuthConfig {
     /// A JWKS JSON file whose keys are added to `keys`.
     #[serde(default)]
     pub jwks_file: Option<PathBuf>,
+    /// The identity provider's JWKS URL (`https://`; `http://` only to localhost): keys are
+    /// fetched, cached and refreshed (see `jwks_refresh_secs`, `jwks_min_refetch_secs`).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Find the JWKS URL through OIDC discovery at `{issuer}/.well-known/openid-configuration`
+    /// (the issuer must then be the provider's URL).
+    #[serde(default)]
+    pub oidc_discovery: bool,
+    /// Seconds between scheduled refreshes of remote keys.
+    #[serde(default = "default_jwks_refresh")]
+    pub jwks_refresh_secs: u64,
+    /// Shortest time between two fetches caused by tokens naming an unknown `kid`.
+    #[serde(default = "default_jwks_min_refetch")]
+    pub jwks_min_refetch_secs: u64,
+    /// Time limit of one fetch (discovery document or key set), in milliseconds.
+    #[serde(default = "default_jwks_timeout")]
+    pub jwks_timeout_ms: u64,
+}
+
+/// Default seconds between scheduled refreshes of remote keys.
+pub const DEFAULT_JWKS_REFRESH_SECS: u64 = 300;
+
+fn default_jwks_refresh() -> u64 {
+    DEFAULT_JWKS_REFRESH_SECS
+}
+
+fn default_jwks_min_refetch() -> u64 {
+    30
+}
+
+fn default_jwks_timeout() -> u64 {
+    5000
 }
 
 fn default_leeway() -> u64 {
@@ -140,9 +172,12 @@ pub enum AuthConfigError {
     /// `max_token_bytes` is zero.
     #[error("auth.max_token_bytes must be greater than zero")]
     ZeroTokenLimit,
-    /// Neither `keys` nor `jwks_file` gave a usable key.
-    #[error("auth has no keys: add `keys` or `jwks_file`")]
+    /// Neither `keys`, `jwks_file`, `jwks_url` nor `oidc_discovery` gives a key.
+    #[error("auth has no keys: add `keys`, `jwks_file`, `jwks_url` or `oidc_discovery: true`")]
     NoKeys,
+    /// The remote key source is misconfigured.
+    #[error("auth: {0}")]
+    Remote(String),
     /// An HS256 secret is shorter than [`MIN_HS256_SECRET_BYTES`].
     #[error("{key}: HS256 secret is {len} bytes, at least {MIN_HS256_SECRET_BYTES} are required")]
     SecretTooShort { key: String, len: usize },

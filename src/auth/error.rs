@@ -29,6 +29,9 @@ pub enum AuthError {
         /// Why, without the value itself.
         reason: String,
     },
+    /// The token needs a key from the identity provider and none could be fetched yet.
+    #[error("signing keys are unavailable")]
+    KeysUnavailable,
     /// The header names a `kid` that no configured key has.
     #[error("token names an unknown key id")]
     UnknownKid,

@@ -44,7 +44,7 @@ pub(crate) fn load_jwks(path: &Path) -> Result<Vec<VerifyKey>, AuthConfigError> 
 
 /// Checks one JWK and turns it into a key. The algorithm comes from `alg` when present, else
 /// from the key type (RSA → RS256, EC P-256 → ES256); `oct` keys must state `alg: HS256`.
-fn load_jwk(label: String, jwk: &Jwk) -> Result<VerifyKey, AuthConfigError> {
+pub(crate) fn load_jwk(label: String, jwk: &Jwk) -> Result<VerifyKey, AuthConfigError> {
     let bad = |reason: &str| AuthConfigError::BadJwk {
         key: label.clone(),
         reason: reason.into(),

@@ -2,7 +2,9 @@
 //! and audience, turned into a validated [`Identity`](crate::identity::Identity).
 //!
 //! Each key accepts its own algorithm only; a token's `kid` selects one key, without `kid` every
-//! key of the header's algorithm is tried. Oversized tokens are refused before parsing.
+//! key of the header's algorithm is tried. Oversized tokens are refused before parsing. Keys come
+//! from the configuration, a JWKS file, or the identity provider (a JWKS URL or OIDC discovery,
+//! refreshed without restart: see `remote`).
 
 mod claims;
 mod config;
@@ -10,6 +12,7 @@ mod error;
 mod jwks;
 mod keys;
 pub mod mint;
+mod remote;
 mod verify;
 
 pub use claims::Claims;
@@ -41,6 +44,11 @@ mod tests {
                 public_key_file: None,
             }],
             jwks_file: None,
+            jwks_url: None,
+            oidc_discovery: false,
+            jwks_refresh_secs: 300,
+            jwks_min_refetch_secs: 30,
+            jwks_timeout_ms: 5000,
         }
     }
 

@@ -11,6 +11,8 @@ use super::config::{AuthConfig, AuthConfigError, KeyAlg, MAX_LEEWAY_SECS};
 use super::error::AuthError;
 use super::jwks::load_jwks;
 use super::keys::{VerifyKey, load_key};
+use super::remote::RemoteKeys;
+use std::sync::Arc;
 use crate::identity::Identity;
 
 /// An accepted token: who is calling, and the claims that said so.
@@ -29,6 +31,8 @@ pub struct Verifier {
     audience: String,
     max_token_bytes: usize,
     keys: Vec<(VerifyKey, Validation)>,
+    /// Keys from the identity provider, when configured.
+    remote: Option<Arc<RemoteKeys>>,
 }
 
 /// The header fields that pick a key; everything else in the header is left to `jsonwebtoken`.
@@ -64,7 +68,11 @@ impl Verifier {
         if let Some(path) = &config.jwks_file {
             keys.extend(load_jwks(path)?);
         }
-        if keys.is_empty() {
+        let for_remote = config.clone();
+        let remote = RemoteKeys::from_config(config, move |alg| validation_for(alg, &for_remote))
+            .map_err(AuthConfigError::Remote)?
+            .map(Arc::new);
+        if keys.is_empty() && remote.is_none() {
             return Err(AuthConfigError::NoKeys);
         }
         let mut kids = HashSet::new();
@@ -90,7 +98,38 @@ impl Verifier {
             audience: config.audience.clone(),
             max_token_bytes: config.max_token_bytes,
             keys,
+            remote,
         })
+    }
+
+    /// Fetches the identity provider's keys (when configured) and keeps them fresh on the
+    /// schedule until `stop`. A failed first fetch is logged; tokens needing those keys are
+    /// refused until a later fetch succeeds.
+    pub async fn start_remote(&self, stop: tokio_util::sync::CancellationToken) {
+        if let Some(remote) = &self.remote {
+            remote.refresh(true).await;
+            tokio::spawn(remote.clone().run_schedule(stop));
+        }
+    }
+
+    /// [`verify`](Verifier::verify), fetching the identity provider's keys again when the token
+    /// names a key id not seen yet (rate-limited, one fetch at a time) or none were fetched yet.
+    pub async fn verify_fresh(&self, token: &str) -> Result<Verified, AuthError> {
+        let first = self.verify(token);
+        let Some(remote) = &self.remote else { return first };
+        let none_yet = remote.snapshot().is_empty();
+        match first {
+            Err(AuthError::UnknownKid) => {}
+            Err(AuthError::AlgorithmNotAllowed | AuthError::BadSignature) if none_yet => {}
+            other => return other,
+        }
+        remote.refresh(false).await;
+        match self.verify(token) {
+            Err(_) if remote.snapshot().is_empty() && self.keys.is_empty() => {
+                Err(AuthError::KeysUnavailable)
+            }
+            other => other,
+        }
     }
 
     /// Verifies a compact JWS (without the `Bearer ` prefix) and returns the caller's identity.
@@ -102,11 +141,16 @@ impl Verifier {
         }
         let header = peek_header(token)?;
         let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
+        // Configured keys first; a remote key never shadows a configured kid.
+        let remote = self.remote.as_ref().map(|r| r.snapshot());
+        let all = || {
+            self.keys
+                .iter()
+                .chain(remote.iter().flat_map(|r| r.iter()))
+        };
         let candidates: Vec<&(VerifyKey, Validation)> = match &header.kid {
             Some(kid) => {
-                let pair = self
-                    .keys
-                    .iter()
+                let pair = all()
                     .find(|(k, _)| k.kid.as_deref() == Some(kid.as_str()))
                     .ok_or(AuthError::UnknownKid)?;
                 if pair.0.alg != alg {
@@ -114,7 +158,7 @@ impl Verifier {
                 }
                 vec![pair]
             }
-            None => self.keys.iter().filter(|(k, _)| k.alg == alg).collect(),
+            None => all().filter(|(k, _)| k.alg == alg).collect(),
         };
         if candidates.is_empty() {
             return Err(AuthError::AlgorithmNotAllowed);

@@ -18,6 +18,7 @@ use crate::connectors::{ConnectorError, Connectors};
 use crate::context::Presets;
 use crate::errors::ToolError;
 use crate::identity::{self, Identity};
+use crate::metrics::{Metrics, Refusal};
 use crate::policy::{NetworkMode, Permission, Sensitivity};
 use crate::server::{JsonObject, Server, ToolContext};
 use crate::signals::CallSignals;
@@ -44,6 +45,7 @@ pub struct Runtime {
     outputs: HashMap<&'static str, jsonschema::Validator>,
     calls: tokio::sync::Semaphore,
     max_calls: usize,
+    metrics: Arc<Metrics>,
 }
 
 /// Limits of one runtime (`limits:` in config.yaml).
@@ -93,6 +95,8 @@ pub enum RuntimeError {
 /// the outcome `cancelled`.
 struct CallAudit<'a> {
     log: &'a AuditLog,
+    metrics: &'a Metrics,
+    started: std::time::Instant,
     call: String,
     id: &'a Identity,
     tool: &'a str,
@@ -126,11 +130,34 @@ impl CallAudit<'_> {
         })
     }
 
+    /// Records the call's one outcome: the audit record, the metrics, and a warning in the
+    /// server log for a failed call (rate-limited; the audit has every one).
     fn finish(mut self, outcome: Outcome, detail: Option<String>) {
         self.done = true;
+        if outcome == Outcome::Error {
+            static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+            if let Some(more) = SITE.allow() {
+                tracing::warn!(call = %self.call, tool = self.tool, error = detail.as_deref().unwrap_or(""), suppressed = more, "tool call failed");
+            }
+        }
+        self.observe(outcome);
         let rec = self.record(Phase::Outcome, Some(outcome), detail);
         if let Err(e) = self.log.append(&rec) {
             tracing::error!(call = %self.call, error = %e, "audit append failed");
+        }
+    }
+
+    /// A refusal: recorded with its reason.
+    fn refuse(self, why: Refusal, detail: Option<String>) {
+        self.metrics.refused(why);
+        self.finish(Outcome::Blocked, detail);
+    }
+
+    fn observe(&self, outcome: Outcome) {
+        self.metrics
+            .call(self.tool, outcome.as_str(), self.started.elapsed());
+        if outcome == Outcome::Escalated {
+            self.metrics.escalated(self.levels.1.as_str());
         }
     }
 }
@@ -138,6 +165,7 @@ impl CallAudit<'_> {
 impl Drop for CallAudit<'_> {
     fn drop(&mut self) {
         if !self.done {
+            self.observe(Outcome::Cancelled);
             let rec = self.record(Phase::Outcome, Some(Outcome::Cancelled), None);
             let _ = self.log.append(&rec);
         }
@@ -205,7 +233,13 @@ impl Runtime {
             outputs,
             calls: tokio::sync::Semaphore::new(limits.max_concurrent_calls),
             max_calls: limits.max_concurrent_calls,
+            metrics: Arc::new(Metrics::new()),
         })
+    }
+
+    /// This runtime's metrics (served at `/metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Applies call limits (concurrency, memory per streamed result).
@@ -266,6 +300,8 @@ impl Runtime {
             let level = self.state.peek(id).await;
             let audit = CallAudit {
                 log: &self.audit,
+                metrics: &self.metrics,
+                started: std::time::Instant::now(),
                 call: new_call_id(),
                 id,
                 tool: tool_name,
@@ -330,6 +366,8 @@ impl Runtime {
         let _stop = signals.stop_on_drop();
         let mut audit = CallAudit {
             log: &self.audit,
+            metrics: &self.metrics,
+            started: std::time::Instant::now(),
             call: new_call_id(),
             id,
             tool: tool.name,
@@ -346,14 +384,14 @@ impl Runtime {
                 "the server is busy: {} tool calls are running, its limit (limits.max_concurrent_calls); retry in a moment",
                 self.max_calls
             ));
-            audit.finish(Outcome::Blocked, Some(err.to_string()));
+            audit.refuse(Refusal::Busy, Some(err.to_string()));
             return CallOutcome::error(err, level);
         };
         if let Err(e) = self.audit.healthy() {
             tracing::error!(error = %e, "audit log unhealthy; refusing calls");
             let err = ToolError::fatal(format!("{}, so every call is refused", e.for_model()));
             audit.levels = (Sensitivity::Secret, Sensitivity::Secret);
-            audit.finish(Outcome::Blocked, Some(e.to_string()));
+            audit.refuse(Refusal::Audit, Some(e.to_string()));
             return CallOutcome::error(err, Sensitivity::Secret);
         }
         // Step 1: a shared pass; the level read under it is the one admitted.
@@ -440,17 +478,19 @@ impl Runtime {
         audit: CallAudit<'_>,
         pass: Pass,
         tool: &ToolDef,
-        (outcome, err): (Outcome, ToolError),
+        (why, err): (Refusal, ToolError),
     ) -> CallOutcome {
         let level = pass.level();
-        audit.finish(outcome, Some(err.to_string()));
+        audit.refuse(why, Some(err.to_string()));
         self.state.leave(pass).await;
         let mut out = CallOutcome::error(err, level);
         out.required_mode = level.max(tool.sensitivity).required_mode();
         out
     }
 
+    /// The write-ahead intent could not be written: the call is refused.
     async fn fail(&self, audit: CallAudit<'_>, pass: Pass, err: ToolError, level: Sensitivity) -> CallOutcome {
+        self.metrics.refused(Refusal::Audit);
         audit.finish(Outcome::Error, Some(err.to_string()));
         self.state.leave(pass).await;
         CallOutcome::error(err, level)
@@ -465,19 +505,19 @@ impl Runtime {
             "{}, so the session is treated as {level} and this call is refused",
             e.for_model()
         ));
-        audit.finish(Outcome::Blocked, Some(e.to_string()));
+        audit.refuse(Refusal::State, Some(e.to_string()));
         let mut out = CallOutcome::error(err, level);
         out.required_mode = level.max(tool.sensitivity).required_mode();
         out
     }
 
     /// Whether the call may run with the session at `level`, on this instance.
-    fn admit(&self, tool: &ToolDef, level: Sensitivity) -> Result<(), (Outcome, ToolError)> {
+    fn admit(&self, tool: &ToolDef, level: Sensitivity) -> Result<(), (Refusal, ToolError)> {
         let needed = level.max(tool.sensitivity);
         if !self.mode.serves(needed) {
             let want = needed.required_mode();
             return Err((
-                Outcome::Blocked,
+                Refusal::Mode,
                 ToolError::fatal(format!(
                     "this instance runs with network mode `{}` and cannot serve {} data; use the `{}` instance of this server ({})",
                     self.mode,
@@ -493,7 +533,7 @@ impl Runtime {
         }
         if tool.permission == Permission::Connect && level.is_private() {
             return Err((
-                Outcome::Blocked,
+                Refusal::ConnectBlocked,
                 ToolError::fatal(format!(
                     "`{}` reaches the network and this session holds {level} data; connect tools stay blocked for the rest of the session",
                     tool.name
@@ -538,7 +578,15 @@ impl Runtime {
             .catch_unwind()
             .await
         {
-            Ok(r) => r?,
+            Ok(Err(e)) => {
+                if let Target::Connector { connector, .. } = tool.target
+                    && !matches!(e, ToolError::Retryable(_))
+                {
+                    self.metrics.connector_error(connector);
+                }
+                return Err(e);
+            }
+            Ok(Ok(out)) => out,
             Err(panic) => {
                 let msg = panic
                     .downcast_ref::<&str>()

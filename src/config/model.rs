@@ -134,7 +134,10 @@ pub struct HttpConfig {
     pub public_url: Option<String>,
     /// `Host` values accepted (DNS-rebinding protection); compose service names go here.
     pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted; empty accepts requests without `Origin` only… and any origin.
+    /// Browser origins accepted (`scheme://host:port`, `*` for any port); a request carrying
+    /// another `Origin` gets 403 (the MCP transport spec's DNS-rebinding defence). Requests
+    /// without `Origin` (non-browser clients) are not affected. Defaults to the local origins; an
+    /// empty list refuses every `Origin`.
     pub allowed_origins: Vec<String>,
     /// Keep transport sessions (protocol 2025-11-25); each is bound to the token's identity.
     pub stateful: bool,
@@ -166,7 +169,7 @@ impl Default for HttpConfig {
         HttpConfig {
             public_url: None,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
-            allowed_origins: Vec::new(),
+            allowed_origins: default_origins(),
             stateful: true,
             json_response: true,
             max_connections: 1024,
@@ -487,4 +490,12 @@ mod tests {
         let bad = format!("{EMBEDDED}\nsurprise: 1\n");
         assert!(Config::parse(&bad, "x", &|_| None).is_err());
     }
+}
+
+/// The origins a browser on this machine uses: `http://localhost:*`, `http://127.0.0.1:*`,
+/// `http://[::1]:*`.
+pub fn default_origins() -> Vec<String> {
+    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(String::from)
+        .to_vec()
 }

@@ -36,7 +36,7 @@ struct SessionBook {
 
 /// Shared state of the auth layer.
 pub struct AuthState {
-    verifier: Verifier,
+    verifier: Arc<Verifier>,
     metadata_url: String,
     limits: SessionLimits,
     book: Mutex<SessionBook>,
@@ -56,10 +56,16 @@ fn limit_refusal(status: StatusCode, message: String) -> Response {
 }
 
 impl AuthState {
-    /// `metadata_url` is the absolute URL of `/.well-known/oauth-protected-resource`.
+    /// The token verifier (shared with the task that keeps remote keys fresh).
+    pub fn verifier(&self) -> Arc<Verifier> {
+        self.verifier.clone()
+    }
+
+    /// Auth state with `verifier`, session limits, and `metadata_url`: the absolute URL of
+    /// `/.well-known/oauth-protected-resource` (sent in `WWW-Authenticate`).
     pub fn new(verifier: Verifier, metadata_url: String, limits: SessionLimits) -> AuthState {
         AuthState {
-            verifier,
+            verifier: Arc::new(verifier),
             metadata_url,
             limits,
             book: Mutex::new(SessionBook::default()),
@@ -170,7 +176,7 @@ pub async fn require_token(
     let Some(token) = token else {
         return state.unauthorized(None);
     };
-    let identity = match state.verifier.verify(token.trim()) {
+    let identity = match state.verifier.verify_fresh(token.trim()).await {
         Ok(v) => v.identity,
         Err(e) => {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();

@@ -302,9 +302,7 @@ impl ServerHandler for McpServer {
                 return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None));
             }
         };
-        if let Some(f) = forwarder {
-            f.finish().await;
-        }
+        forwarder.finish().await;
         Ok(mcp_result(out).into())
     }
 

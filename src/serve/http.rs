@@ -31,8 +31,11 @@ pub fn router(
     let mut config = StreamableHttpServerConfig::default();
     config.legacy_session_mode = http.stateful;
     config.allowed_hosts = http.allowed_hosts.clone();
-    config.allowed_origins = http.allowed_origins.clone();
-    config.cancellation_token = shutdown;
+    // Origin is always checked: an empty list refuses every request that carries one.
+    config = config
+        .with_allowed_origins(http.allowed_origins.clone())
+        .enforce_origin_validation();
+    config.cancellation_token = shutdown.clone();
     config.max_request_body_bytes = http.max_body_bytes;
     // Stateless: one plain JSON body per request; rmcp falls back to SSE by itself when the
     // handler sends anything before its result (progress notifications).
@@ -48,19 +51,30 @@ pub fn router(
             stateful: http.stateful,
         },
     ));
+    // The identity provider's keys (when configured) are fetched now and kept fresh.
+    let verifier = auth.verifier();
+    let stop = shutdown.clone();
+    tokio::spawn(async move { verifier.start_remote(stop).await });
     let forget = auth.clone();
     let sessions = Sessions::new(
         http.max_sessions,
         Duration::from_secs(http.session_idle_timeout_s.max(1)),
         Arc::new(move |sid: &str| forget.forget_session(sid)),
     );
-    let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), Arc::new(sessions), config);
-    let metadata = serde_json::json!({
+    let sessions = Arc::new(sessions);
+    let open_sessions = sessions.clone();
+    let metrics = rt.metrics().clone();
+    let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
+    let mut metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
-        "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": format!("bulkhead {}", rt.server().def.name),
     });
+    // RFC 9728 §2: authorization servers by their issuer identifier, a URL. A development
+    // issuer that is not one (`bulkhead-dev`) names no server clients could discover.
+    if reqwest::Url::parse(issuer).is_ok_and(|u| matches!(u.scheme(), "https" | "http")) {
+        metadata["authorization_servers"] = serde_json::json!([issuer]);
+    }
     let mode = rt.mode().as_str();
     let mut mcp = Router::new().nest_service("/mcp", mcp);
     if !http.stateful {
@@ -82,6 +96,20 @@ pub fn router(
         .route(
             "/healthz",
             get(move || async move { format!("ok {mode}\n") }),
+        )
+        // Names and counts only (tools, outcomes, reasons): no identities, arguments or paths.
+        .route(
+            "/metrics",
+            get(move || {
+                let (metrics, sessions) = (metrics.clone(), open_sessions.clone());
+                async move {
+                    metrics.set_sessions(sessions.open().await);
+                    (
+                        [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+                        metrics.render(),
+                    )
+                }
+            }),
         )
 }
 

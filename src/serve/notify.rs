@@ -1,8 +1,9 @@
 //! Progress and log notifications of one call, forwarded from its [`CallSignals`] to the client
 //! at a bounded rate: at most one progress notification per [`PROGRESS_INTERVAL`] (only when it
 //! changed), the call's warnings (at most [`crate::signals::MAX_WARNINGS`]) as `notifications/message`
-//! at level `warning`, and a last flush before the result goes out. Nothing is sent to a client
-//! that asked for neither, so a stateless reply stays one plain JSON body.
+//! at level `warning`, and a last flush before the result goes out. A task runs only for a call
+//! that asked for progress; otherwise warnings, if any, are sent once before the result — the
+//! common call pays nothing, and a stateless reply without notifications stays one JSON body.
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
 use std::time::Duration;
@@ -52,33 +53,57 @@ pub struct Wanted {
 pub struct Forwarder {
     done: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    /// Without a task: what to flush at the end.
+    last: Option<Last>,
+}
+
+struct Last {
+    peer: Peer<RoleServer>,
+    tool: String,
+    signals: CallSignals,
+    warnings: bool,
+}
+
+/// Sends the warnings recorded since the last call; `false` once the client is gone.
+async fn send_warnings(peer: &Peer<RoleServer>, tool: &str, signals: &CallSignals) -> bool {
+    for text in signals.take_warnings() {
+        let data = serde_json::json!({ "tool": tool, "message": text });
+        let param = LoggingMessageNotificationParam::new(LoggingLevel::Warning, data).with_logger(LOGGER);
+        if peer.notify_logging_message(param).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 impl Forwarder {
-    /// Starts forwarding `signals` of a call of `tool`; `None` when the caller wants nothing.
-    pub fn start(
-        peer: Peer<RoleServer>,
-        wanted: Wanted,
-        tool: &str,
-        signals: CallSignals,
-    ) -> Option<Forwarder> {
-        if wanted.progress.is_none() && !wanted.warnings {
-            return None;
-        }
-        let (done, mut finished) = oneshot::channel();
+    /// Starts forwarding `signals` of a call of `tool`.
+    pub fn start(peer: Peer<RoleServer>, wanted: Wanted, tool: &str, signals: CallSignals) -> Forwarder {
         let tool = tool.to_owned();
+        let Some(token) = wanted.progress.clone() else {
+            return Forwarder {
+                done: None,
+                task: None,
+                last: Some(Last {
+                    peer,
+                    tool,
+                    signals,
+                    warnings: wanted.warnings,
+                }),
+            };
+        };
+        let (done, mut finished) = oneshot::channel();
         let task = tokio::spawn(async move {
             let mut sent: Option<Progress> = None;
-            let mut every = tokio::time::interval(PROGRESS_INTERVAL);
+            let start = tokio::time::Instant::now() + PROGRESS_INTERVAL;
+            let mut every = tokio::time::interval_at(start, PROGRESS_INTERVAL);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            every.tick().await;
             loop {
                 let last = tokio::select! {
                     _ = every.tick() => false,
                     _ = &mut finished => true,
                 };
-                if let Some(token) = &wanted.progress
-                    && let Some(p) = signals.progress()
+                if let Some(p) = signals.progress()
                     && sent != Some(p)
                 {
                     sent = Some(p);
@@ -91,29 +116,29 @@ impl Forwarder {
                         return;
                     }
                 }
-                if wanted.warnings {
-                    for text in signals.take_warnings() {
-                        let data = serde_json::json!({ "tool": tool, "message": text });
-                        let param = LoggingMessageNotificationParam::new(LoggingLevel::Warning, data)
-                            .with_logger(LOGGER);
-                        if peer.notify_logging_message(param).await.is_err() {
-                            return;
-                        }
-                    }
+                if wanted.warnings && !send_warnings(&peer, &tool, &signals).await {
+                    return;
                 }
                 if last {
                     return;
                 }
             }
         });
-        Some(Forwarder {
+        Forwarder {
             done: Some(done),
             task: Some(task),
-        })
+            last: None,
+        }
     }
 
     /// Sends what is left (the last progress, pending warnings) and ends the task.
     pub async fn finish(mut self) {
+        if let Some(last) = self.last.take() {
+            if last.warnings {
+                send_warnings(&last.peer, &last.tool, &last.signals).await;
+            }
+            return;
+        }
         if let Some(done) = self.done.take() {
             let _ = done.send(());
         }

@@ -46,6 +46,11 @@ impl Sessions {
             on_close,
         }
     }
+
+    /// Sessions open now.
+    pub async fn open(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
 }
 
 impl SessionManager for Sessions {

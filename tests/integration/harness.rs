@@ -42,6 +42,11 @@ pub fn config(dir: &std::path::Path, stateful: bool) -> Config {
 /// Starts `template` in `mode` with its state in `dir` (shared dirs = instances of one server).
 pub async fn start(dir: Arc<tempfile::TempDir>, mode: NetworkMode, stateful: bool) -> Instance {
     let config = config(dir.path(), stateful);
+    start_with(config, dir, mode).await
+}
+
+/// Starts `template` in `mode` with `config` (its state folders should lie in `dir`).
+pub async fn start_with(config: Config, dir: Arc<tempfile::TempDir>, mode: NetworkMode) -> Instance {
     let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).await.expect("runtime"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -82,7 +82,9 @@ async fn bad_tokens_get_401_with_resource_metadata() {
     .await
     .unwrap();
     assert_eq!(meta["resource"], json!(inst.url));
-    assert_eq!(meta["authorization_servers"], json!(["test-issuer"]));
+    // `test-issuer` is not a URL, so no authorization server is announced (RFC 9728 wants
+    // issuer URLs; the JWKS tests check a real one).
+    assert!(meta.get("authorization_servers").is_none(), "{meta}");
     let health = reqwest::get(format!("{}/healthz", inst.base))
         .await
         .unwrap()
@@ -352,6 +354,34 @@ async fn origins_outside_the_allowlist_are_refused() {
         200,
         "the configured origin works"
     );
+}
+
+/// The shipped config.yaml: a foreign Origin gets 403, a local one and none pass.
+#[tokio::test]
+async fn the_shipped_config_refuses_foreign_origins() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let shipped = bulkhead::config::Config::parse(bulkhead::config::EMBEDDED, "config.yaml", &|_| None)
+        .expect("the shipped config parses");
+    let mut config = crate::harness::config(dir.path(), true);
+    config.http = shipped.http;
+    let inst = crate::harness::start_with(config, dir, NetworkMode::Full).await;
+    let send = |origin: Option<&'static str>| {
+        let url = inst.url.clone();
+        async move {
+            let mut req = reqwest::Client::new()
+                .post(url)
+                .header("accept", ACCEPT)
+                .header("authorization", format!("Bearer {}", token("alice", "s1")))
+                .json(&init_body());
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            req.send().await.unwrap().status()
+        }
+    };
+    assert_eq!(send(Some("http://evil.example.com")).await, 403);
+    assert_eq!(send(Some("http://localhost:6274")).await, 200, "a local page (e.g. the Inspector)");
+    assert_eq!(send(None).await, 200, "a non-browser client");
 }
 
 #[tokio::test]

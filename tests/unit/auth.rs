@@ -68,6 +68,11 @@ fn config(keys: Vec<KeyConfig>) -> AuthConfig {
         max_token_bytes: 8192,
         keys,
         jwks_file: None,
+        jwks_url: None,
+        oidc_discovery: false,
+        jwks_refresh_secs: 300,
+        jwks_min_refetch_secs: 30,
+        jwks_timeout_ms: 5000,
     }
 }
 

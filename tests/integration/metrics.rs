@@ -1,0 +1,75 @@
+//! `/metrics` on a real instance, read by a Prometheus text-format parser: calls by tool and
+//! outcome, latency histograms, refusals by reason, open sessions; no identity or argument value.
+
+use crate::harness::{call, client, start, token};
+use bulkhead::policy::NetworkMode;
+use prometheus_parse::{Scrape, Value};
+use serde_json::json;
+use std::sync::Arc;
+
+fn sample(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == name
+                && s.labels.len() == labels.len()
+                && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+        })
+        .and_then(|s| match &s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(*v),
+            Value::Histogram(buckets) => buckets.last().map(|b| b.count),
+            _ => None,
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_calls_refusals_and_sessions() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let c = client(&inst.url, &token("metrics-user", "s1")).await;
+    for i in 0..3 {
+        let (err, _, _) = call(&c, "write_file", json!({"path": format!("/workspace/m{i}.txt"), "content": "x"})).await;
+        assert!(!err);
+    }
+    let (err, _, _) = call(&c, "read_file", json!({"path": "/workspace/../etc/passwd"})).await;
+    assert!(err, "a traversal is an error");
+    let (err, _, _) = call(&c, "search_records", json!({"query": "SECRET-ARG-VALUE", "limit": 1})).await;
+    assert!(err, "confidential on the full instance is refused");
+
+    let resp = reqwest::get(format!("{}/metrics", inst.base)).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let ctype = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    let body = resp.text().await.unwrap();
+    assert!(!body.contains("metrics-user") && !body.contains("SECRET-ARG-VALUE") && !body.contains("/workspace"), "{body}");
+    let scrape = Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text");
+
+    let calls = |tool: &str, outcome: &str| {
+        sample(&scrape, "bulkhead_tool_calls_total", &[("tool", tool), ("outcome", outcome)])
+    };
+    // The first write raises the fresh session to `internal` (write_file's sensitivity).
+    assert_eq!(calls("write_file", "escalated"), Some(1.0), "{body}");
+    assert_eq!(calls("write_file", "allowed"), Some(2.0), "{body}");
+    assert_eq!(
+        sample(&scrape, "bulkhead_escalations_total", &[("level", "internal")]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(calls("read_file", "error"), Some(1.0), "{body}");
+    assert_eq!(calls("search_records", "blocked"), Some(1.0), "{body}");
+    assert_eq!(
+        sample(&scrape, "bulkhead_refusals_total", &[("reason", "mode")]),
+        Some(1.0),
+        "{body}"
+    );
+    let latency = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "bulkhead_tool_call_duration_seconds" && s.labels.get("tool") == Some("write_file"))
+        .unwrap_or_else(|| panic!("a latency histogram: {body}"));
+    let Value::Histogram(buckets) = &latency.value else { panic!("histogram: {body}") };
+    assert_eq!(buckets.last().unwrap().count, 3.0, "every call observed once");
+    assert_eq!(sample(&scrape, "bulkhead_open_sessions", &[]), Some(1.0), "{body}");
+    c.cancel().await.unwrap();
+}
