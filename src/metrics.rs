@@ -53,6 +53,8 @@ pub enum Refusal {
     State,
     /// The audit log could not be written (fail closed).
     Audit,
+    /// The token lacks the scope the tool's permission requires.
+    Scope,
 }
 
 impl Refusal {
@@ -63,6 +65,7 @@ impl Refusal {
             Refusal::Busy => "busy",
             Refusal::State => "state_unavailable",
             Refusal::Audit => "audit_unavailable",
+            Refusal::Scope => "scope",
         }
     }
 }

@@ -25,7 +25,33 @@ pub struct Claims {
     /// Issued-at, seconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<u64>,
+    /// Granted scopes, from `scope` (space-separated, RFC 8693 §4.2) or `scp` (a list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
+
+/// What a caller's credential grants beyond its identity: every scope (stdio, where the identity
+/// is configured; in-process callers), or the scopes its token carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Grants {
+    /// No scope restriction.
+    All,
+    /// Exactly these scopes.
+    Scopes(Vec<String>),
+}
+
+impl Grants {
+    /// Whether `scope` is granted.
+    pub fn has(&self, scope: &str) -> bool {
+        match self {
+            Grants::All => true,
+            Grants::Scopes(s) => s.iter().any(|g| g == scope),
+        }
+    }
+}
+
+/// Most scopes read from one token (the rest are ignored: a grant is never widened by them).
+const MAX_SCOPES: usize = 256;
 
 /// The payload as it arrives: each claim kept as raw JSON so a wrong type is reported as a bad
 /// claim rather than a parse failure. Duplicate keys among these fields are refused by serde.
@@ -45,6 +71,10 @@ pub(crate) struct RawClaims {
     nbf: Option<Value>,
     #[serde(default)]
     iat: Option<Value>,
+    #[serde(default)]
+    scope: Option<Value>,
+    #[serde(default)]
+    scp: Option<Value>,
 }
 
 impl RawClaims {
@@ -80,6 +110,7 @@ impl RawClaims {
         let sub = string_claim("sub", self.sub)?;
         let session_id = string_claim("session_id", self.session_id)?;
         let identity = Identity::new(sub.clone(), session_id.clone()).map_err(identity_error)?;
+        let scopes = scopes(self.scope, self.scp)?;
         let claims = Claims {
             sub,
             session_id,
@@ -88,6 +119,7 @@ impl RawClaims {
             exp,
             nbf,
             iat,
+            scopes,
         };
         Ok((identity, claims))
     }
@@ -98,6 +130,28 @@ fn bad(claim: &'static str, reason: &str) -> AuthError {
         claim,
         reason: reason.into(),
     }
+}
+
+/// `scope` as a space-separated string and/or `scp` as a list (or string); both are merged.
+fn scopes(scope: Option<Value>, scp: Option<Value>) -> Result<Vec<String>, AuthError> {
+    let mut out = Vec::new();
+    for (name, value) in [("scope", scope), ("scp", scp)] {
+        match value {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => out.extend(s.split_whitespace().map(str::to_owned)),
+            Some(Value::Array(items)) => {
+                for v in items {
+                    match v {
+                        Value::String(s) => out.push(s),
+                        _ => return Err(bad(name, "list holds a non-string")),
+                    }
+                }
+            }
+            Some(_) => return Err(bad(name, "not a string or list of strings")),
+        }
+    }
+    out.truncate(MAX_SCOPES);
+    Ok(out)
 }
 
 /// A required string claim.
@@ -152,6 +206,22 @@ mod tests {
         assert_eq!(claims.aud, vec!["me".to_string()]);
         let list = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": ["x", "me"], "exp": 1});
         raw(list).into_verified("i", "me").unwrap();
+    }
+
+    #[test]
+    fn scopes_come_from_scope_and_scp() {
+        let v = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1,
+                       "scope": "openid  mcp:write", "scp": ["mcp:connect"]});
+        let (_, claims) = raw(v).into_verified("i", "me").unwrap();
+        assert_eq!(claims.scopes, ["openid", "mcp:write", "mcp:connect"]);
+        let v = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1, "scope": 7});
+        assert_eq!(
+            raw(v).into_verified("i", "me").unwrap_err(),
+            bad("scope", "not a string or list of strings")
+        );
+        assert!(Grants::Scopes(vec!["x".into()]).has("x"));
+        assert!(!Grants::Scopes(vec!["x".into()]).has("y"));
+        assert!(Grants::All.has("anything"));
     }
 
     #[test]

@@ -52,6 +52,47 @@ pub struct AuthConfig {
     /// Time limit of one fetch (discovery document or key set), in milliseconds.
     #[serde(default = "default_jwks_timeout")]
     pub jwks_timeout_ms: u64,
+    /// Scopes a token must carry to call tools of each permission (none required by default).
+    #[serde(default)]
+    pub scopes: ScopeRequirements,
+}
+
+/// The scope each permission requires (`auth.scopes.read|write|connect`); `None` requires none.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeRequirements {
+    /// Scope needed by `read` tools (and resource reads).
+    #[serde(default)]
+    pub read: Option<String>,
+    /// Scope needed by `write` tools.
+    #[serde(default)]
+    pub write: Option<String>,
+    /// Scope needed by `connect` tools.
+    #[serde(default)]
+    pub connect: Option<String>,
+}
+
+impl ScopeRequirements {
+    /// The scope tools of `permission` require, if any.
+    pub fn for_permission(&self, permission: crate::policy::Permission) -> Option<&str> {
+        use crate::policy::Permission;
+        match permission {
+            Permission::Read => self.read.as_deref(),
+            Permission::Write => self.write.as_deref(),
+            Permission::Connect => self.connect.as_deref(),
+        }
+    }
+
+    /// Every configured scope, once each, in permission order (for `scopes_supported`).
+    pub fn all(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in [&self.read, &self.write, &self.connect].into_iter().flatten() {
+            if !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
 }
 
 /// Default seconds between scheduled refreshes of remote keys.

@@ -15,10 +15,10 @@ pub mod mint;
 mod remote;
 mod verify;
 
-pub use claims::Claims;
+pub use claims::{Claims, Grants};
 pub use config::{
     AuthConfig, AuthConfigError, DEFAULT_LEEWAY_SECS, DEFAULT_MAX_TOKEN_BYTES, KeyAlg, KeyConfig,
-    MAX_LEEWAY_SECS, MIN_HS256_SECRET_BYTES, MIN_RSA_BITS,
+    MAX_LEEWAY_SECS, MIN_HS256_SECRET_BYTES, MIN_RSA_BITS, ScopeRequirements,
 };
 pub use error::AuthError;
 pub use mint::MintClaims;
@@ -49,6 +49,7 @@ mod tests {
             jwks_refresh_secs: 300,
             jwks_min_refetch_secs: 30,
             jwks_timeout_ms: 5000,
+            scopes: ScopeRequirements::default(),
         }
     }
 

@@ -33,6 +33,8 @@ pub struct Verifier {
     keys: Vec<(VerifyKey, Validation)>,
     /// Keys from the identity provider, when configured.
     remote: Option<Arc<RemoteKeys>>,
+    /// Every scope some permission requires (`scopes_supported` in the resource metadata).
+    scopes: Vec<String>,
 }
 
 /// The header fields that pick a key; everything else in the header is left to `jsonwebtoken`.
@@ -99,7 +101,13 @@ impl Verifier {
             max_token_bytes: config.max_token_bytes,
             keys,
             remote,
+            scopes: config.scopes.all(),
         })
+    }
+
+    /// The scopes this resource requires for some permission (RFC 9728 `scopes_supported`).
+    pub fn scopes_supported(&self) -> &[String] {
+        &self.scopes
     }
 
     /// Fetches the identity provider's keys (when configured) and keeps them fresh on the

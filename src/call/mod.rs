@@ -13,6 +13,7 @@ pub use args::ArgsSchema;
 pub use output::CallOutcome;
 pub use presets::{PresetsError, server_presets};
 
+use crate::auth::{Grants, ScopeRequirements};
 use crate::audit::{ArgsSummary, AuditLog, AuditRecord, Outcome, Phase, new_call_id};
 use crate::connectors::{ConnectorError, Connectors};
 use crate::context::Presets;
@@ -46,6 +47,7 @@ pub struct Runtime {
     calls: tokio::sync::Semaphore,
     max_calls: usize,
     metrics: Arc<Metrics>,
+    scopes: ScopeRequirements,
 }
 
 /// Limits of one runtime (`limits:` in config.yaml).
@@ -234,7 +236,34 @@ impl Runtime {
             calls: tokio::sync::Semaphore::new(limits.max_concurrent_calls),
             max_calls: limits.max_concurrent_calls,
             metrics: Arc::new(Metrics::new()),
+            scopes: ScopeRequirements::default(),
         })
+    }
+
+    /// Requires token scopes per permission (`auth.scopes`).
+    pub fn with_scopes(mut self, scopes: ScopeRequirements) -> Runtime {
+        self.scopes = scopes;
+        self
+    }
+
+    /// Readiness checks (`/readyz`): the compliance store answers and is the one opened, the
+    /// audit log is writable, each probed connector is reachable. Each entry: what was checked
+    /// and, when it failed, why (no host paths).
+    pub async fn readiness(&self) -> Vec<(String, Result<(), String>)> {
+        let mut out = vec![
+            (
+                "state".to_string(),
+                self.state.check().await.map_err(|e| e.for_model().to_string()),
+            ),
+            (
+                "audit".to_string(),
+                self.audit.healthy().map_err(|e| e.for_model().to_string()),
+            ),
+        ];
+        for (name, result) in self.connectors.probe().await {
+            out.push((format!("connector {name}"), result));
+        }
+        out
     }
 
     /// This runtime's metrics (served at `/metrics`).
@@ -283,7 +312,7 @@ impl Runtime {
         tool_name: &str,
         args: Option<JsonObject>,
     ) -> CallOutcome {
-        self.call_with(id, tool_name, args, &CallSignals::new()).await
+        self.call_with(id, &Grants::All, tool_name, args, &CallSignals::new()).await
     }
 
     /// [`call`](Runtime::call) with the caller's signals: progress and warnings flow into
@@ -292,6 +321,7 @@ impl Runtime {
     pub async fn call_with(
         &self,
         id: &Identity,
+        grants: &Grants,
         tool_name: &str,
         args: Option<JsonObject>,
         signals: &CallSignals,
@@ -314,7 +344,7 @@ impl Runtime {
             audit.finish(Outcome::Error, Some(err.to_string()));
             return CallOutcome::error(err, level);
         };
-        self.call_def(id, tool, args, signals).await
+        self.call_def(id, grants, tool, args, signals).await
     }
 
     /// Reads a resource by URI: the resource's hidden read tool, through the same wrapper (its
@@ -322,6 +352,16 @@ impl Runtime {
     pub async fn read_resource(
         &self,
         id: &Identity,
+        uri: &str,
+    ) -> Option<(&'static crate::resourcedef::ResourceDef, CallOutcome)> {
+        self.read_resource_as(id, &Grants::All, uri).await
+    }
+
+    /// [`read_resource`](Runtime::read_resource) for a caller with `grants`.
+    pub async fn read_resource_as(
+        &self,
+        id: &Identity,
+        grants: &Grants,
         uri: &str,
     ) -> Option<(&'static crate::resourcedef::ResourceDef, CallOutcome)> {
         let (resource, vars) = self
@@ -351,13 +391,14 @@ impl Runtime {
             args.insert(name.to_string(), value);
         }
         let signals = CallSignals::new();
-        Some((resource, self.call_def(id, &resource.tool, Some(args), &signals).await))
+        Some((resource, self.call_def(id, grants, &resource.tool, Some(args), &signals).await))
     }
 
     /// Runs one call of `tool` (a listed tool or a resource's read) under every policy.
     async fn call_def(
         &self,
         id: &Identity,
+        grants: &Grants,
         tool: &'static ToolDef,
         args: Option<JsonObject>,
         signals: &CallSignals,
@@ -387,6 +428,20 @@ impl Runtime {
             audit.refuse(Refusal::Busy, Some(err.to_string()));
             return CallOutcome::error(err, level);
         };
+        // The token must carry the scope this permission requires (static: before any state).
+        if let Some(need) = self.scopes.for_permission(tool.permission)
+            && !grants.has(need)
+        {
+            let level = self.state.peek(id).await;
+            audit.levels = (level, level);
+            let err = ToolError::fatal(format!(
+                "`{}` needs the scope `{need}` (auth.scopes.{}), which this token does not grant; get a token with that scope",
+                tool.name,
+                tool.permission.as_str()
+            ));
+            audit.refuse(Refusal::Scope, Some(err.to_string()));
+            return CallOutcome::error(err, level);
+        }
         if let Err(e) = self.audit.healthy() {
             tracing::error!(error = %e, "audit log unhealthy; refusing calls");
             let err = ToolError::fatal(format!("{}, so every call is refused", e.for_model()));

@@ -46,6 +46,13 @@ impl Logs {
         })
     }
 
+    /// Whether the log directory can be listed (for readiness).
+    pub fn probe(&self) -> Result<(), String> {
+        log_files(self.name, &self.dir, &mut |_| {})
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
     /// Runs `search` (the only action): `pattern`, optional `since`/`until`, `context_lines`.
     pub async fn run(
         &self,

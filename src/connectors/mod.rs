@@ -111,6 +111,26 @@ impl Connectors {
     pub fn contains(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }
+
+    /// Readiness of each connector, by name: a SQLite database opens read-only and answers, a
+    /// log directory can be listed. HTTP connectors are not probed (a probe would be traffic the
+    /// spec did not declare); `files` works on the workspaces, checked with the store. Reasons
+    /// never carry host paths.
+    pub async fn probe(&self) -> Vec<(&'static str, Result<(), String>)> {
+        let mut out = Vec::new();
+        let mut names: Vec<_> = self.by_name.keys().copied().collect();
+        names.sort_unstable();
+        for name in names {
+            let (_, instance) = &self.by_name[name];
+            let result = match instance {
+                Instance::Sqlite(db) => db.probe().await,
+                Instance::Logs(l) => l.probe(),
+                Instance::Files | Instance::Http(_) => continue,
+            };
+            out.push((name, result));
+        }
+        out
+    }
 }
 
 /// Runs `connector.operation` with arguments already validated against the operation's schema.

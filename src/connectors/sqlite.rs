@@ -48,6 +48,15 @@ impl Sqlite {
         })
     }
 
+    /// Whether the database opens read-only and answers (for readiness).
+    pub async fn probe(&self) -> Result<(), String> {
+        let (name, path, busy) = (self.name, self.path.clone(), self.busy_timeout);
+        tokio::task::spawn_blocking(move || open(name, &path, true, busy).map(|_| ()))
+            .await
+            .map_err(|_| "probe stopped unexpectedly".to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     /// Runs `sql` with the arguments bound by name.
     pub async fn run(
         &self,

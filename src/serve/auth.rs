@@ -176,8 +176,8 @@ pub async fn require_token(
     let Some(token) = token else {
         return state.unauthorized(None);
     };
-    let identity = match state.verifier.verify_fresh(token.trim()).await {
-        Ok(v) => v.identity,
+    let (identity, grants) = match state.verifier.verify_fresh(token.trim()).await {
+        Ok(v) => (v.identity, crate::auth::Grants::Scopes(v.claims.scopes)),
         Err(e) => {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
             if let Some(more) = SITE.allow() {
@@ -227,6 +227,7 @@ pub async fn require_token(
         return refused;
     }
     req.extensions_mut().insert(identity.clone());
+    req.extensions_mut().insert(grants);
     let resp = next.run(req).await;
     if creating {
         let created = resp

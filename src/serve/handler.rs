@@ -9,6 +9,7 @@
 
 use super::inflight::{Inflight, request_key};
 use super::notify::{self, Forwarder, Wanted};
+use crate::auth::Grants;
 use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
 use crate::signals::CallSignals;
@@ -91,6 +92,19 @@ impl McpServer {
             stdio_identity: Some(identity),
             ..McpServer::new(rt)
         }
+    }
+
+    /// What the caller's token grants (stdio: everything; HTTP without the auth layer's grant:
+    /// nothing, which fails closed).
+    fn grants(&self, ctx: &RequestContext<RoleServer>) -> Grants {
+        if self.stdio_identity.is_some() {
+            return Grants::All;
+        }
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Grants>())
+            .cloned()
+            .unwrap_or(Grants::Scopes(Vec::new()))
     }
 
     fn identity(&self, ctx: &RequestContext<RoleServer>) -> Option<Identity> {
@@ -216,7 +230,8 @@ impl ServerHandler for McpServer {
         let Some(id) = self.identity(&ctx) else {
             return Err(ErrorData::internal_error("no caller identity", None));
         };
-        let read = self.rt.read_resource(&id, &request.uri);
+        let grants = self.grants(&ctx);
+        let read = self.rt.read_resource_as(&id, &grants, &request.uri);
         let read = tokio::select! {
             r = read => r,
             _ = ctx.ct.cancelled() => {
@@ -286,9 +301,10 @@ impl ServerHandler for McpServer {
             signals.clone(),
         );
         let registered = self.inflight.register(&id, request_key(&ctx.id));
+        let grants = self.grants(&ctx);
         let call = self
             .rt
-            .call_with(&id, &request.name, request.arguments, &signals);
+            .call_with(&id, &grants, &request.name, request.arguments, &signals);
         let out = tokio::select! {
             out = call => out,
             // Dropping the call stops its work and records the outcome `cancelled`: on

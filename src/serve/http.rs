@@ -64,6 +64,7 @@ pub fn router(
     let sessions = Arc::new(sessions);
     let open_sessions = sessions.clone();
     let metrics = rt.metrics().clone();
+    let ready_rt = rt.clone();
     let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     let mut metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
@@ -74,6 +75,10 @@ pub fn router(
     // issuer that is not one (`bulkhead-dev`) names no server clients could discover.
     if reqwest::Url::parse(issuer).is_ok_and(|u| matches!(u.scheme(), "https" | "http")) {
         metadata["authorization_servers"] = serde_json::json!([issuer]);
+    }
+    let scopes = auth.verifier().scopes_supported().to_vec();
+    if !scopes.is_empty() {
+        metadata["scopes_supported"] = serde_json::json!(scopes);
     }
     let mode = rt.mode().as_str();
     let mut mcp = Router::new().nest_service("/mcp", mcp);
@@ -96,6 +101,30 @@ pub fn router(
         .route(
             "/healthz",
             get(move || async move { format!("ok {mode}\n") }),
+        )
+        // Ready: the store, the audit log and the connectors answer; 503 names what does not.
+        .route(
+            "/readyz",
+            get(move || {
+                let rt = ready_rt.clone();
+                async move {
+                    let checks = rt.readiness().await;
+                    let ok = checks.iter().all(|(_, r)| r.is_ok());
+                    let mut body = String::from(if ok { "ready\n" } else { "not ready\n" });
+                    for (what, r) in checks {
+                        match r {
+                            Ok(()) => body.push_str(&format!("ok    {what}\n")),
+                            Err(e) => body.push_str(&format!("fail  {what}: {e}\n")),
+                        }
+                    }
+                    let status = if ok {
+                        axum::http::StatusCode::OK
+                    } else {
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    (status, body)
+                }
+            }),
         )
         // Names and counts only (tools, outcomes, reasons): no identities, arguments or paths.
         .route(

@@ -99,6 +99,6 @@ pub async fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<R
         },
     };
     Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
-        .map(|rt| rt.with_limits(limits))
+        .map(|rt| rt.with_limits(limits).with_scopes(config.auth.scopes.clone()))
         .map_err(|e| setup("runtime")(&e))
 }

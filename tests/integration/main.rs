@@ -12,6 +12,7 @@ mod jwks;
 mod limits;
 mod metrics;
 mod procs;
+mod scopes;
 mod progress;
 mod python_sdk;
 mod ratchet;

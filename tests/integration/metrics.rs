@@ -73,3 +73,30 @@ async fn metrics_count_calls_refusals_and_sessions() {
     assert_eq!(sample(&scrape, "bulkhead_open_sessions", &[]), Some(1.0), "{body}");
     c.cancel().await.unwrap();
 }
+
+/// `/readyz` on a real process: ready while the store, the audit log and the connectors answer;
+/// 503 naming the connector (not its path) when its database is gone; ready again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_connectors_and_names_no_paths() {
+    use crate::procs::{Deployment, Store};
+    let dep = Deployment::new(Store::Sqlite, "readyz").await;
+    let proc = dep.start("full", None);
+    let get = || async {
+        let r = reqwest::get(format!("{}/readyz", proc.base)).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    let (status, body) = get().await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("ready\n") && body.contains("ok    connector records"), "{body}");
+    let db = dep.path().join("records.db");
+    let moved = dep.path().join("records.db.away");
+    std::fs::rename(&db, &moved).unwrap();
+    let (status, body) = get().await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("fail  connector records"), "{body}");
+    assert!(!body.contains(&dep.path().display().to_string()), "no host path: {body}");
+    std::fs::rename(&moved, &db).unwrap();
+    assert_eq!(get().await.0, 200);
+    let health = reqwest::get(format!("{}/healthz", proc.base)).await.unwrap();
+    assert_eq!(health.status(), 200, "alive throughout");
+}
