@@ -35,6 +35,13 @@ impl ToolError {
         ToolError::Bug(msg.to_string())
     }
 
+    /// The message without the tier's prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            ToolError::Retryable(m) | ToolError::Fatal(m) | ToolError::Bug(m) => m,
+        }
+    }
+
     /// Whether the client should abort the run.
     pub fn is_fatal(&self) -> bool {
         matches!(self, ToolError::Fatal(_))

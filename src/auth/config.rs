@@ -52,6 +52,10 @@ pub struct AuthConfig {
     /// Time limit of one fetch (discovery document or key set), in milliseconds.
     #[serde(default = "default_jwks_timeout")]
     pub jwks_timeout_ms: u64,
+    /// Extra root certificates (PEM) trusted for the identity provider's TLS, beside the system's
+    /// (an internal CA).
+    #[serde(default)]
+    pub jwks_ca_file: Option<PathBuf>,
     /// Scopes a token must carry to call tools of each permission (none required by default).
     #[serde(default)]
     pub scopes: ScopeRequirements,

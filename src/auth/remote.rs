@@ -68,11 +68,22 @@ impl RemoteKeys {
             (None, true) => Source::Discovery(check_url("issuer", &config.issuer)?),
             (None, false) => return Ok(None),
         };
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.jwks_timeout_ms.max(1)))
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .redirect(reqwest::redirect::Policy::limited(3));
+        if let Some(path) = &config.jwks_ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("jwks_ca_file {}: {e}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("jwks_ca_file {}: not PEM certificates: {e}", path.display()))?;
+            if certs.is_empty() {
+                return Err(format!("jwks_ca_file {}: no certificate in it", path.display()));
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder.build().map_err(|e| format!("HTTP client: {e}"))?;
         Ok(Some(RemoteKeys {
             source,
             issuer: config.issuer.clone(),

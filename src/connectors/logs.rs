@@ -50,7 +50,7 @@ impl Logs {
     pub fn probe(&self) -> Result<(), String> {
         log_files(self.name, &self.dir, &mut |_| {})
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.message().to_owned())
     }
 
     /// Runs `search` (the only action): `pattern`, optional `since`/`until`, `context_lines`.

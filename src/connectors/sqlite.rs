@@ -54,7 +54,7 @@ impl Sqlite {
         tokio::task::spawn_blocking(move || open(name, &path, true, busy).map(|_| ()))
             .await
             .map_err(|_| "probe stopped unexpectedly".to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.message().to_owned())
     }
 
     /// Runs `sql` with the arguments bound by name.

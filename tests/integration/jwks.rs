@@ -194,3 +194,65 @@ fn remote_key_sources_must_be_https_or_local() {
         assert!(err.contains(want), "{issuer} {extra}: {err}");
     }
 }
+
+/// A test CA and a `localhost` certificate signed by it (openssl, as installed by scripts/test).
+fn test_ca(dir: &std::path::Path) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    run(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=bulkhead test CA"]);
+    run(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost"]);
+    run(&["x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "san.ext"]);
+}
+
+/// The provider over HTTPS with an internal CA: trusted through `jwks_ca_file`, refused without
+/// it (TLS is verified; an untrusted provider gives no keys, so every token is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_file() {
+    let tls = tempfile::tempdir().unwrap();
+    test_ca(tls.path());
+    let all: Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap()).unwrap();
+    std::fs::write(tls.path().join("jwks.json"), json!({"keys": [all["keys"][0].clone()]}).to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/https_idp.py");
+    let port_file = tls.path().join("port");
+    let mut child = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&port_file)
+        .arg(tls.path().join("srv.pem"))
+        .arg(tls.path().join("srv.key"))
+        .arg(tls.path().join("jwks.json"))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(&port_file) {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "the HTTPS provider did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let issuer = format!("https://localhost:{port}");
+    let idp = Idp {
+        base: issuer.clone(),
+        jwks: Mutex::new(Value::Null),
+        fetches: AtomicU32::new(0),
+        broken: AtomicBool::new(false),
+    };
+    let rsa = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", RSA_KID, "alice");
+
+    let ca = tls.path().join("ca.pem").display().to_string();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let cfg = config(dir.path(), &issuer, &format!("  oidc_discovery: true\n  jwks_ca_file: {ca}\n"));
+    let trusted = start_with(cfg, dir, NetworkMode::Full).await;
+    assert_eq!(status(&trusted.url, &rsa).await, 200, "keys fetched over verified TLS");
+
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let cfg = config(dir.path(), &issuer, "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n");
+    let untrusted = start_with(cfg, dir, NetworkMode::Full).await;
+    assert_eq!(status(&untrusted.url, &rsa).await, 401, "an unverified provider gives no keys");
+    let _ = child.kill();
+    let _ = child.wait();
+}
