@@ -132,16 +132,21 @@ impl CallAudit<'_> {
         })
     }
 
-    /// Records the call's one outcome: the audit record, the metrics, and a warning in the
-    /// server log for a failed call (rate-limited; the audit has every one).
-    fn finish(mut self, outcome: Outcome, detail: Option<String>) {
-        self.done = true;
-        if outcome == Outcome::Error {
+    /// A failed call. A failure the model cannot fix (fatal, a bug) is also logged at warn
+    /// (rate-limited); bad input is not, since its message may echo argument values.
+    fn failed(self, err: &ToolError) {
+        if !matches!(err, ToolError::Retryable(_)) {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
             if let Some(more) = SITE.allow() {
-                tracing::warn!(call = %self.call, tool = self.tool, error = detail.as_deref().unwrap_or(""), suppressed = more, "tool call failed");
+                tracing::warn!(call = %self.call, tool = self.tool, error = %err, suppressed = more, "tool call failed");
             }
         }
+        self.finish(Outcome::Error, Some(err.to_string()));
+    }
+
+    /// Records the call's one outcome: the audit record and the metrics.
+    fn finish(mut self, outcome: Outcome, detail: Option<String>) {
+        self.done = true;
         self.observe(outcome);
         let rec = self.record(Phase::Outcome, Some(outcome), detail);
         if let Err(e) = self.log.append(&rec) {
@@ -341,7 +346,7 @@ impl Runtime {
                 done: false,
             };
             let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
-            audit.finish(Outcome::Error, Some(err.to_string()));
+            audit.failed(&err);
             return CallOutcome::error(err, level);
         };
         self.call_def(id, grants, tool, args, signals).await
@@ -462,13 +467,13 @@ impl Runtime {
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
             Some(Ok(a)) => a,
             Some(Err(e)) => {
-                audit.finish(Outcome::Error, Some(e.to_string()));
+                audit.failed(&e);
                 self.state.leave(pass).await;
                 return CallOutcome::error(e, before);
             }
             None => {
                 let e = ToolError::bug(format!("no schema for `{}`", tool.name));
-                audit.finish(Outcome::Error, Some(e.to_string()));
+                audit.failed(&e);
                 self.state.leave(pass).await;
                 return CallOutcome::error(e, before);
             }
@@ -514,12 +519,11 @@ impl Runtime {
         let level = pass.level();
         let result = self.run(id, tool, level, args, signals).await;
         crate::failpoint!("call.after_handler");
-        let outcome = match &result {
-            Ok(_) if audit.levels.1 > audit.levels.0 => Outcome::Escalated,
-            Ok(_) => Outcome::Allowed,
-            Err(_) => Outcome::Error,
-        };
-        audit.finish(outcome, result.as_ref().err().map(ToString::to_string));
+        match &result {
+            Ok(_) if audit.levels.1 > audit.levels.0 => audit.finish(Outcome::Escalated, None),
+            Ok(_) => audit.finish(Outcome::Allowed, None),
+            Err(e) => audit.failed(e),
+        }
         self.state.leave(pass).await;
         match result {
             Ok(out) => out,
@@ -546,7 +550,7 @@ impl Runtime {
     /// The write-ahead intent could not be written: the call is refused.
     async fn fail(&self, audit: CallAudit<'_>, pass: Pass, err: ToolError, level: Sensitivity) -> CallOutcome {
         self.metrics.refused(Refusal::Audit);
-        audit.finish(Outcome::Error, Some(err.to_string()));
+        audit.failed(&err);
         self.state.leave(pass).await;
         CallOutcome::error(err, level)
     }

@@ -219,7 +219,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A positioned config diagnostic is already rendered like rustc (`error: … --> file`).
+            match e.downcast_ref::<bulkhead::config::ConfigError>() {
+                Some(c @ bulkhead::config::ConfigError::Invalid { .. }) => eprintln!("{c}"),
+                _ => eprintln!("error: {e:#}"),
+            }
             ExitCode::FAILURE
         }
     }

@@ -1,11 +1,12 @@
 //! Runtime configuration files: YAML parsed with positions into JSON values, then `${VAR}`
 //! expansion applied to the parsed strings (never to the raw text).
 
+mod diagnose;
 mod expand;
 mod yaml;
 
 pub use expand::expand;
-pub use yaml::load_yaml;
+pub use yaml::{Positions, load_yaml, load_yaml_with_positions};
 
 mod model;
 pub use model::{
@@ -48,6 +49,15 @@ pub enum ConfigError {
     /// A malformed `${…}` expression.
     #[error("{path}: {message}")]
     Syntax { path: String, message: String },
+    /// A key or value that does not fit the configuration (unknown key, wrong type, missing
+    /// key), rendered like rustc: `file:line:col`, the line, a caret and a help line.
+    #[error("{rendered}")]
+    Invalid {
+        /// `file:line:col`.
+        location: String,
+        /// The whole diagnostic.
+        rendered: String,
+    },
 }
 
 /// Reads `path`, parses it with [`load_yaml`] and expands variables from the process environment.

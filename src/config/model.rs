@@ -1,7 +1,7 @@
 //! The shape of `config.yaml`: auth, HTTP, state locations, presets, stdio identity and the
 //! `mcp_servers` client entries. Loaded with `${VAR}` expansion; unknown keys are errors.
 
-use super::{ConfigError, expand, load_yaml};
+use super::{ConfigError, expand};
 use crate::auth::AuthConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -432,12 +432,10 @@ impl Config {
         lookup: &dyn Fn(&str) -> Option<String>,
         base: &Path,
     ) -> Result<Config, ConfigError> {
-        let mut value = load_yaml(text, origin)?;
+        let (mut value, positions) = super::load_yaml_with_positions(text, origin)?;
         expand(&mut value, lookup)?;
-        let mut config: Config = serde_json::from_value(value).map_err(|e| ConfigError::Syntax {
-            path: origin.to_string(),
-            message: e.to_string(),
-        })?;
+        let mut config: Config = serde_path_to_error::deserialize(value)
+            .map_err(|e| super::diagnose::invalid(text, origin, &positions, &e))?;
         config
             .state
             .resolve(base)

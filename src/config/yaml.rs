@@ -4,11 +4,21 @@
 use super::ConfigError;
 use saphyr::{LoadableYamlNode, MarkedYaml, Marker, Scalar, YamlData};
 use serde_json::{Map, Number, Value};
+use std::collections::HashMap;
+
+/// Where each mapping key and sequence item starts, by JSON pointer (`/http/allowed_origins`):
+/// (1-based line, 0-based column, start and end character offsets of the key or item).
+pub type Positions = HashMap<String, (usize, usize, usize, usize)>;
 
 /// Parses one YAML document into JSON: mappings (string keys only) → objects, sequences →
 /// arrays, scalars → null/bool/int/float/string. An empty document is `null`; more than one
 /// document is an error. `origin` (usually the file name) prefixes error locations.
 pub fn load_yaml(text: &str, origin: &str) -> Result<Value, ConfigError> {
+    load_yaml_with_positions(text, origin).map(|(v, _)| v)
+}
+
+/// [`load_yaml`], also returning where each key and item is (for positioned errors later).
+pub fn load_yaml_with_positions(text: &str, origin: &str) -> Result<(Value, Positions), ConfigError> {
     let err = |mark: &Marker, message: String| ConfigError::Yaml {
         origin: origin.to_owned(),
         line: mark.line(),
@@ -16,9 +26,10 @@ pub fn load_yaml(text: &str, origin: &str) -> Result<Value, ConfigError> {
         message,
     };
     let docs = MarkedYaml::load_from_str(text).map_err(|e| err(e.marker(), e.info().to_owned()))?;
+    let mut positions = Positions::new();
     match docs.as_slice() {
-        [] => Ok(Value::Null),
-        [doc] => convert(doc, &err),
+        [] => Ok((Value::Null, positions)),
+        [doc] => convert(doc, &err, "", &mut positions).map(|v| (v, positions)),
         [_, second, ..] => Err(err(
             &second.span.start,
             "expected one YAML document, found several".into(),
@@ -26,25 +37,38 @@ pub fn load_yaml(text: &str, origin: &str) -> Result<Value, ConfigError> {
     }
 }
 
+fn record(positions: &mut Positions, pointer: String, node: &MarkedYaml<'_>) {
+    let (start, end) = (&node.span.start, &node.span.end);
+    positions.insert(pointer, (start.line(), start.col(), start.index(), end.index()));
+}
+
 fn convert(
     node: &MarkedYaml<'_>,
     err: &dyn Fn(&Marker, String) -> ConfigError,
+    pointer: &str,
+    positions: &mut Positions,
 ) -> Result<Value, ConfigError> {
     let at = &node.span.start;
     match &node.data {
         YamlData::Value(scalar) => scalar_to_json(scalar).map_err(|m| err(at, m)),
-        YamlData::Sequence(items) => items
-            .iter()
-            .map(|item| convert(item, err))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
+        YamlData::Sequence(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let p = format!("{pointer}/{i}");
+                record(positions, p.clone(), item);
+                out.push(convert(item, err, &p, positions)?);
+            }
+            Ok(Value::Array(out))
+        }
         YamlData::Mapping(map) => {
             let mut out = Map::with_capacity(map.len());
             for (key, value) in map {
                 let YamlData::Value(Scalar::String(k)) = &key.data else {
                     return Err(err(&key.span.start, "mapping keys must be strings".into()));
                 };
-                out.insert(k.to_string(), convert(value, err)?);
+                let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+                record(positions, p.clone(), key);
+                out.insert(k.to_string(), convert(value, err, &p, positions)?);
             }
             Ok(Value::Object(out))
         }

@@ -1,6 +1,6 @@
 //! Configuration loading: YAML with positions, every `${VAR}` form, nested lists, injection.
 
-use bulkhead::config::{ConfigError, expand, load_file, load_yaml};
+use bulkhead::config::{Config, ConfigError, expand, load_file, load_yaml};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -167,4 +167,37 @@ fn load_file_reads_parses_and_expands_from_the_environment() {
     assert_eq!(v, json!({"a": "fallback", "b": "unset"}));
     let e = load_file(&dir.path().join("missing.yaml")).unwrap_err();
     assert!(matches!(e, ConfigError::Read { .. }), "{e:?}");
+}
+
+/// A config.yaml that parses but does not fit is reported like a spec error: file:line:col, the
+/// line with a caret under the key, and a help line.
+#[test]
+fn a_broken_config_names_file_line_col_with_help() {
+    let base = "auth:\n  issuer: i\n  audience: a\n  keys:\n    - { alg: HS256, secret: 0123456789abcdef0123456789abcdef }\n";
+    let cases = [
+        (format!("{base}htpp:\n  stateful: true\n"), "cfg.yaml:6:1", "unknown key `htpp`", "did you mean `http`?"),
+        (
+            format!("{base}http:\n  allowd_origins: []\n"),
+            "cfg.yaml:7:3",
+            "unknown key `allowd_origins` in `http`",
+            "did you mean `allowed_origins`?",
+        ),
+        (
+            format!("{base}http:\n  max_sessions: lots\n"),
+            "cfg.yaml:7:3",
+            "`http.max_sessions` is invalid",
+            "help:",
+        ),
+        ("auth:\n  audience: a\n".to_string(), "cfg.yaml:1:1", "`issuer` is missing in `auth`", "add `issuer:` to `auth`"),
+    ];
+    for (text, at, message, help) in cases {
+        let e = Config::parse(&text, "cfg.yaml", &|_| None).unwrap_err();
+        let ConfigError::Invalid { location, rendered } = &e else {
+            panic!("{text}\n→ {e:?}")
+        };
+        assert_eq!(location, at, "{rendered}");
+        assert!(rendered.contains(message), "{rendered}");
+        assert!(rendered.contains(help), "{rendered}");
+        assert!(rendered.contains(&format!(" --> {at}")), "{rendered}");
+    }
 }

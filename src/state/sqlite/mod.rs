@@ -88,7 +88,12 @@ impl SqliteStore {
             let generation: i64 = writer
                 .query_row("SELECT generation FROM meta WHERE one = 1", [], |r| r.get(0))
                 .map_err(|e| db::map_sql_error(db, e))?;
-            tracing::warn!(path = %lock.display(), "lock file missing; recreating it");
+            if generation == 0 {
+                // A store that never escalated: the first start of a fresh deployment.
+                tracing::info!(path = %lock.display(), "creating the lock file");
+            } else {
+                tracing::warn!(path = %lock.display(), "lock file missing; recreating it");
+            }
             SlotFile::create(&lock, &store_id, generation.max(0) as u64)?;
         }
         let slots = SlotFile::open(&lock, &store_id)?;
