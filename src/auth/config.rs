@@ -16,7 +16,7 @@ pub const MIN_HS256_SECRET_BYTES: usize = 32;
 pub const MIN_RSA_BITS: usize = 2048;
 
 /// How bearer tokens are verified: who may issue them, for which audience, with which keys.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// The only accepted `iss`.
@@ -62,7 +62,7 @@ pub struct AuthConfig {
 }
 
 /// The scope each permission requires (`auth.scopes.read|write|connect`); `None` requires none.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeRequirements {
     /// Scope needed by `read` tools (and resource reads).
@@ -123,7 +123,7 @@ fn default_max_token_bytes() -> usize {
 }
 
 /// One verification key. A key accepts tokens of its own algorithm only.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyConfig {
     /// Key id; a token whose header names a `kid` is checked against this key only.
@@ -155,7 +155,7 @@ impl std::fmt::Debug for KeyConfig {
 }
 
 /// The algorithms Bulkhead verifies. Everything else (`none`, HS384, PS256, …) is refused.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash, schemars::JsonSchema)]
 pub enum KeyAlg {
     /// HMAC with SHA-256 and a shared secret.
     HS256,

@@ -16,6 +16,50 @@ pub use model::{
 
 use std::path::{Path, PathBuf};
 
+/// Where the JSON Schema of `config.yaml` is kept (for editors; `config.yaml` names it in its
+/// `yaml-language-server` header). A test keeps it equal to [`schema`].
+pub const SCHEMA_PATH: &str = "specs/schema/config.schema.json";
+
+/// The JSON Schema of `config.yaml`, from the configuration types themselves (so it cannot drift
+/// from what the loader accepts).
+pub fn schema() -> serde_json::Value {
+    let mut v = serde_json::to_value(schemars::schema_for!(Config)).expect("schemars output is JSON");
+    v["title"] = serde_json::Value::from("Bulkhead config.yaml");
+    allow_variables_in_enums(&mut v);
+    v
+}
+
+/// A choice (`environment: production`) may also be written as `${VAR…}`: it is expanded
+/// before the value is read, so the file's text is a variable reference, not yet a choice.
+fn allow_variables_in_enums(node: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    match node {
+        Value::Object(map) => {
+            // `enum` of strings, or (documented variants) `oneOf` of string `const`s.
+            let is_choice = map
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|e| !e.is_empty() && e.iter().all(Value::is_string))
+                || map.get("oneOf").and_then(Value::as_array).is_some_and(|e| {
+                    !e.is_empty() && e.iter().all(|v| v.get("const").is_some_and(Value::is_string))
+                });
+            if is_choice {
+                let choice = Value::Object(std::mem::take(map));
+                map.insert(
+                    "anyOf".into(),
+                    json!([choice, {"type": "string", "pattern": "\\$\\{[A-Za-z_][A-Za-z0-9_]*"}]),
+                );
+                return;
+            }
+            for child in map.values_mut() {
+                allow_variables_in_enums(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(allow_variables_in_enums),
+        _ => {}
+    }
+}
+
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 pub const EMBEDDED: &str = include_str!("../../config.yaml");
 
 /// Whether this is a development or production configuration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Environment {
     /// Development: `bulkhead token` may mint tokens from the configured key.
@@ -22,7 +22,7 @@ pub enum Environment {
 }
 
 /// The whole `config.yaml`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Development or production.
@@ -57,7 +57,7 @@ pub struct Config {
 }
 
 /// Limits on tool calls (`limits:`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Tool calls running at once in this instance; beyond it a call gets a retryable "busy".
@@ -77,7 +77,7 @@ impl Default for LimitsConfig {
 }
 
 /// Limits on each session's workspace (`workspace:`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkspaceConfig {
     /// Bytes all files of one session may hold.
@@ -127,7 +127,7 @@ impl WorkspaceConfig {
 }
 
 /// Streamable HTTP settings and the limits on what clients can make grow.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// The URL clients use (for the protected-resource metadata); default from the listen address.
@@ -200,7 +200,7 @@ impl HttpConfig {
 /// State locations: compliance records and audit log (never inside a workspace), and workspaces.
 /// Relative paths are resolved against the configuration file's folder (the working directory for
 /// the embedded configuration) when it is loaded, so every process of a deployment agrees.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
     /// Directory of the compliance database, its lock file and the audit log.
@@ -313,7 +313,7 @@ fn real(p: &Path) -> PathBuf {
 }
 
 /// The audit log's limits (`audit:`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     /// Largest record, in bytes; the detail is cut to fit (arguments are only summarised).
@@ -355,7 +355,7 @@ impl AuditConfig {
 }
 
 /// Context settings.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
     /// Preset overrides by name (fields of a preset); new names define presets.
@@ -364,7 +364,7 @@ pub struct ContextConfig {
 }
 
 /// The identity used for stdio sessions.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StdioConfig {
     /// User id.
@@ -383,7 +383,7 @@ impl Default for StdioConfig {
 }
 
 /// One `mcp_servers` entry: the URLs of a server's instances.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerEntry {
     /// Always `client`.

@@ -38,7 +38,7 @@ pub struct Preset {
 ///
 /// When `threshold_chars` is given without `max_preview_chars`, the cap follows as
 /// twice the new threshold.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PresetOverride {
     /// See [`Preset::threshold_chars`].

@@ -201,3 +201,30 @@ fn a_broken_config_names_file_line_col_with_help() {
         assert!(rendered.contains(&format!(" --> {at}")), "{rendered}");
     }
 }
+
+/// `specs/schema/config.schema.json` is the schema of the configuration types (rewrite it with
+/// `BLESS=1`), and the shipped config.yaml validates against it and names it for editors.
+#[test]
+fn the_config_schema_is_current_and_the_shipped_config_fits_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(bulkhead::config::SCHEMA_PATH);
+    let want = format!("{}\n", serde_json::to_string_pretty(&bulkhead::config::schema()).unwrap());
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(have == want, "{} is stale: run `BLESS=1 cargo test --test unit -- config_schema`", path.display());
+    let shipped = std::fs::read_to_string(root.join("config.yaml")).unwrap();
+    assert!(
+        shipped.lines().next().unwrap_or("").contains("yaml-language-server: $schema=specs/schema/config.schema.json"),
+        "config.yaml names its schema on its first line"
+    );
+    let value = load_yaml(&shipped, "config.yaml").unwrap();
+    let schema = bulkhead::config::schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&value).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // A misspelt key is an error for editors too.
+    let bad = load_yaml(&shipped.replace("  stateful:", "  statefull:"), "config.yaml").unwrap();
+    assert!(validator.iter_errors(&bad).next().is_some());
+}
