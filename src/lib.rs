@@ -37,5 +37,6 @@ pub mod server;
 pub mod state;
 pub mod servers;
 pub mod signals;
+pub mod telemetry;
 pub mod tooldef;
 pub mod workspace;

@@ -98,7 +98,9 @@ pub enum RuntimeError {
 struct CallAudit<'a> {
     log: &'a AuditLog,
     metrics: &'a Metrics,
+    server: &'a str,
     started: std::time::Instant,
+    started_at: std::time::SystemTime,
     call: String,
     id: &'a Identity,
     tool: &'a str,
@@ -160,9 +162,19 @@ impl CallAudit<'_> {
         self.finish(Outcome::Blocked, detail);
     }
 
+    /// Metrics and the call's span: the one place every outcome passes.
     fn observe(&self, outcome: Outcome) {
         self.metrics
             .call(self.tool, outcome.as_str(), self.started.elapsed());
+        crate::telemetry::record(crate::telemetry::CallSpan {
+            call_id: &self.call,
+            server: self.server,
+            tool: self.tool,
+            permission: self.permission.map(Permission::as_str),
+            outcome: outcome.as_str(),
+            levels: (self.levels.0.as_str(), self.levels.1.as_str()),
+            started: self.started_at,
+        });
         if outcome == Outcome::Escalated {
             self.metrics.escalated(self.levels.1.as_str());
         }
@@ -336,7 +348,9 @@ impl Runtime {
             let audit = CallAudit {
                 log: &self.audit,
                 metrics: &self.metrics,
+                server: self.server.def.name,
                 started: std::time::Instant::now(),
+                started_at: std::time::SystemTime::now(),
                 call: new_call_id(),
                 id,
                 tool: tool_name,
@@ -413,7 +427,9 @@ impl Runtime {
         let mut audit = CallAudit {
             log: &self.audit,
             metrics: &self.metrics,
+            server: self.server.def.name,
             started: std::time::Instant::now(),
+            started_at: std::time::SystemTime::now(),
             call: new_call_id(),
             id,
             tool: tool.name,

@@ -28,6 +28,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         .build()?;
     tokio.block_on(async move {
         let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
+        let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
         if args.stdio {
             let id = Identity::new(&config.stdio.user, &config.stdio.session)?;
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");
@@ -47,6 +48,9 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         });
         let limits = config.http.conn_limits();
         serve::http::serve_with(listener, app, shutdown, limits, Default::default()).await?;
+        if let Some(t) = telemetry {
+            t.shutdown().await;
+        }
         eprintln!("bulkhead: `{}` stopped", args.server);
         Ok(())
     })

@@ -11,7 +11,7 @@ pub use yaml::{Positions, load_yaml, load_yaml_with_positions};
 mod model;
 pub use model::{
     AuditConfig, Config, ContextConfig, EMBEDDED, Environment, HttpConfig, LimitsConfig,
-    McpServerEntry, StateConfig, StdioConfig, WorkspaceConfig,
+    McpServerEntry, StateConfig, StdioConfig, TelemetryConfig, WorkspaceConfig,
 };
 
 use std::path::{Path, PathBuf};

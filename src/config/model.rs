@@ -54,6 +54,35 @@ pub struct Config {
     /// Limits on each session's workspace.
     #[serde(default)]
     pub workspace: WorkspaceConfig,
+    /// Traces over OpenTelemetry (off unless an endpoint is set).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// OpenTelemetry traces (`telemetry:`): one span per tool call, exported over OTLP/HTTP.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP traces endpoint, used as given (e.g. `http://collector:4318/v1/traces`);
+    /// unset, nothing is exported.
+    pub otlp_endpoint: Option<String>,
+    /// Share of calls traced, 0.0–1.0.
+    pub sample_ratio: f64,
+    /// Longest wait of one export, in milliseconds.
+    pub export_timeout_ms: u64,
+    /// Time between two export batches, in milliseconds.
+    pub batch_delay_ms: u64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            otlp_endpoint: None,
+            sample_ratio: 1.0,
+            export_timeout_ms: 5000,
+            batch_delay_ms: 1000,
+        }
+    }
 }
 
 /// Limits on tool calls (`limits:`).

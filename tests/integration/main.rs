@@ -19,3 +19,4 @@ mod ratchet;
 mod scaffold;
 mod soak;
 mod stdio;
+mod telemetry;
