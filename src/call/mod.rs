@@ -264,7 +264,8 @@ impl Runtime {
     }
 
     /// Readiness checks (`/readyz`): the compliance store answers and is the one opened, the
-    /// audit log is writable, each probed connector is reachable. Each entry: what was checked
+    /// audit log is writable, the process's network fits its mode, each probed connector is
+    /// reachable. Each entry: what was checked
     /// and, when it failed, why (no host paths).
     pub async fn readiness(&self) -> Vec<(String, Result<(), String>)> {
         let mut out = vec![
@@ -277,6 +278,10 @@ impl Runtime {
                 self.audit.healthy().map_err(|e| e.for_model().to_string()),
             ),
         ];
+        out.push((
+            format!("mode {}", self.mode),
+            crate::isolation::selfcheck::check(self.mode),
+        ));
         for (name, result) in self.connectors.probe().await {
             out.push((format!("connector {name}"), result));
         }

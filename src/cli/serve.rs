@@ -29,6 +29,11 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     tokio.block_on(async move {
         let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
         let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
+        if let Err(e) = bulkhead::isolation::selfcheck::check(args.mode) {
+            // Not fatal (a developer may run it so on purpose); /readyz stays 503 meanwhile.
+            tracing::warn!("{e}");
+            eprintln!("bulkhead: warning: {e}; /readyz answers 503 until it is fixed");
+        }
         if args.stdio {
             let id = Identity::new(&config.stdio.user, &config.stdio.session)?;
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");

@@ -9,6 +9,7 @@
 
 pub mod firewall;
 pub mod netns;
+pub mod selfcheck;
 pub mod up;
 
 /// Why isolation could not be set up.

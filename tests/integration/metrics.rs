@@ -100,3 +100,24 @@ async fn readiness_follows_the_connectors_and_names_no_paths() {
     let health = reqwest::get(format!("{}/healthz", proc.base)).await.unwrap();
     assert_eq!(health.status(), 200, "alive throughout");
 }
+
+/// An instance started with `--mode none` where the process has routes (outside a namespace,
+/// as here) says so, and `/readyz` stays 503 naming the interfaces; without routes it is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_none_instance_is_ready_only_without_a_network() {
+    use crate::procs::{Deployment, Store};
+    let routed = bulkhead::isolation::selfcheck::check(bulkhead::policy::NetworkMode::None).is_err();
+    let dep = Deployment::new(Store::Sqlite, "readyz-none").await;
+    let proc = dep.start("none", None);
+    let r = reqwest::get(format!("{}/readyz", proc.base)).await.unwrap();
+    let status = r.status().as_u16();
+    let body = r.text().await.unwrap();
+    if routed {
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("fail  mode none: network mode `none`, but this process has routes through"), "{body}");
+        assert!(proc.stderr().contains("/readyz answers 503"), "{}", proc.stderr());
+    } else {
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("ok    mode none"), "{body}");
+    }
+}
