@@ -202,7 +202,7 @@ fn a_broken_config_names_file_line_col_with_help() {
     }
 }
 
-/// `specs/schema/config.schema.json` is the schema of the configuration types (rewrite it with
+/// `specs/config.schema.json` is the schema of the configuration types (rewrite it with
 /// `BLESS=1`), and the shipped config.yaml validates against it and names it for editors.
 #[test]
 fn the_config_schema_is_current_and_the_shipped_config_fits_it() {
@@ -216,7 +216,7 @@ fn the_config_schema_is_current_and_the_shipped_config_fits_it() {
     assert!(have == want, "{} is stale: run `BLESS=1 cargo test --test unit -- config_schema`", path.display());
     let shipped = std::fs::read_to_string(root.join("config.yaml")).unwrap();
     assert!(
-        shipped.lines().next().unwrap_or("").contains("yaml-language-server: $schema=specs/schema/config.schema.json"),
+        shipped.lines().next().unwrap_or("").contains("yaml-language-server: $schema=specs/config.schema.json"),
         "config.yaml names its schema on its first line"
     );
     let value = load_yaml(&shipped, "config.yaml").unwrap();
