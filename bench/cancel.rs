@@ -48,7 +48,14 @@ fn serve(exe: &str, dir: &Path, stateful: bool) -> anyhow::Result<Server> {
     )?;
     let log = dir.join(format!("serve-{stateful}.log"));
     let child = Command::new(exe)
-        .args(["--config", config.to_str().unwrap(), "serve", "template", "--listen", "127.0.0.1:0"])
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "template",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .current_dir(dir)
         .env("APP_LOG_DIR", dir.join("logs"))
         .env("RECORDS_DB", dir.join("records.db"))
@@ -57,7 +64,10 @@ fn serve(exe: &str, dir: &Path, stateful: bool) -> anyhow::Result<Server> {
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?)
         .spawn()?;
-    let mut server = Server { child, url: String::new() };
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -83,7 +93,10 @@ fn token(session: &str) -> anyhow::Result<String> {
         aud: "bench".into(),
         ttl_secs: 600,
     };
-    Ok(bulkhead::auth::mint::mint_hs256(SECRET.as_bytes(), &claims)?)
+    Ok(bulkhead::auth::mint::mint_hs256(
+        SECRET.as_bytes(),
+        &claims,
+    )?)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -121,10 +134,17 @@ async fn once(exe: &str, dir: &Path, how: How, n: usize) -> anyhow::Result<f64> 
             None,
         )
         .await?;
-        session = init.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        session = init
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         init.bytes().await?;
-        post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), session.as_deref())
-            .await?;
+        post(
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            session.as_deref(),
+        )
+        .await?;
     }
     let mut resp = post(
         serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
@@ -137,7 +157,9 @@ async fn once(exe: &str, dir: &Path, how: How, n: usize) -> anyhow::Result<f64> 
     let deadline = Instant::now() + Duration::from_secs(60);
     while !seen.contains("notifications/progress") {
         anyhow::ensure!(Instant::now() < deadline, "no progress");
-        let Some(chunk) = resp.chunk().await? else { anyhow::bail!("stream ended: {seen}") };
+        let Some(chunk) = resp.chunk().await? else {
+            anyhow::bail!("stream ended: {seen}")
+        };
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     // Sample from just before the cancel.
@@ -179,22 +201,36 @@ async fn once(exe: &str, dir: &Path, how: How, n: usize) -> anyhow::Result<f64> 
         .last()
         .unwrap_or(cancel_at);
     anyhow::ensure!(
-        samples.last().is_some_and(|s| s.0 > last + Duration::from_millis(300)),
+        samples
+            .last()
+            .is_some_and(|s| s.0 > last + Duration::from_millis(300)),
         "reads had not stopped 300 ms before the end of sampling"
     );
     Ok(last.saturating_duration_since(cancel_at).as_secs_f64() * 1000.0)
 }
 
 fn main() -> anyhow::Result<()> {
-    let exe = std::env::args().nth(1).ok_or_else(|| anyhow::anyhow!("usage: cancel <bulkhead binary> [runs]"))?;
+    let exe = std::env::args()
+        .nth(1)
+        .ok_or_else(|| anyhow::anyhow!("usage: cancel <bulkhead binary> [runs]"))?;
     // Absolute: the server runs in the temporary folder.
     let exe = std::fs::canonicalize(&exe)?.to_string_lossy().into_owned();
-    let runs: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
+    let runs: usize = std::env::args()
+        .nth(2)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(5);
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("logs"))?;
-    let line = b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
-    let block: Vec<u8> = line.iter().copied().cycle().take((1 << 20) / line.len() * line.len()).collect();
+    let line =
+        b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
+    let block: Vec<u8> = line
+        .iter()
+        .copied()
+        .cycle()
+        .take((1 << 20) / line.len() * line.len())
+        .collect();
     let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("logs/app.log"))?);
     let mut written = 0u64;
     while written < 1 << 30 {
@@ -202,9 +238,13 @@ fn main() -> anyhow::Result<()> {
         written += block.len() as u64;
     }
     f.flush()?;
-    rusqlite::Connection::open(dir.join("records.db"))?
-        .execute_batch("CREATE TABLE records (id INTEGER PRIMARY KEY, title TEXT NOT NULL, owner TEXT NOT NULL);")?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rusqlite::Connection::open(dir.join("records.db"))?.execute_batch(
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, title TEXT NOT NULL, owner TEXT NOT NULL);",
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     for (name, how) in [
         ("stateful_notification", How::StatefulNotification),
         ("stateless_notification", How::StatelessNotification),
@@ -215,7 +255,11 @@ fn main() -> anyhow::Result<()> {
             ms.push(rt.block_on(once(&exe, dir, how, n))?);
         }
         ms.sort_by(f64::total_cmp);
-        println!("{name}\t{:.1}\t{:.1}\t{runs}", ms[ms.len() / 2], ms[ms.len() - 1]);
+        println!(
+            "{name}\t{:.1}\t{:.1}\t{runs}",
+            ms[ms.len() / 2],
+            ms[ms.len() - 1]
+        );
     }
     Ok(())
 }

@@ -31,8 +31,13 @@ fn main() -> anyhow::Result<()> {
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
-    anyhow::ensure!(url.starts_with("http://127.0.0.1:"), "only http://127.0.0.1 is allowed");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    anyhow::ensure!(
+        url.starts_with("http://127.0.0.1:"),
+        "only http://127.0.0.1 is allowed"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let client = reqwest::Client::builder().pool_max_idle_per_host(4).build()?;
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

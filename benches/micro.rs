@@ -2,14 +2,14 @@
 //! ES256), the ratchet check and escalation (real SQLite), context presets on 10 KB and 10 MB
 //! text, and opening a session workspace / reading a file from it.
 
+use bulkhead::audit::{ArgsSummary, AuditLog, AuditOptions, AuditRecord, Outcome, Phase};
 use bulkhead::auth::Verifier;
 use bulkhead::auth::mint::{self, MintClaims};
-use bulkhead::audit::{ArgsSummary, AuditLog, AuditOptions, AuditRecord, Outcome, Phase};
-use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::config::Config;
 use bulkhead::context::{Presets, StreamPreview, truncate_text};
 use bulkhead::identity::Identity;
 use bulkhead::policy::{Permission, Sensitivity};
+use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::workspace::WorkspaceRoot;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -63,8 +63,11 @@ fn tokens(c: &mut Criterion) {
 
 fn ratchet(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = StateStore::create_sqlite(&dir.path().join("compliance.db"), StoreOptions::new("bench"))
-        .expect("store");
+    let store = StateStore::create_sqlite(
+        &dir.path().join("compliance.db"),
+        StoreOptions::new("bench"),
+    )
+    .expect("store");
     let audit = AuditLog::open_file(&dir.path().join("audit.jsonl"), AuditOptions::default())
         .expect("audit");
     let rt = tokio::runtime::Builder::new_current_thread()

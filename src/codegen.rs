@@ -3,11 +3,11 @@
 
 pub use crate::errors::ToolError;
 pub use crate::policy::{Permission, Sensitivity};
+pub use crate::resourcedef::{PromptArgDef, PromptDef, PromptMessageDef, PromptRole, ResourceDef};
 pub use crate::server::{
     BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,
     parse_args, to_output, unknown_handler,
 };
-pub use crate::resourcedef::{PromptArgDef, PromptDef, PromptMessageDef, PromptRole, ResourceDef};
 pub use crate::tooldef::{
     Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
     PresetDef, ServerDef, Target, ToolDef,

@@ -110,7 +110,11 @@ impl Metrics {
         let escalations = Family::<LevelLabel, Counter>::default();
         let connector_errors = Family::<ConnectorLabel, Counter>::default();
         let sessions = Gauge::default();
-        registry.register("tool_calls", "Tool calls by tool and outcome", calls.clone());
+        registry.register(
+            "tool_calls",
+            "Tool calls by tool and outcome",
+            calls.clone(),
+        );
         registry.register_with_unit(
             "tool_call_duration",
             "Tool call latency, from admission to result",
@@ -118,13 +122,21 @@ impl Metrics {
             latency.clone(),
         );
         registry.register("refusals", "Calls refused, by reason", refusals.clone());
-        registry.register("escalations", "Sessions raised, by the level reached", escalations.clone());
+        registry.register(
+            "escalations",
+            "Sessions raised, by the level reached",
+            escalations.clone(),
+        );
         registry.register(
             "connector_errors",
             "Connector operations that failed (not bad input), by connector",
             connector_errors.clone(),
         );
-        registry.register("open_sessions", "Open MCP transport sessions", sessions.clone());
+        registry.register(
+            "open_sessions",
+            "Open MCP transport sessions",
+            sessions.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -154,7 +166,9 @@ impl Metrics {
     /// Records a refusal.
     pub fn refused(&self, why: Refusal) {
         self.refusals
-            .get_or_create(&ReasonLabel { reason: why.label() })
+            .get_or_create(&ReasonLabel {
+                reason: why.label(),
+            })
             .inc();
     }
 

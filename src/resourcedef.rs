@@ -102,10 +102,16 @@ impl PromptDef {
     ) -> Result<Vec<(PromptRole, String)>, String> {
         for a in self.arguments.iter().filter(|a| a.required) {
             if !args.contains_key(a.name) {
-                return Err(format!("prompt `{}` needs the argument `{}`", self.name, a.name));
+                return Err(format!(
+                    "prompt `{}` needs the argument `{}`",
+                    self.name, a.name
+                ));
             }
         }
-        if let Some(k) = args.keys().find(|k| !self.arguments.iter().any(|a| a.name == k.as_str())) {
+        if let Some(k) = args
+            .keys()
+            .find(|k| !self.arguments.iter().any(|a| a.name == k.as_str()))
+        {
             return Err(format!("prompt `{}` has no argument `{k}`", self.name));
         }
         Ok(self
@@ -114,7 +120,10 @@ impl PromptDef {
             .map(|m| {
                 let mut text = m.text.to_string();
                 for a in self.arguments {
-                    text = text.replace(&format!("{{{}}}", a.name), args.get(a.name).map_or("", String::as_str));
+                    text = text.replace(
+                        &format!("{{{}}}", a.name),
+                        args.get(a.name).map_or("", String::as_str),
+                    );
                 }
                 (m.role, text)
             })

@@ -140,7 +140,9 @@ impl CallSignals {
     /// Declares what progress counts and the whole, when known.
     pub fn set_total(&self, unit: Unit, total: Option<u64>) {
         self.0.unit.store(unit as u8, Ordering::Relaxed);
-        self.0.total.store(total.unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.0
+            .total
+            .store(total.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Adds `n` to the work done (in the declared unit; bytes when none was declared).

@@ -34,7 +34,9 @@ pub fn start(config: &TelemetryConfig) -> Result<Option<Telemetry>, TelemetryErr
         return Ok(None);
     };
     if !(0.0..=1.0).contains(&config.sample_ratio) {
-        return Err(TelemetryError("sample_ratio must be between 0.0 and 1.0".into()));
+        return Err(TelemetryError(
+            "sample_ratio must be between 0.0 and 1.0".into(),
+        ));
     }
     let timeout = Duration::from_millis(config.export_timeout_ms.max(1));
     let http = reqwest::Client::builder()

@@ -82,7 +82,8 @@ pub async fn router(
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
     let store =
-        bulkhead::serve::open_state(&config, "bench", bulkhead::state::InitPolicy::FirstStart).await?;
+        bulkhead::serve::open_state(&config, "bench", bulkhead::state::InitPolicy::FirstStart)
+            .await?;
     let audit = bulkhead::serve::open_audit(&config, "bench")?;
     let rt = Runtime::new(
         Server::new(&BENCH, &[], EchoHandlers),

@@ -79,7 +79,8 @@ fn main() -> anyhow::Result<()> {
         let cancel = CancellationToken::new();
         let app = match a.kind.as_str() {
             "bulkhead" => {
-                bulkhead_echo::router(&a.secret, a.stateful, &a.state, &a.store, cancel.clone()).await?
+                bulkhead_echo::router(&a.secret, a.stateful, &a.state, &a.store, cancel.clone())
+                    .await?
             }
             "rmcp" => bare::rmcp_router(&a.secret, a.stateful, cancel.clone()),
             "axum" => bare::axum_echo(),

@@ -86,9 +86,13 @@ impl Diagnostic {
                     .label(self.label.as_str()),
             );
         let mut report: Vec<Group<'_>> = vec![
-            if self.warning { Level::WARNING } else { Level::ERROR }
-                .primary_title(self.message.as_str())
-                .element(snippet),
+            if self.warning {
+                Level::WARNING
+            } else {
+                Level::ERROR
+            }
+            .primary_title(self.message.as_str())
+            .element(snippet),
         ];
         if let Some(help) = &self.help {
             report.push(Group::with_title(

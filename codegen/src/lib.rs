@@ -94,9 +94,13 @@ pub fn check_handler_modules(root: &Path, model: &model::Model) -> Result<(), Bu
     };
     let mut errors = Vec::new();
     for s in &model.servers {
-        let Some(site) = &s.handler_site else { continue };
+        let Some(site) = &s.handler_site else {
+            continue;
+        };
         let file = root.join("src/handlers").join(format!("{}.rs", s.name));
-        let declared = mods.lines().any(|l| l.trim() == format!("pub mod {};", s.name));
+        let declared = mods
+            .lines()
+            .any(|l| l.trim() == format!("pub mod {};", s.name));
         let missing = match (file.exists(), declared) {
             (true, true) => continue,
             (false, _) => format!("src/handlers/{}.rs does not exist", s.name),

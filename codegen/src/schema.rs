@@ -52,7 +52,9 @@ fn add_settings_by_kind(schema: &mut Value) {
         if let Some(o) = def.as_object_mut() {
             o.remove("$schema");
         }
-        let all = schema["$defs"].as_object_mut().expect("the spec schema has $defs");
+        let all = schema["$defs"]
+            .as_object_mut()
+            .expect("the spec schema has $defs");
         all.insert((*name).to_string(), def);
         for (k, v) in nested {
             all.entry(k).or_insert(v);
@@ -110,7 +112,16 @@ impl Schemas {
             .iter_errors(value)
             .map(|e| {
                 let pointer = e.instance_path().to_string();
-                to_diagnostic(file, root, schema, value, kind, &pointer, e.kind(), &e.to_string())
+                to_diagnostic(
+                    file,
+                    root,
+                    schema,
+                    value,
+                    kind,
+                    &pointer,
+                    e.kind(),
+                    &e.to_string(),
+                )
             })
             .collect()
     }
@@ -164,7 +175,10 @@ fn item_of(pointer: &str) -> String {
     let parts: Vec<&str> = pointer.split('/').skip(1).collect();
     match parts.as_slice() {
         [coll, name, _, ..]
-            if matches!(*coll, "tools" | "operations" | "servers" | "context_presets") =>
+            if matches!(
+                *coll,
+                "tools" | "operations" | "servers" | "context_presets"
+            ) =>
         {
             format!("/{coll}/{name}")
         }

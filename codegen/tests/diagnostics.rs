@@ -136,9 +136,14 @@ fn results_that_no_tool_can_read_back_are_warned_about() {
     .expect("valid specs");
     assert_eq!(model.warnings.len(), 1);
     let w = model.warnings[0].render();
-    assert!(w.starts_with("warning: server `ops` saves large results"), "{w}");
+    assert!(
+        w.starts_with("warning: server `ops` saves large results"),
+        "{w}"
+    );
     assert!(w.contains("servers/ops.yaml:3:1"), "{w}");
-    let with = server("  read_file:\n    description: Read a file.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read\n");
+    let with = server(
+        "  read_file:\n    description: Read a file.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read\n",
+    );
     let model = bulkhead_codegen::load_sources(vec![
         (SpecKind::Connector, "connectors/app_logs.yaml", logs),
         (SpecKind::Connector, "connectors/workspace.yaml", files),

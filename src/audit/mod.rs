@@ -86,8 +86,7 @@ pub trait AuditSink: Send + 'static {
 
 impl AuditSink for AuditFile {
     fn append(&mut self, lines: &[u8], _count: usize, sync: bool) -> Result<(), String> {
-        AuditFile::append(self, lines, sync)
-            .map_err(|e| format!("{}: {e}", self.path().display()))
+        AuditFile::append(self, lines, sync).map_err(|e| format!("{}: {e}", self.path().display()))
     }
 
     fn sync(&mut self) -> Result<(), String> {
@@ -121,7 +120,10 @@ pub struct AuditLog {
     _joiner: Arc<Joiner>,
 }
 
-struct Joiner(Mutex<Option<std::thread::JoinHandle<()>>>, Mutex<Option<Sender<Msg>>>);
+struct Joiner(
+    Mutex<Option<std::thread::JoinHandle<()>>>,
+    Mutex<Option<Sender<Msg>>>,
+);
 
 impl Drop for Joiner {
     fn drop(&mut self) {
@@ -143,7 +145,10 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Opens the JSON-lines file at `path` and starts its writer.
-    pub fn open_file(path: &std::path::Path, options: AuditOptions) -> Result<AuditLog, AuditError> {
+    pub fn open_file(
+        path: &std::path::Path,
+        options: AuditOptions,
+    ) -> Result<AuditLog, AuditError> {
         let file = AuditFile::open(path, options.rotate_bytes, options.keep)
             .map_err(|e| AuditError::Io(format!("{}: {e}", path.display())))?;
         Ok(AuditLog::start(Box::new(file), options))
@@ -178,7 +183,12 @@ impl AuditLog {
     /// Whether calls may run: the last write succeeded and the backlog is under its limit.
     pub fn healthy(&self) -> Result<(), AuditError> {
         if !self.shared.healthy.load(Ordering::Acquire) {
-            let e = self.shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let e = self
+                .shared
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             return Err(AuditError::Io(e.unwrap_or_default()));
         }
         let max = self.options.max_backlog_bytes;
@@ -225,7 +235,12 @@ impl AuditLog {
 /// The writer loop: drain what is queued, write it in one append, sync when an intent waits or
 /// the interval has passed, answer the waiting intents; then sleep until an intent wakes it or
 /// [`IDLE_ROUND`] passes. Senders of outcomes never wake it: no context switch per call.
-fn writer(mut sink: Box<dyn AuditSink>, rx: Receiver<Msg>, shared: Arc<Shared>, interval: Duration) {
+fn writer(
+    mut sink: Box<dyn AuditSink>,
+    rx: Receiver<Msg>,
+    shared: Arc<Shared>,
+    interval: Duration,
+) {
     let mut dirty = false;
     let mut last_sync = Instant::now();
     let mut buf = Vec::with_capacity(64 << 10);

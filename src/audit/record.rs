@@ -87,7 +87,11 @@ impl ArgsSummary {
         };
         let mut counter = ByteCount(0);
         let bytes = serde_json::to_writer(&mut counter, args).map_or(0, |()| counter.0);
-        let keys: Vec<String> = args.keys().take(MAX_ARG_KEYS).map(|k| cut(k, MAX_NAME)).collect();
+        let keys: Vec<String> = args
+            .keys()
+            .take(MAX_ARG_KEYS)
+            .map(|k| cut(k, MAX_NAME))
+            .collect();
         ArgsSummary {
             bytes,
             more_keys: args.len() - keys.len(),

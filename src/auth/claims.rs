@@ -214,7 +214,8 @@ mod tests {
                        "scope": "openid  mcp:write", "scp": ["mcp:connect"]});
         let (_, claims) = raw(v).into_verified("i", "me").unwrap();
         assert_eq!(claims.scopes, ["openid", "mcp:write", "mcp:connect"]);
-        let v = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1, "scope": 7});
+        let v =
+            json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1, "scope": 7});
         assert_eq!(
             raw(v).into_verified("i", "me").unwrap_err(),
             bad("scope", "not a string or list of strings")

@@ -90,7 +90,10 @@ impl ScopeRequirements {
     /// Every configured scope, once each, in permission order (for `scopes_supported`).
     pub fn all(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for s in [&self.read, &self.write, &self.connect].into_iter().flatten() {
+        for s in [&self.read, &self.write, &self.connect]
+            .into_iter()
+            .flatten()
+        {
             if !out.contains(s) {
                 out.push(s.clone());
             }

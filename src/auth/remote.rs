@@ -72,12 +72,16 @@ impl RemoteKeys {
             .timeout(Duration::from_millis(config.jwks_timeout_ms.max(1)))
             .redirect(reqwest::redirect::Policy::limited(3));
         if let Some(path) = &config.jwks_ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("jwks_ca_file {}: {e}", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("jwks_ca_file {}: not PEM certificates: {e}", path.display()))?;
+            let pem =
+                std::fs::read(path).map_err(|e| format!("jwks_ca_file {}: {e}", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                format!("jwks_ca_file {}: not PEM certificates: {e}", path.display())
+            })?;
             if certs.is_empty() {
-                return Err(format!("jwks_ca_file {}: no certificate in it", path.display()));
+                return Err(format!(
+                    "jwks_ca_file {}: no certificate in it",
+                    path.display()
+                ));
             }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
@@ -136,7 +140,10 @@ impl RemoteKeys {
         let url = match &self.source {
             Source::Url(u) => u.clone(),
             Source::Discovery(issuer) => {
-                let doc = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
+                let doc = format!(
+                    "{}/.well-known/openid-configuration",
+                    issuer.trim_end_matches('/')
+                );
                 let meta = self.get_json(&doc).await?;
                 // OIDC Discovery §4.3: the document's issuer must be exactly the configured one.
                 if meta["issuer"].as_str() != Some(self.issuer.as_str()) {
@@ -172,7 +179,9 @@ impl RemoteKeys {
             }
         }
         if keys.is_empty() {
-            return Err(format!("{url}: no usable signing key (RS256 or ES256 on P-256)"));
+            return Err(format!(
+                "{url}: no usable signing key (RS256 or ES256 on P-256)"
+            ));
         }
         Ok(keys)
     }
@@ -205,7 +214,8 @@ impl RemoteKeys {
 
 /// `https://…`, or `http://` to a loopback host (a local IdP or a test); anything else is refused.
 fn check_url(field: &str, url: &str) -> Result<String, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{field} `{url}` is not a URL: {e}"))?;
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("{field} `{url}` is not a URL: {e}"))?;
     let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
     match parsed.scheme() {
         "https" => Ok(url.to_owned()),

@@ -12,8 +12,8 @@ use super::error::AuthError;
 use super::jwks::load_jwks;
 use super::keys::{VerifyKey, load_key};
 use super::remote::RemoteKeys;
-use std::sync::Arc;
 use crate::identity::Identity;
+use std::sync::Arc;
 
 /// An accepted token: who is calling, and the claims that said so.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,9 @@ impl Verifier {
     /// names a key id not seen yet (rate-limited, one fetch at a time) or none were fetched yet.
     pub async fn verify_fresh(&self, token: &str) -> Result<Verified, AuthError> {
         let first = self.verify(token);
-        let Some(remote) = &self.remote else { return first };
+        let Some(remote) = &self.remote else {
+            return first;
+        };
         let none_yet = remote.snapshot().is_empty();
         match first {
             Err(AuthError::UnknownKid) => {}
@@ -151,11 +153,7 @@ impl Verifier {
         let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
         // Configured keys first; a remote key never shadows a configured kid.
         let remote = self.remote.as_ref().map(|r| r.snapshot());
-        let all = || {
-            self.keys
-                .iter()
-                .chain(remote.iter().flat_map(|r| r.iter()))
-        };
+        let all = || self.keys.iter().chain(remote.iter().flat_map(|r| r.iter()));
         let candidates: Vec<&(VerifyKey, Validation)> = match &header.kid {
             Some(kid) => {
                 let pair = all()

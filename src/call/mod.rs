@@ -13,8 +13,8 @@ pub use args::ArgsSchema;
 pub use output::CallOutcome;
 pub use presets::{PresetsError, server_presets};
 
-use crate::auth::{Grants, ScopeRequirements};
 use crate::audit::{ArgsSummary, AuditLog, AuditRecord, Outcome, Phase, new_call_id};
+use crate::auth::{Grants, ScopeRequirements};
 use crate::connectors::{ConnectorError, Connectors};
 use crate::context::Presets;
 use crate::errors::ToolError;
@@ -111,7 +111,12 @@ struct CallAudit<'a> {
 }
 
 impl CallAudit<'_> {
-    fn record(&self, phase: Phase, outcome: Option<Outcome>, detail: Option<String>) -> AuditRecord {
+    fn record(
+        &self,
+        phase: Phase,
+        outcome: Option<Outcome>,
+        detail: Option<String>,
+    ) -> AuditRecord {
         AuditRecord::new(
             &self.call,
             phase,
@@ -222,10 +227,11 @@ impl Runtime {
                 })?;
             schemas.insert(tool.name, schema);
             if let Some(text) = tool.output_schema {
-                let value: Value = serde_json::from_str(text).map_err(|e| RuntimeError::Schema {
-                    tool: tool.name,
-                    reason: format!("output schema is not JSON: {e}"),
-                })?;
+                let value: Value =
+                    serde_json::from_str(text).map_err(|e| RuntimeError::Schema {
+                        tool: tool.name,
+                        reason: format!("output schema is not JSON: {e}"),
+                    })?;
                 let v = jsonschema::validator_for(&value).map_err(|e| RuntimeError::Schema {
                     tool: tool.name,
                     reason: format!("output schema does not compile: {e}"),
@@ -271,7 +277,10 @@ impl Runtime {
         let mut out = vec![
             (
                 "state".to_string(),
-                self.state.check().await.map_err(|e| e.for_model().to_string()),
+                self.state
+                    .check()
+                    .await
+                    .map_err(|e| e.for_model().to_string()),
             ),
             (
                 "audit".to_string(),
@@ -334,7 +343,8 @@ impl Runtime {
         tool_name: &str,
         args: Option<JsonObject>,
     ) -> CallOutcome {
-        self.call_with(id, &Grants::All, tool_name, args, &CallSignals::new()).await
+        self.call_with(id, &Grants::All, tool_name, args, &CallSignals::new())
+            .await
     }
 
     /// [`call`](Runtime::call) with the caller's signals: progress and warnings flow into
@@ -415,7 +425,11 @@ impl Runtime {
             args.insert(name.to_string(), value);
         }
         let signals = CallSignals::new();
-        Some((resource, self.call_def(id, grants, &resource.tool, Some(args), &signals).await))
+        Some((
+            resource,
+            self.call_def(id, grants, &resource.tool, Some(args), &signals)
+                .await,
+        ))
     }
 
     /// Runs one call of `tool` (a listed tool or a resource's read) under every policy.
@@ -521,7 +535,11 @@ impl Runtime {
             }
             crate::failpoint!("call.escalate.after_intent");
             let dataset = dataset_name(tool, &args);
-            let after = match self.state.escalate(&mut pass, &dataset, tool.sensitivity).await {
+            let after = match self
+                .state
+                .escalate(&mut pass, &dataset, tool.sensitivity)
+                .await
+            {
                 Ok(level) => level,
                 Err(e) => return self.state_failure(audit, tool, e),
             };
@@ -569,7 +587,13 @@ impl Runtime {
     }
 
     /// The write-ahead intent could not be written: the call is refused.
-    async fn fail(&self, audit: CallAudit<'_>, pass: Pass, err: ToolError, level: Sensitivity) -> CallOutcome {
+    async fn fail(
+        &self,
+        audit: CallAudit<'_>,
+        pass: Pass,
+        err: ToolError,
+        level: Sensitivity,
+    ) -> CallOutcome {
         self.metrics.refused(Refusal::Audit);
         audit.failed(&err);
         self.state.leave(pass).await;
@@ -577,7 +601,12 @@ impl Runtime {
     }
 
     /// The state could not be read or written: fail closed (the session counts as secret).
-    fn state_failure(&self, mut audit: CallAudit<'_>, tool: &ToolDef, e: StateError) -> CallOutcome {
+    fn state_failure(
+        &self,
+        mut audit: CallAudit<'_>,
+        tool: &ToolDef,
+        e: StateError,
+    ) -> CallOutcome {
         tracing::error!(call = %audit.call, error = %e, "compliance state unavailable; call refused");
         let level = e.fail_closed_level();
         audit.levels = (level, level);

@@ -5,12 +5,12 @@ use crate::context::{self, ContentKind, Preset, StreamPreview};
 use crate::errors::ToolError;
 use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
+use crate::signals::CallSignals;
 use crate::tooldef::ToolDef;
 use crate::workspace::{LazyWorkspace, ResultFile, SavedResult, SessionWorkspace};
-use crate::signals::CallSignals;
-use std::io::Write as _;
 use futures::StreamExt;
 use serde_json::Value;
+use std::io::Write as _;
 
 /// What one call produced, ready for the protocol layer.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,7 +145,11 @@ pub async fn shape(
                 let saved = save_whole(ws, tool, key, &full, "json")?;
                 // A declared result keeps its declared shape: it is sent whole as structured
                 // content (the text is previewed and saved like any other).
-                let structured = if tool.output_schema.is_some() { value } else { jp.value };
+                let structured = if tool.output_schema.is_some() {
+                    value
+                } else {
+                    jp.value
+                };
                 Ok(CallOutcome::ok(
                     saved_text(&jp.preview, &saved),
                     Some(structured),
@@ -189,9 +193,13 @@ pub async fn shape(
                 return Ok(CallOutcome::ok(text, structured(set, None), level, None));
             }
             match (finished.preview, finished.full_text_if_small) {
-                (None, Some(small)) => Ok(CallOutcome::ok(small, structured(set, None), level, None)),
+                (None, Some(small)) => {
+                    Ok(CallOutcome::ok(small, structured(set, None), level, None))
+                }
                 (Some(preview), _) => {
-                    let saved = file.commit(&ws, extension(preview.kind)).map_err(save_error)?;
+                    let saved = file
+                        .commit(&ws, extension(preview.kind))
+                        .map_err(save_error)?;
                     Ok(CallOutcome::ok(
                         saved_text(&preview, &saved),
                         structured(set, Some(&saved.path)),
@@ -199,7 +207,12 @@ pub async fn shape(
                         Some(saved.path),
                     ))
                 }
-                (None, None) => Ok(CallOutcome::ok(NO_MATCHES.into(), structured(set, None), level, None)),
+                (None, None) => Ok(CallOutcome::ok(
+                    NO_MATCHES.into(),
+                    structured(set, None),
+                    level,
+                    None,
+                )),
             }
         }
     }
@@ -321,7 +334,11 @@ impl RowSet {
                     columns
                         .iter()
                         .cloned()
-                        .zip(r.into_iter().map(Value::String).chain(std::iter::repeat(Value::from(""))))
+                        .zip(
+                            r.into_iter()
+                                .map(Value::String)
+                                .chain(std::iter::repeat(Value::from(""))),
+                        )
                         .collect(),
                 )
             })

@@ -30,8 +30,10 @@ fn check_config(root: &Path) -> bool {
             true
         }
         Err(e) => {
-            eprintln!("{e}
-");
+            eprintln!(
+                "{e}
+"
+            );
             false
         }
     }

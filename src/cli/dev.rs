@@ -72,17 +72,26 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             let _ = tx.send(ev.paths);
         }
     })?;
-    let watched: Vec<PathBuf> = ["specs/servers", "specs/connectors", "specs/deployments", "src/handlers"]
-        .iter()
-        .map(|d| args.root.join(d))
-        .filter(|d| d.is_dir())
-        .collect();
+    let watched: Vec<PathBuf> = [
+        "specs/servers",
+        "specs/connectors",
+        "specs/deployments",
+        "src/handlers",
+    ]
+    .iter()
+    .map(|d| args.root.join(d))
+    .filter(|d| d.is_dir())
+    .collect();
     for d in &watched {
         watcher.watch(d, RecursiveMode::Recursive)?;
     }
     eprintln!(
         "bulkhead dev: watching {} (Ctrl-C stops)",
-        watched.iter().map(|d| rel(&args.root, d)).collect::<Vec<_>>().join(", ")
+        watched
+            .iter()
+            .map(|d| rel(&args.root, d))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut child = serve(&args)?;
     let mut rebuilds = 0;
@@ -97,7 +106,11 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         changed.dedup();
         eprintln!(
             "bulkhead dev: changed {}",
-            changed.iter().map(|p| rel(&args.root, p)).collect::<Vec<_>>().join(", ")
+            changed
+                .iter()
+                .map(|p| rel(&args.root, p))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         if build(&args) {
             stop(&mut child);

@@ -70,21 +70,45 @@ fn args_struct(tool: &str) -> String {
 fn tool_yaml(tool: &str, uses: Option<&str>) -> String {
     let mut y = String::new();
     let _ = writeln!(y, "  {tool}:");
-    let _ = writeln!(y, "    description: What `{tool}` does, in a sentence the model reads.");
-    let _ = writeln!(y, "    permission: read          # read | write | connect (reaches outside; refused once the session holds private data)");
-    let _ = writeln!(y, "    context: default          # default | sql_query | log_search | a preset of this server's context_presets");
-    let _ = writeln!(y, "    sensitivity: public       # public | internal | confidential | secret (at least its connector's)");
+    let _ = writeln!(
+        y,
+        "    description: What `{tool}` does, in a sentence the model reads."
+    );
+    let _ = writeln!(
+        y,
+        "    permission: read          # read | write | connect (reaches outside; refused once the session holds private data)"
+    );
+    let _ = writeln!(
+        y,
+        "    context: default          # default | sql_query | log_search | a preset of this server's context_presets"
+    );
+    let _ = writeln!(
+        y,
+        "    sensitivity: public       # public | internal | confidential | secret (at least its connector's)"
+    );
     match uses {
         Some(op) => {
-            let _ = writeln!(y, "    uses: {op}        # parameters come from the operation");
+            let _ = writeln!(
+                y,
+                "    uses: {op}        # parameters come from the operation"
+            );
         }
         None => {
-            let _ = writeln!(y, "    handler: rust             # or `uses: <connector>.<operation>`; implemented in src/handlers/");
+            let _ = writeln!(
+                y,
+                "    handler: rust             # or `uses: <connector>.<operation>`; implemented in src/handlers/"
+            );
             let _ = writeln!(y, "    params:");
             let _ = writeln!(y, "      text:");
-            let _ = writeln!(y, "        type: string          # string | integer | number | boolean | array | enum");
+            let _ = writeln!(
+                y,
+                "        type: string          # string | integer | number | boolean | array | enum"
+            );
             let _ = writeln!(y, "        description: An example argument");
-            let _ = writeln!(y, "        max_length: 1000      # limits: min_length, max_length, pattern, minimum, maximum, …");
+            let _ = writeln!(
+                y,
+                "        max_length: 1000      # limits: min_length, max_length, pattern, minimum, maximum, …"
+            );
         }
     }
     y
@@ -101,13 +125,23 @@ fn handler_module(server: &str, tools: &[&str]) -> String {
     let args: Vec<String> = tools.iter().map(|t| args_struct(t)).collect();
     let mut m = String::new();
     let _ = writeln!(m, "//! Handlers of the `{server}` server's Rust tools.\n");
-    let _ = writeln!(m, "use crate::codegen::{{ToolContext, ToolOutput, ToolResult}};");
-    let _ = writeln!(m, "use crate::servers::{server}::{{Handlers, {}}};\n", args.join(", "));
+    let _ = writeln!(
+        m,
+        "use crate::codegen::{{ToolContext, ToolOutput, ToolResult}};"
+    );
+    let _ = writeln!(
+        m,
+        "use crate::servers::{server}::{{Handlers, {}}};\n",
+        args.join(", ")
+    );
     let _ = writeln!(m, "/// The `{server}` server's handlers.");
     let _ = writeln!(m, "#[derive(Debug, Default)]");
     let ty = args_struct(server).trim_end_matches("Args").to_string();
     let _ = writeln!(m, "pub struct {ty};\n");
-    let _ = writeln!(m, "/// Constructs the handlers (called by the generated registry).");
+    let _ = writeln!(
+        m,
+        "/// Constructs the handlers (called by the generated registry)."
+    );
     let _ = writeln!(m, "pub fn handlers() -> {ty} {{\n    {ty}\n}}\n");
     let _ = writeln!(m, "impl Handlers for {ty} {{");
     for (i, t) in tools.iter().enumerate() {
@@ -135,7 +169,11 @@ fn new_server(root: &Path, name: &str) -> anyhow::Result<Vec<(PathBuf, &'static 
     std::fs::write(&spec, text)?;
     std::fs::write(&module, handler_module(name, &[tool]))?;
     let registry = add_mod_line(root, name)?;
-    Ok(vec![(spec, "spec"), (module, "handlers"), (registry, "updated")])
+    Ok(vec![
+        (spec, "spec"),
+        (module, "handlers"),
+        (registry, "updated"),
+    ])
 }
 
 /// Adds `pub mod <server>;` to `src/handlers/mod.rs` (kept sorted) unless it is there.
@@ -166,8 +204,12 @@ fn new_tool(
 ) -> anyhow::Result<Vec<(PathBuf, &'static str)>> {
     check_name("tool", tool)?;
     let spec = root.join("specs/servers").join(format!("{server}.yaml"));
-    let text = std::fs::read_to_string(&spec)
-        .map_err(|e| anyhow::anyhow!("{}: {e} (create the server with `bulkhead new server {server}`)", spec.display()))?;
+    let text = std::fs::read_to_string(&spec).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (create the server with `bulkhead new server {server}`)",
+            spec.display()
+        )
+    })?;
     anyhow::ensure!(
         !text.lines().any(|l| l.trim_end() == format!("  {tool}:")),
         "server `{server}` has a tool `{tool}` already"
@@ -192,9 +234,9 @@ fn new_tool(
         let module = root.join("src/handlers").join(format!("{server}.rs"));
         match std::fs::read_to_string(&module) {
             Ok(m) => {
-                let end = m
-                    .rfind("\n}")
-                    .ok_or_else(|| anyhow::anyhow!("{}: no closing `}}` of the Handlers impl", module.display()))?;
+                let end = m.rfind("\n}").ok_or_else(|| {
+                    anyhow::anyhow!("{}: no closing `}}` of the Handlers impl", module.display())
+                })?;
                 let mut updated = m[..end + 1].to_string();
                 updated.push('\n');
                 updated.push_str(&handler_method(tool));
@@ -225,7 +267,10 @@ mod tests {
 
     #[test]
     fn argument_structs_are_named_like_the_generator_names_them() {
-        assert_eq!(args_struct("load_sensitive_dataset"), "LoadSensitiveDatasetArgs");
+        assert_eq!(
+            args_struct("load_sensitive_dataset"),
+            "LoadSensitiveDatasetArgs"
+        );
         assert_eq!(args_struct("hello"), "HelloArgs");
     }
 
@@ -234,19 +279,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir_all(root.join("src/handlers")).unwrap();
-        std::fs::write(root.join("src/handlers/mod.rs"), "//! Handlers.\n\npub mod template;\n").unwrap();
+        std::fs::write(
+            root.join("src/handlers/mod.rs"),
+            "//! Handlers.\n\npub mod template;\n",
+        )
+        .unwrap();
         new_server(root, "support").unwrap();
         let mods = std::fs::read_to_string(root.join("src/handlers/mod.rs")).unwrap();
-        assert_eq!(mods, "//! Handlers.\n\npub mod support;\npub mod template;\n");
+        assert_eq!(
+            mods,
+            "//! Handlers.\n\npub mod support;\npub mod template;\n"
+        );
         new_tool(root, "support", "lookup", None).unwrap();
         new_tool(root, "support", "search", Some("records.search")).unwrap();
         let spec = std::fs::read_to_string(root.join("specs/servers/support.yaml")).unwrap();
-        assert!(spec.contains("  lookup:\n") && spec.contains("uses: records.search"), "{spec}");
+        assert!(
+            spec.contains("  lookup:\n") && spec.contains("uses: records.search"),
+            "{spec}"
+        );
         let m = std::fs::read_to_string(root.join("src/handlers/support.rs")).unwrap();
-        assert!(m.contains("use crate::servers::support::{Handlers, LookupArgs, HelloArgs};"), "{m}");
-        assert!(m.contains("async fn lookup(") && m.contains("async fn hello("), "{m}");
+        assert!(
+            m.contains("use crate::servers::support::{Handlers, LookupArgs, HelloArgs};"),
+            "{m}"
+        );
+        assert!(
+            m.contains("async fn lookup(") && m.contains("async fn hello("),
+            "{m}"
+        );
         assert!(new_server(root, "support").is_err(), "no overwrite");
-        assert!(new_tool(root, "support", "lookup", None).is_err(), "no duplicate");
+        assert!(
+            new_tool(root, "support", "lookup", None).is_err(),
+            "no duplicate"
+        );
         assert!(new_server(root, "Bad-Name").is_err());
     }
 }

@@ -49,7 +49,14 @@ fn table(servers: &[&&'static bulkhead::codegen::ServerDef]) -> String {
                 ]
             })
             .collect();
-        let head = ["tool", "permission", "sensitivity", "context", "runs", "instance"];
+        let head = [
+            "tool",
+            "permission",
+            "sensitivity",
+            "context",
+            "runs",
+            "instance",
+        ];
         let mut width = head.map(str::len);
         for r in &rows {
             for (w, c) in width.iter_mut().zip(r) {
@@ -75,7 +82,10 @@ fn table(servers: &[&&'static bulkhead::codegen::ServerDef]) -> String {
                 r.uri,
                 r.tool.sensitivity,
                 match r.tool.target {
-                    Target::Connector { connector, operation } => format!("{connector}.{operation}"),
+                    Target::Connector {
+                        connector,
+                        operation,
+                    } => format!("{connector}.{operation}"),
                     _ => "fixed text".into(),
                 },
                 r.tool.sensitivity.required_mode()

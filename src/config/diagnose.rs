@@ -41,10 +41,7 @@ pub(super) fn invalid(
         let escaped = format!("/{}", field.replace('~', "~0").replace('/', "~1"));
         // The path may or may not end with the unknown key itself.
         let (key, at) = match pointer.strip_suffix(&escaped) {
-            Some(parent) => (
-                pointer.clone(),
-                positions_label(parent),
-            ),
+            Some(parent) => (pointer.clone(), positions_label(parent)),
             None => (format!("{pointer}{escaped}"), at.clone()),
         };
         let help = match did_you_mean(field, expected.iter().copied()) {
@@ -52,14 +49,31 @@ pub(super) fn invalid(
             None if expected.is_empty() => "this section takes no keys".to_string(),
             None => format!(
                 "the keys here are {}",
-                expected.iter().map(|w| format!("`{w}`")).collect::<Vec<_>>().join(", ")
+                expected
+                    .iter()
+                    .map(|w| format!("`{w}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         };
-        let within = if at.is_empty() { String::new() } else { format!(" in `{at}`") };
-        (format!("unknown key `{field}`{within}"), key, "not a known key".to_string(), help)
+        let within = if at.is_empty() {
+            String::new()
+        } else {
+            format!(" in `{at}`")
+        };
+        (
+            format!("unknown key `{field}`{within}"),
+            key,
+            "not a known key".to_string(),
+            help,
+        )
     } else if inner.starts_with("missing field") {
         let field = words.first().copied().unwrap_or("");
-        let within = if at.is_empty() { "the top level".to_string() } else { format!("`{at}`") };
+        let within = if at.is_empty() {
+            "the top level".to_string()
+        } else {
+            format!("`{at}`")
+        };
         (
             format!("`{field}` is missing in {within}"),
             pointer.clone(),
@@ -85,7 +99,9 @@ pub(super) fn invalid(
             start: 0,
             end: 0,
         });
-    let d = Diagnostic::error(&file, span, message).label(label).help(help);
+    let d = Diagnostic::error(&file, span, message)
+        .label(label)
+        .help(help);
     ConfigError::Invalid {
         location: d.location(),
         rendered: d.render(),

@@ -24,7 +24,8 @@ pub const SCHEMA_PATH: &str = "specs/config.schema.json";
 /// The JSON Schema of `config.yaml`, from the configuration types themselves (so it cannot drift
 /// from what the loader accepts).
 pub fn schema() -> serde_json::Value {
-    let mut v = serde_json::to_value(schemars::schema_for!(Config)).expect("schemars output is JSON");
+    let mut v =
+        serde_json::to_value(schemars::schema_for!(Config)).expect("schemars output is JSON");
     v["title"] = serde_json::Value::from("Bulkhead config.yaml");
     allow_variables_in_enums(&mut v);
     v
@@ -42,7 +43,9 @@ fn allow_variables_in_enums(node: &mut serde_json::Value) {
                 .and_then(Value::as_array)
                 .is_some_and(|e| !e.is_empty() && e.iter().all(Value::is_string))
                 || map.get("oneOf").and_then(Value::as_array).is_some_and(|e| {
-                    !e.is_empty() && e.iter().all(|v| v.get("const").is_some_and(Value::is_string))
+                    !e.is_empty()
+                        && e.iter()
+                            .all(|v| v.get("const").is_some_and(Value::is_string))
                 });
             if is_choice {
                 let choice = Value::Object(std::mem::take(map));

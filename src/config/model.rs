@@ -219,7 +219,9 @@ impl HttpConfig {
         crate::serve::listener::ConnLimits {
             max_connections: self.max_connections.max(1),
             max_unauthenticated: self.max_unauthenticated_connections.max(1),
-            header_read_timeout: std::time::Duration::from_millis(self.header_read_timeout_ms.max(100)),
+            header_read_timeout: std::time::Duration::from_millis(
+                self.header_read_timeout_ms.max(100),
+            ),
             max_header_bytes: self.max_header_bytes,
             shutdown_grace: std::time::Duration::from_secs(10),
         }
@@ -307,7 +309,11 @@ impl StateConfig {
 
 /// `p` made absolute against `base`, with `.` and `..` removed lexically.
 fn absolute(base: &Path, p: &Path) -> PathBuf {
-    let joined = if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    };
     let mut out = PathBuf::new();
     for c in joined.components() {
         match c {
@@ -326,7 +332,10 @@ fn real(p: &Path) -> PathBuf {
     let mut existing = p.to_path_buf();
     let mut rest = Vec::new();
     while !existing.exists() {
-        match (existing.file_name().map(ToOwned::to_owned), existing.parent()) {
+        match (
+            existing.file_name().map(ToOwned::to_owned),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 rest.push(name);
                 existing = parent.to_path_buf();

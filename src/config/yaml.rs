@@ -18,7 +18,10 @@ pub fn load_yaml(text: &str, origin: &str) -> Result<Value, ConfigError> {
 }
 
 /// [`load_yaml`], also returning where each key and item is (for positioned errors later).
-pub fn load_yaml_with_positions(text: &str, origin: &str) -> Result<(Value, Positions), ConfigError> {
+pub fn load_yaml_with_positions(
+    text: &str,
+    origin: &str,
+) -> Result<(Value, Positions), ConfigError> {
     let err = |mark: &Marker, message: String| ConfigError::Yaml {
         origin: origin.to_owned(),
         line: mark.line(),
@@ -39,7 +42,10 @@ pub fn load_yaml_with_positions(text: &str, origin: &str) -> Result<(Value, Posi
 
 fn record(positions: &mut Positions, pointer: String, node: &MarkedYaml<'_>) {
     let (start, end) = (&node.span.start, &node.span.end);
-    positions.insert(pointer, (start.line(), start.col(), start.index(), end.index()));
+    positions.insert(
+        pointer,
+        (start.line(), start.col(), start.index(), end.index()),
+    );
 }
 
 fn convert(

@@ -122,8 +122,8 @@ fn search(
             cx.new_file();
             let mut n = 0u64;
             loop {
-                let read =
-                    grep::read_line(&mut reader, &mut buf).map_err(|e| grep::read_error(&child, e))?;
+                let read = grep::read_line(&mut reader, &mut buf)
+                    .map_err(|e| grep::read_error(&child, e))?;
                 if read == 0 {
                     break;
                 }

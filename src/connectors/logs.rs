@@ -171,7 +171,9 @@ fn log_files(
             match path.canonicalize() {
                 Ok(t) if t.starts_with(&canonical) => t,
                 _ => {
-                    warn(format!("skipped `{file_name}`: a link that leads outside the log directory"));
+                    warn(format!(
+                        "skipped `{file_name}`: a link that leads outside the log directory"
+                    ));
                     continue;
                 }
             }
@@ -189,7 +191,10 @@ fn log_files(
         match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
             Ok((f, m)) if m.is_file() => out.push((file_name, f, m.len())),
             Ok(_) => continue,
-            Err(e) => warn(format!("skipped `{file_name}`: cannot be opened ({})", e.kind())),
+            Err(e) => warn(format!(
+                "skipped `{file_name}`: cannot be opened ({})",
+                e.kind()
+            )),
         }
     }
     Ok(out)

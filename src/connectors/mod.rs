@@ -161,10 +161,13 @@ pub async fn call(
             files::run(action, ws.workspace()?, &args, budget, signals).await
         }
         (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
-            db.run(sql, *writes, op.params_schema, args, budget, signals).await
+            db.run(sql, *writes, op.params_schema, args, budget, signals)
+                .await
         }
         (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
-        (OperationBody::Logs { action }, Instance::Logs(l)) => l.run(action, args, budget, signals).await,
+        (OperationBody::Logs { action }, Instance::Logs(l)) => {
+            l.run(action, args, budget, signals).await
+        }
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

@@ -217,7 +217,9 @@ mod tests {
         })
         .await
         .unwrap();
-        let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+        let ToolOutput::Stream(mut s) = out else {
+            panic!("a stream")
+        };
         let mut n = 0;
         while let Some(item) = s.next().await {
             if let Ok(Chunk::Line(l)) = item {
@@ -231,6 +233,9 @@ mod tests {
         assert_eq!(n, 400);
         let peak = peak.load(Ordering::SeqCst);
         // 25 MiB were produced; in flight never more than the budget and two batches.
-        assert!(peak <= budget.bytes + 4 * BATCH_BYTES, "peak {peak} bytes in flight");
+        assert!(
+            peak <= budget.bytes + 4 * BATCH_BYTES,
+            "peak {peak} bytes in flight"
+        );
     }
 }

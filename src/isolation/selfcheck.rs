@@ -38,6 +38,10 @@ pub fn check(mode: NetworkMode) -> Result<(), String> {
     }
     Err(format!(
         "network mode `none`, but this process has routes through {}: run it in its own network namespace (`bulkhead up`) or a container without network",
-        routed.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+        routed
+            .iter()
+            .map(|i| format!("`{i}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
 }

@@ -281,7 +281,10 @@ pub fn namespaces_permitted() -> Result<(), IsolationError> {
         }
     }
     if !missing.is_empty() {
-        return Err(IsolationError::NotPermitted(format!("{} not found", missing.join(" and "))));
+        return Err(IsolationError::NotPermitted(format!(
+            "{} not found",
+            missing.join(" and ")
+        )));
     }
     if !rustix::process::geteuid().is_root() {
         return Err(IsolationError::NotPermitted("not running as root".into()));

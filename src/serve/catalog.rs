@@ -24,7 +24,9 @@ pub fn listings(def: &ServerDef) -> (Vec<Resource>, Vec<ResourceTemplate>) {
             t.meta = Some(meta);
             templates.push(t);
         } else {
-            let mut res = Resource::new(r.uri, r.name).with_description(r.description).with_meta(meta);
+            let mut res = Resource::new(r.uri, r.name)
+                .with_description(r.description)
+                .with_meta(meta);
             if let Some(m) = r.mime_type {
                 res = res.with_mime_type(m);
             }
@@ -60,10 +62,16 @@ pub fn read_result(
         Value::from(out.required_mode.as_str()),
     );
     if out.is_error {
-        return Err(ErrorData::invalid_request(out.text, Some(Value::Object(meta))));
+        return Err(ErrorData::invalid_request(
+            out.text,
+            Some(Value::Object(meta)),
+        ));
     }
     if let Some(path) = &out.saved_to {
-        meta.insert(super::handler::META_SAVED_TO.into(), Value::from(path.clone()));
+        meta.insert(
+            super::handler::META_SAVED_TO.into(),
+            Value::from(path.clone()),
+        );
     }
     let mut contents = ResourceContents::text(out.text, uri).with_meta(MetaObject(meta.clone()));
     if let Some(m) = resource.mime_type {

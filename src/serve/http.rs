@@ -134,7 +134,10 @@ pub fn router(
                 async move {
                     metrics.set_sessions(sessions.open().await);
                     (
-                        [(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            crate::metrics::CONTENT_TYPE,
+                        )],
                         metrics.render(),
                     )
                 }
@@ -148,7 +151,14 @@ pub async fn serve(
     app: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    serve_with(listener, app, shutdown, ConnLimits::default(), Arc::default()).await
+    serve_with(
+        listener,
+        app,
+        shutdown,
+        ConnLimits::default(),
+        Arc::default(),
+    )
+    .await
 }
 
 /// Serves `app` on `listener` within `limits` until `shutdown` is cancelled.

@@ -107,7 +107,11 @@ pub fn request_key(id: &impl serde::Serialize) -> String {
 /// Middleware for stateless serving (inside the auth layer): a small POST whose body is a
 /// `notifications/cancelled` (alone or in a batch) cancels the caller's matching call; the
 /// request then goes on to rmcp unchanged.
-pub async fn cancel_layer(State(inflight): State<Arc<Inflight>>, req: Request, next: Next) -> Response {
+pub async fn cancel_layer(
+    State(inflight): State<Arc<Inflight>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let small = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -138,5 +142,6 @@ pub async fn cancel_layer(State(inflight): State<Arc<Inflight>>, req: Request, n
             }
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

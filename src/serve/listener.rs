@@ -171,7 +171,9 @@ pub async fn serve(
             tracker: tracker.clone(),
         });
         tracker.admit(conn.id, conn.close.clone());
-        stats.evicted.store(tracker.evicted.load(Ordering::Relaxed), Ordering::Relaxed);
+        stats
+            .evicted
+            .store(tracker.evicted.load(Ordering::Relaxed), Ordering::Relaxed);
         let service = {
             let (app, conn) = (app.clone(), conn.clone());
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {

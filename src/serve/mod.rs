@@ -4,8 +4,8 @@
 pub mod auth;
 pub mod catalog;
 pub mod handler;
-pub mod inflight;
 pub mod http;
+pub mod inflight;
 pub mod listener;
 pub mod notify;
 pub mod sessions;
@@ -65,13 +65,15 @@ pub async fn open_state(
 pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError> {
     let options = config.audit.options();
     match config.state.location(server) {
-        StoreLocation::Sqlite { .. } => {
-            AuditLog::open_file(&config.state.dir.join(format!("audit-{server}.jsonl")), options)
-                .map_err(|e| setup("audit log")(&e))
-        }
+        StoreLocation::Sqlite { .. } => AuditLog::open_file(
+            &config.state.dir.join(format!("audit-{server}.jsonl")),
+            options,
+        )
+        .map_err(|e| setup("audit log")(&e)),
         StoreLocation::Postgres(pg) => {
-            let sink = crate::state::postgres::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
-                .map_err(|e| setup("audit log")(&e))?;
+            let sink =
+                crate::state::postgres::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
+                    .map_err(|e| setup("audit log")(&e))?;
             Ok(AuditLog::start(Box::new(sink), options))
         }
     }
@@ -79,7 +81,11 @@ pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError>
 
 /// Builds the runtime of server `name` in network `mode` from `config`. The store must exist, or
 /// this must be the first start of a fresh deployment ([`InitPolicy::FirstStart`]).
-pub async fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<Runtime, ServeError> {
+pub async fn runtime(
+    config: &Config,
+    name: &str,
+    mode: NetworkMode,
+) -> Result<Runtime, ServeError> {
     let server = crate::servers::server(name).ok_or_else(|| {
         let known: Vec<&str> = crate::servers::SERVERS.iter().map(|s| s.name).collect();
         ServeError::UnknownServer(name.to_string(), known.join(", "))
@@ -99,6 +105,9 @@ pub async fn runtime(config: &Config, name: &str, mode: NetworkMode) -> Result<R
         },
     };
     Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
-        .map(|rt| rt.with_limits(limits).with_scopes(config.auth.scopes.clone()))
+        .map(|rt| {
+            rt.with_limits(limits)
+                .with_scopes(config.auth.scopes.clone())
+        })
         .map_err(|e| setup("runtime")(&e))
 }

@@ -68,7 +68,8 @@ struct Last {
 async fn send_warnings(peer: &Peer<RoleServer>, tool: &str, signals: &CallSignals) -> bool {
     for text in signals.take_warnings() {
         let data = serde_json::json!({ "tool": tool, "message": text });
-        let param = LoggingMessageNotificationParam::new(LoggingLevel::Warning, data).with_logger(LOGGER);
+        let param =
+            LoggingMessageNotificationParam::new(LoggingLevel::Warning, data).with_logger(LOGGER);
         if peer.notify_logging_message(param).await.is_err() {
             return false;
         }
@@ -78,7 +79,12 @@ async fn send_warnings(peer: &Peer<RoleServer>, tool: &str, signals: &CallSignal
 
 impl Forwarder {
     /// Starts forwarding `signals` of a call of `tool`.
-    pub fn start(peer: Peer<RoleServer>, wanted: Wanted, tool: &str, signals: CallSignals) -> Forwarder {
+    pub fn start(
+        peer: Peer<RoleServer>,
+        wanted: Wanted,
+        tool: &str,
+        signals: CallSignals,
+    ) -> Forwarder {
         let tool = tool.to_owned();
         let Some(token) = wanted.progress.clone() else {
             return Forwarder {
@@ -144,7 +150,10 @@ impl Forwarder {
         }
         if let Some(mut task) = self.task.take() {
             // A client that stopped reading cannot hold the result back for long.
-            if tokio::time::timeout(Duration::from_secs(1), &mut task).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(1), &mut task)
+                .await
+                .is_err()
+            {
                 task.abort();
             }
         }

@@ -7,7 +7,9 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, SessionConfig, SessionTransport,
 };
-use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
 use std::sync::Arc;
 use std::time::Duration;
 

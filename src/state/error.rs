@@ -74,7 +74,11 @@ impl StateError {
         Sensitivity::Secret
     }
 
-    pub(crate) fn io(kind: StateErrorKind, what: &std::path::Path, e: impl std::fmt::Display) -> Self {
+    pub(crate) fn io(
+        kind: StateErrorKind,
+        what: &std::path::Path,
+        e: impl std::fmt::Display,
+    ) -> Self {
         StateError::new(kind, format!("{}: {e}", what.display()))
     }
 }

@@ -67,7 +67,9 @@ impl StoreMarker {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = self.path.with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("tmp-{}", std::process::id()));
         let mut f = OpenOptions::new()
             .write(true)
             .create(true)
@@ -163,17 +165,15 @@ pub async fn open_store(
             }
             StateStore::Sqlite(SqliteStore::open(db, options.clone())?)
         }
-        StoreLocation::Postgres(pg) => {
-            match PgStore::open(pg, options.clone(), may_create).await {
-                Err(e) if e.kind() == StateErrorKind::Missing => {
-                    return Err(missing(&match &named {
-                        Some(id) => format!("but the workspaces belong to store {id}"),
-                        None => "but the workspaces hold session data".into(),
-                    }));
-                }
-                other => StateStore::Postgres(other?),
+        StoreLocation::Postgres(pg) => match PgStore::open(pg, options.clone(), may_create).await {
+            Err(e) if e.kind() == StateErrorKind::Missing => {
+                return Err(missing(&match &named {
+                    Some(id) => format!("but the workspaces belong to store {id}"),
+                    None => "but the workspaces hold session data".into(),
+                }));
             }
-        }
+            other => StateStore::Postgres(other?),
+        },
     };
     match named {
         Some(id) if id != store.store_id() => Err(StateError::new(
@@ -207,7 +207,10 @@ pub async fn force_init(
     {
         return Err(StateError::new(
             StateErrorKind::Bug,
-            format!("{} exists; move it away first if it is really to be replaced", db.display()),
+            format!(
+                "{} exists; move it away first if it is really to be replaced",
+                db.display()
+            ),
         ));
     }
     if let StoreLocation::Sqlite { db } = location {

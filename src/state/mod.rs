@@ -235,7 +235,10 @@ impl StateStore {
 
     /// Creates a SQLite store at `db` unless one exists, and opens it: explicit creation, for
     /// `bulkhead state init`, tests and benchmarks. Serving goes through [`init::open_store`].
-    pub fn create_sqlite(db: &std::path::Path, options: StoreOptions) -> Result<StateStore, StateError> {
+    pub fn create_sqlite(
+        db: &std::path::Path,
+        options: StoreOptions,
+    ) -> Result<StateStore, StateError> {
         if !sqlite::SqliteStore::exists(db) {
             sqlite::SqliteStore::create(db)?;
         }
@@ -299,7 +302,9 @@ pub(crate) fn level_from_i64(raw: i64) -> Result<Sensitivity, StateError> {
     usize::try_from(raw)
         .ok()
         .and_then(|i| Sensitivity::ALL.get(i).copied())
-        .ok_or_else(|| StateError::new(StateErrorKind::Corrupt, format!("level {raw} out of range")))
+        .ok_or_else(|| {
+            StateError::new(StateErrorKind::Corrupt, format!("level {raw} out of range"))
+        })
 }
 
 /// A new random store id: 32 lowercase hex characters.

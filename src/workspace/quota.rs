@@ -52,7 +52,8 @@ impl SessionWorkspace {
     /// The session's current usage (walks its tree; symlinks are not followed).
     pub fn usage(&self) -> Result<Usage, WorkspaceError> {
         let mut u = Usage::default();
-        walk(&self.dir, &mut u, 0).map_err(|e| WorkspaceError::from_io("/workspace", "measure", e))?;
+        walk(&self.dir, &mut u, 0)
+            .map_err(|e| WorkspaceError::from_io("/workspace", "measure", e))?;
         Ok(u)
     }
 
@@ -65,7 +66,12 @@ impl SessionWorkspace {
 
     /// Refuses a write that adds `adding` bytes in place of `replacing` bytes (and one file when
     /// `new_file`) if it would pass a limit; says which.
-    pub(super) fn admit(&self, adding: u64, replacing: u64, new_file: bool) -> Result<(), WorkspaceError> {
+    pub(super) fn admit(
+        &self,
+        adding: u64,
+        replacing: u64,
+        new_file: bool,
+    ) -> Result<(), WorkspaceError> {
         let limits = self.limits;
         if let Some(free) = self.free_bytes()
             && free.saturating_sub(adding) < limits.min_free_bytes

@@ -49,7 +49,10 @@ impl Write for ResultFile {
             self.cut = true;
         }
         if take > 0 {
-            let file = self.file.as_mut().ok_or_else(|| io::Error::other("result closed"))?;
+            let file = self
+                .file
+                .as_mut()
+                .ok_or_else(|| io::Error::other("result closed"))?;
             file.write_all(&buf[..take])?;
             self.written += take as u64;
         }
@@ -77,7 +80,11 @@ impl ResultFile {
 
     /// Renames the complete result into place as `<stem>.<ext>` (replacing the same query's
     /// earlier result), then trims the session's results to their budget, oldest first.
-    pub fn commit(mut self, ws: &SessionWorkspace, ext: &str) -> Result<SavedResult, WorkspaceError> {
+    pub fn commit(
+        mut self,
+        ws: &SessionWorkspace,
+        ext: &str,
+    ) -> Result<SavedResult, WorkspaceError> {
         let file = self.file.take().expect("committed once");
         drop(file);
         let ext = sanitize(ext, 16);
@@ -91,7 +98,12 @@ impl ResultFile {
             let _ = self.dir.remove_file(&self.tmp);
             return Err(WorkspaceError::from_io(&agent, "save result", e));
         }
-        trim(&self.dir, ws.limits.results_max_bytes, ws.limits.results_max_files, &name);
+        trim(
+            &self.dir,
+            ws.limits.results_max_bytes,
+            ws.limits.results_max_files,
+            &name,
+        );
         Ok(SavedResult {
             path: agent,
             bytes: self.written,
@@ -114,7 +126,12 @@ impl SessionWorkspace {
         let (dir, _) = self.parent_dir(&dir_rel.join("x")?)?;
         let limits = self.limits;
         // One slot for the new file within the results' own file budget.
-        trim(&dir, u64::MAX, limits.results_max_files.saturating_sub(1).max(1), "");
+        trim(
+            &dir,
+            u64::MAX,
+            limits.results_max_files.saturating_sub(1).max(1),
+            "",
+        );
         let mut used = self.usage()?;
         if used.files >= limits.max_files || used.bytes >= limits.max_bytes {
             // The whole session is full: older results make room before anything is refused.
@@ -185,7 +202,10 @@ fn trim(dir: &Dir, max_bytes: u64, max_files: u64, keep: &str) {
             let name = e.file_name().to_string_lossy().into_owned();
             let m = e.metadata().ok()?;
             (m.is_file() && !super::write::is_temp_name(&name)).then(|| {
-                let t = m.modified().map(|t| t.into_std()).unwrap_or(std::time::UNIX_EPOCH);
+                let t = m
+                    .modified()
+                    .map(|t| t.into_std())
+                    .unwrap_or(std::time::UNIX_EPOCH);
                 (t, m.len(), name)
             })
         })
@@ -273,12 +293,9 @@ mod tests {
 
     #[test]
     fn the_same_query_has_the_same_key_whatever_the_key_order() {
-        let a: serde_json::Map<_, _> =
-            serde_json::from_str(r#"{"query":"x","limit":3}"#).unwrap();
-        let b: serde_json::Map<_, _> =
-            serde_json::from_str(r#"{"limit":3,"query":"x"}"#).unwrap();
-        let c: serde_json::Map<_, _> =
-            serde_json::from_str(r#"{"limit":4,"query":"x"}"#).unwrap();
+        let a: serde_json::Map<_, _> = serde_json::from_str(r#"{"query":"x","limit":3}"#).unwrap();
+        let b: serde_json::Map<_, _> = serde_json::from_str(r#"{"limit":3,"query":"x"}"#).unwrap();
+        let c: serde_json::Map<_, _> = serde_json::from_str(r#"{"limit":4,"query":"x"}"#).unwrap();
         assert_eq!(query_key("t", &a), query_key("t", &b));
         assert_ne!(query_key("t", &a), query_key("t", &c));
         assert_ne!(query_key("t", &a), query_key("u", &a));

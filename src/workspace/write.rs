@@ -34,7 +34,10 @@ impl SessionWorkspace {
         let existing = self.dir.symlink_metadata(rel.fs_path()).ok();
         self.admit(
             bytes.as_ref().len() as u64,
-            existing.as_ref().filter(|m| m.is_file()).map_or(0, |m| m.len()),
+            existing
+                .as_ref()
+                .filter(|m| m.is_file())
+                .map_or(0, |m| m.len()),
             existing.is_none(),
         )?;
         let (parent, name) = self.parent_dir(&rel)?;

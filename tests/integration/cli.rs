@@ -74,14 +74,30 @@ fn check_reports_a_broken_config_with_its_position() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = std::fs::read_to_string(root.join("config.yaml")).unwrap();
-    let line = config.lines().position(|l| l.starts_with("  stateful:")).unwrap() + 1;
-    std::fs::write(dir.path().join("config.yaml"), config.replace("  stateful:", "  statefull:")).unwrap();
-    let copy = Command::new("cp").arg("-r").arg(root.join("specs")).arg(dir.path()).status().unwrap();
+    let line = config
+        .lines()
+        .position(|l| l.starts_with("  stateful:"))
+        .unwrap()
+        + 1;
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        config.replace("  stateful:", "  statefull:"),
+    )
+    .unwrap();
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(root.join("specs"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
     assert!(copy.success());
     let out = bulkhead(&["check", "--root", dir.path().to_str().unwrap()], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("error: unknown key `statefull` in `http`"), "{err}");
+    assert!(
+        err.contains("error: unknown key `statefull` in `http`"),
+        "{err}"
+    );
     assert!(err.contains(&format!("config.yaml:{line}:3")), "{err}");
     assert!(err.contains("help: did you mean `stateful`?"), "{err}");
 }

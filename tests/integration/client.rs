@@ -94,7 +94,11 @@ impl Drop for Recorded {
 
 async fn start(dir: &tempfile::TempDir, mode: NetworkMode) -> Recorded {
     let config = config(dir.path(), true);
-    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).await.expect("runtime"));
+    let rt = Arc::new(
+        bulkhead::serve::runtime(&config, "template", mode)
+            .await
+            .expect("runtime"),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
@@ -600,7 +604,10 @@ async fn a_result_that_contradicts_its_output_schema_is_an_error() {
     let c = StrictClient::connect(&url, "unused", NetworkMode::Full, 5, true)
         .await
         .unwrap();
-    let ok = c.call_tool("counted", json!({"honest": true})).await.unwrap();
+    let ok = c
+        .call_tool("counted", json!({"honest": true}))
+        .await
+        .unwrap();
     assert_eq!(ok.structured, Some(json!({"count": 3})));
     match c.call_tool("counted", json!({"honest": false})).await {
         Err(ClientError::Schema { tool, problem }) => {

@@ -46,8 +46,16 @@ pub async fn start(dir: Arc<tempfile::TempDir>, mode: NetworkMode, stateful: boo
 }
 
 /// Starts `template` in `mode` with `config` (its state folders should lie in `dir`).
-pub async fn start_with(config: Config, dir: Arc<tempfile::TempDir>, mode: NetworkMode) -> Instance {
-    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", mode).await.expect("runtime"));
+pub async fn start_with(
+    config: Config,
+    dir: Arc<tempfile::TempDir>,
+    mode: NetworkMode,
+) -> Instance {
+    let rt = Arc::new(
+        bulkhead::serve::runtime(&config, "template", mode)
+            .await
+            .expect("runtime"),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

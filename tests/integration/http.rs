@@ -194,9 +194,10 @@ async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
     );
     let rows = client(&proxied.url, &token("alice", "s-rows")).await;
     let result = rows
-        .call_tool(rmcp::model::CallToolRequestParams::new("search_records").with_arguments(
-            json!({"query": "a"}).as_object().unwrap().clone(),
-        ))
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("search_records")
+                .with_arguments(json!({"query": "a"}).as_object().unwrap().clone()),
+        )
         .await
         .unwrap();
     let structured = result.structured_content.expect("a row set");
@@ -360,8 +361,9 @@ async fn origins_outside_the_allowlist_are_refused() {
 #[tokio::test]
 async fn the_shipped_config_refuses_foreign_origins() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let shipped = bulkhead::config::Config::parse(bulkhead::config::EMBEDDED, "config.yaml", &|_| None)
-        .expect("the shipped config parses");
+    let shipped =
+        bulkhead::config::Config::parse(bulkhead::config::EMBEDDED, "config.yaml", &|_| None)
+            .expect("the shipped config parses");
     let mut config = crate::harness::config(dir.path(), true);
     config.http = shipped.http;
     let inst = crate::harness::start_with(config, dir, NetworkMode::Full).await;
@@ -380,7 +382,11 @@ async fn the_shipped_config_refuses_foreign_origins() {
         }
     };
     assert_eq!(send(Some("http://evil.example.com")).await, 403);
-    assert_eq!(send(Some("http://localhost:6274")).await, 200, "a local page (e.g. the Inspector)");
+    assert_eq!(
+        send(Some("http://localhost:6274")).await,
+        200,
+        "a local page (e.g. the Inspector)"
+    );
     assert_eq!(send(None).await, 200, "a non-browser client");
 }
 

@@ -51,7 +51,10 @@ async fn the_inspector_strict_lint_finds_nothing_in_the_listed_schemas() {
         tokio::process::Command::new(&bin)
             .arg("--cli")
             .arg(&inst.url)
-            .args(["--header", &format!("Authorization: Bearer {}", token("inspector", "s1"))])
+            .args([
+                "--header",
+                &format!("Authorization: Bearer {}", token("inspector", "s1")),
+            ])
             .args(["--method", "tools/list", "--strict"])
             .output(),
     )
@@ -59,7 +62,11 @@ async fn the_inspector_strict_lint_finds_nothing_in_the_listed_schemas() {
     .expect("the inspector finishes")
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "inspector exit {:?}: {stderr}", out.status.code());
+    assert!(
+        out.status.success(),
+        "inspector exit {:?}: {stderr}",
+        out.status.code()
+    );
     assert!(
         !stderr.contains("Warning:") && !stderr.contains("Error:"),
         "strict lint problems:\n{stderr}"

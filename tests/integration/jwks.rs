@@ -46,7 +46,8 @@ async fn idp() -> Arc<Idp> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let all: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap())
+            .unwrap();
     let rsa_only = json!({"keys": [all["keys"][0].clone()]});
     let idp = Arc::new(Idp {
         base,
@@ -90,9 +91,11 @@ async fn status(url: &str, token: &str) -> u16 {
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .bearer_auth(token)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "jwks-test", "version": "1"}}}))
+            "clientInfo": {"name": "jwks-test", "version": "1"}}}),
+        )
         .send()
         .await
         .unwrap()
@@ -105,30 +108,61 @@ async fn rotated_keys_are_picked_up_and_removed_keys_refused_without_restart() {
     let idp = idp().await;
     let dir = Arc::new(tempfile::tempdir().unwrap());
     // Refetch on an unknown kid at once (the default waits 30 s between such fetches).
-    let cfg = config(dir.path(), &idp.base, "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n");
+    let cfg = config(
+        dir.path(),
+        &idp.base,
+        "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n",
+    );
     let inst = start_with(cfg, dir, NetworkMode::Full).await;
 
-    let rsa = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", RSA_KID, "alice");
+    let rsa = sign(
+        &idp,
+        Algorithm::RS256,
+        "jwks_rsa_private.pem",
+        RSA_KID,
+        "alice",
+    );
     let ec = sign(&idp, Algorithm::ES256, "jwks_ec_private.pem", EC_KID, "bob");
-    assert_eq!(status(&inst.url, &rsa).await, 200, "the provider's current key");
-    assert_eq!(status(&inst.url, &ec).await, 401, "a key the provider does not publish yet");
+    assert_eq!(
+        status(&inst.url, &rsa).await,
+        200,
+        "the provider's current key"
+    );
+    assert_eq!(
+        status(&inst.url, &ec).await,
+        401,
+        "a key the provider does not publish yet"
+    );
 
     // The provider rotates: the EC key in, the RSA key out.
     let all: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap())
+            .unwrap();
     *idp.jwks.lock().unwrap() = json!({"keys": [all["keys"][1].clone()]});
-    assert_eq!(status(&inst.url, &ec).await, 200, "the rotated-in key, no restart");
+    assert_eq!(
+        status(&inst.url, &ec).await,
+        200,
+        "the rotated-in key, no restart"
+    );
     assert_eq!(status(&inst.url, &rsa).await, 401, "the rotated-out key");
 
     // An outage keeps the last good set: the current key still works, nothing widens.
     idp.broken.store(true, Ordering::SeqCst);
-    assert_eq!(status(&inst.url, &ec).await, 200, "last good set kept during an outage");
+    assert_eq!(
+        status(&inst.url, &ec).await,
+        200,
+        "last good set kept during an outage"
+    );
     assert_eq!(status(&inst.url, &rsa).await, 401);
 
     // Forgeries: the right kid signed by another key; an HMAC token keyed with the public key
     // material's kid (algorithm confusion); an unknown kid flood is rate-limited by design.
     let forged = sign(&idp, Algorithm::ES256, "ec_private.pem", EC_KID, "mallory");
-    assert_eq!(status(&inst.url, &forged).await, 401, "right kid, wrong key");
+    assert_eq!(
+        status(&inst.url, &forged).await,
+        401,
+        "right kid, wrong key"
+    );
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some(EC_KID.into());
     let now = jsonwebtoken::get_current_timestamp();
@@ -138,15 +172,22 @@ async fn rotated_keys_are_picked_up_and_removed_keys_refused_without_restart() {
         &EncodingKey::from_secret(SECRET.as_bytes()),
     )
     .unwrap();
-    assert_eq!(status(&inst.url, &hmac).await, 401, "HS256 under a public key's kid");
+    assert_eq!(
+        status(&inst.url, &hmac).await,
+        401,
+        "HS256 under a public key's kid"
+    );
 
     // RFC 9728 metadata names the provider by its issuer URL.
-    let meta: Value = reqwest::get(format!("{}/.well-known/oauth-protected-resource", inst.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let meta: Value = reqwest::get(format!(
+        "{}/.well-known/oauth-protected-resource",
+        inst.base
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(meta["authorization_servers"], json!([idp.base]));
 }
 
@@ -154,17 +195,36 @@ async fn rotated_keys_are_picked_up_and_removed_keys_refused_without_restart() {
 async fn unknown_kids_cannot_make_the_server_hammer_the_provider() {
     let idp = idp().await;
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let cfg = config(dir.path(), &idp.base, "  oidc_discovery: true\n  jwks_min_refetch_secs: 60\n");
+    let cfg = config(
+        dir.path(),
+        &idp.base,
+        "  oidc_discovery: true\n  jwks_min_refetch_secs: 60\n",
+    );
     let inst = start_with(cfg, dir, NetworkMode::Full).await;
-    let rsa = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", RSA_KID, "alice");
+    let rsa = sign(
+        &idp,
+        Algorithm::RS256,
+        "jwks_rsa_private.pem",
+        RSA_KID,
+        "alice",
+    );
     assert_eq!(status(&inst.url, &rsa).await, 200);
     let before = idp.fetches.load(Ordering::SeqCst);
     for i in 0..50 {
-        let t = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", &format!("nope-{i}"), "alice");
+        let t = sign(
+            &idp,
+            Algorithm::RS256,
+            "jwks_rsa_private.pem",
+            &format!("nope-{i}"),
+            "alice",
+        );
         assert_eq!(status(&inst.url, &t).await, 401);
     }
     let extra = idp.fetches.load(Ordering::SeqCst) - before;
-    assert!(extra <= 1, "50 unknown kids caused {extra} fetches (at most one per minute)");
+    assert!(
+        extra <= 1,
+        "50 unknown kids caused {extra} fetches (at most one per minute)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,25 +232,57 @@ async fn without_keys_from_the_provider_every_token_is_refused() {
     let idp = idp().await;
     idp.broken.store(true, Ordering::SeqCst);
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let cfg = config(dir.path(), &idp.base, "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n");
+    let cfg = config(
+        dir.path(),
+        &idp.base,
+        "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n",
+    );
     let inst = start_with(cfg, dir, NetworkMode::Full).await;
-    let rsa = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", RSA_KID, "alice");
-    assert_eq!(status(&inst.url, &rsa).await, 401, "fail closed while no key was ever fetched");
+    let rsa = sign(
+        &idp,
+        Algorithm::RS256,
+        "jwks_rsa_private.pem",
+        RSA_KID,
+        "alice",
+    );
+    assert_eq!(
+        status(&inst.url, &rsa).await,
+        401,
+        "fail closed while no key was ever fetched"
+    );
     idp.broken.store(false, Ordering::SeqCst);
-    assert_eq!(status(&inst.url, &rsa).await, 200, "accepted once the provider answers");
+    assert_eq!(
+        status(&inst.url, &rsa).await,
+        200,
+        "accepted once the provider answers"
+    );
 }
 
 #[test]
 fn remote_key_sources_must_be_https_or_local() {
     let dir = tempfile::tempdir().unwrap();
     for (issuer, extra, want) in [
-        ("http://idp.example.com", "  oidc_discovery: true\n", "https://"),
+        (
+            "http://idp.example.com",
+            "  oidc_discovery: true\n",
+            "https://",
+        ),
         ("bulkhead-dev", "  oidc_discovery: true\n", "not a URL"),
-        ("https://idp.example.com", "  jwks_url: http://idp.example.com/jwks\n", "https://"),
-        ("https://idp.example.com", "  jwks_url: https://idp.example.com/jwks\n  oidc_discovery: true\n", "not both"),
+        (
+            "https://idp.example.com",
+            "  jwks_url: http://idp.example.com/jwks\n",
+            "https://",
+        ),
+        (
+            "https://idp.example.com",
+            "  jwks_url: https://idp.example.com/jwks\n  oidc_discovery: true\n",
+            "not both",
+        ),
     ] {
         let cfg = config(dir.path(), issuer, extra);
-        let err = bulkhead::auth::Verifier::new(&cfg.auth).unwrap_err().to_string();
+        let err = bulkhead::auth::Verifier::new(&cfg.auth)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want), "{issuer} {extra}: {err}");
     }
 }
@@ -198,13 +290,66 @@ fn remote_key_sources_must_be_https_or_local() {
 /// A test CA and a `localhost` certificate signed by it (openssl, as installed by scripts/test).
 fn test_ca(dir: &std::path::Path) {
     let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-    run(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=bulkhead test CA"]);
-    run(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost"]);
-    run(&["x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "san.ext"]);
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=bulkhead test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "srv.key",
+        "-out",
+        "srv.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
 }
 
 /// The provider over HTTPS with an internal CA: trusted through `jwks_ca_file`, refused without
@@ -214,8 +359,13 @@ async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_f
     let tls = tempfile::tempdir().unwrap();
     test_ca(tls.path());
     let all: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap()).unwrap();
-    std::fs::write(tls.path().join("jwks.json"), json!({"keys": [all["keys"][0].clone()]}).to_string()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap())
+            .unwrap();
+    std::fs::write(
+        tls.path().join("jwks.json"),
+        json!({"keys": [all["keys"][0].clone()]}).to_string(),
+    )
+    .unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/https_idp.py");
     let port_file = tls.path().join("port");
     let mut child = std::process::Command::new("python3")
@@ -231,7 +381,10 @@ async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_f
         if let Ok(p) = std::fs::read_to_string(&port_file) {
             break p;
         }
-        assert!(std::time::Instant::now() < deadline, "the HTTPS provider did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTPS provider did not start"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     let issuer = format!("https://localhost:{port}");
@@ -241,18 +394,40 @@ async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_f
         fetches: AtomicU32::new(0),
         broken: AtomicBool::new(false),
     };
-    let rsa = sign(&idp, Algorithm::RS256, "jwks_rsa_private.pem", RSA_KID, "alice");
+    let rsa = sign(
+        &idp,
+        Algorithm::RS256,
+        "jwks_rsa_private.pem",
+        RSA_KID,
+        "alice",
+    );
 
     let ca = tls.path().join("ca.pem").display().to_string();
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let cfg = config(dir.path(), &issuer, &format!("  oidc_discovery: true\n  jwks_ca_file: {ca}\n"));
+    let cfg = config(
+        dir.path(),
+        &issuer,
+        &format!("  oidc_discovery: true\n  jwks_ca_file: {ca}\n"),
+    );
     let trusted = start_with(cfg, dir, NetworkMode::Full).await;
-    assert_eq!(status(&trusted.url, &rsa).await, 200, "keys fetched over verified TLS");
+    assert_eq!(
+        status(&trusted.url, &rsa).await,
+        200,
+        "keys fetched over verified TLS"
+    );
 
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let cfg = config(dir.path(), &issuer, "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n");
+    let cfg = config(
+        dir.path(),
+        &issuer,
+        "  oidc_discovery: true\n  jwks_min_refetch_secs: 0\n",
+    );
     let untrusted = start_with(cfg, dir, NetworkMode::Full).await;
-    assert_eq!(status(&untrusted.url, &rsa).await, 401, "an unverified provider gives no keys");
+    assert_eq!(
+        status(&untrusted.url, &rsa).await,
+        401,
+        "an unverified provider gives no keys"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -37,7 +37,11 @@ pub async fn start(http_extra: &str, sections: &str) -> Server {
         "auth:\n  issuer: test-issuer\n  audience: bulkhead-test\n  keys:\n    - {{ kid: dev, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n{http_extra}state:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n{sections}"
     );
     let config = Config::parse(&text, "test", &|_| None).expect("config");
-    let rt = Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Full).await.unwrap());
+    let rt = Arc::new(
+        bulkhead::serve::runtime(&config, "template", NetworkMode::Full)
+            .await
+            .unwrap(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let base = format!("http://{addr}");
@@ -84,7 +88,10 @@ async fn initialize(base: &str, user: &str, session: &str) -> (u16, Option<Strin
         .await
         .unwrap();
     let status = r.status().as_u16();
-    let sid = r.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
     (status, sid, r.text().await.unwrap_or_default())
 }
 
@@ -109,7 +116,10 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
         match s.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
                 return false;
             }
             Err(_) => return true,
@@ -123,7 +133,8 @@ async fn a_half_sent_header_is_cut_off_after_the_header_read_timeout() {
     let addr = s.addr;
     let closed = tokio::task::spawn_blocking(move || {
         let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            .unwrap();
         let t = Instant::now();
         let closed = closed_within(&mut c, Duration::from_secs(5));
         (closed, t.elapsed())
@@ -131,20 +142,30 @@ async fn a_half_sent_header_is_cut_off_after_the_header_read_timeout() {
     .await
     .unwrap();
     assert!(closed.0, "a slowloris connection stayed open");
-    assert!(closed.1 < Duration::from_secs(3), "closed only after {:?}", closed.1);
+    assert!(
+        closed.1 < Duration::from_secs(3),
+        "closed only after {:?}",
+        closed.1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_beyond_the_cap_make_room_and_health_stays_reachable() {
-    let s = start("  max_unauthenticated_connections: 8\n  header_read_timeout_ms: 30000\n", "").await;
+    let s = start(
+        "  max_unauthenticated_connections: 8\n  header_read_timeout_ms: 30000\n",
+        "",
+    )
+    .await;
     let addr = s.addr;
     let (served, oldest_closed) = tokio::task::spawn_blocking(move || {
         // 50 connections that never send a byte (more than the cap of 8).
-        let mut silent: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut silent: Vec<TcpStream> =
+            (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
         std::thread::sleep(Duration::from_millis(300));
         // A real request still gets through on a new connection.
         let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut out = String::new();
         let _ = c.read_to_string(&mut out);
@@ -197,7 +218,11 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     .unwrap();
     assert!(waited.0, "the fourth connection was never served");
     // Served only once a held connection hit its idle timeout.
-    assert!(waited.1 >= Duration::from_millis(700), "served after {:?}: no connection cap", waited.1);
+    assert!(
+        waited.1 >= Duration::from_millis(700),
+        "served after {:?}: no connection cap",
+        waited.1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,7 +247,11 @@ async fn sessions_per_identity_and_in_total_are_capped_and_freed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_is_dropped_and_its_bookkeeping_with_it() {
-    let s = start("  max_sessions_per_identity: 1\n  session_idle_timeout_s: 1\n", "").await;
+    let s = start(
+        "  max_sessions_per_identity: 1\n  session_idle_timeout_s: 1\n",
+        "",
+    )
+    .await;
     let first = initialize(&s.base, "ana", "s1").await;
     assert_eq!(first.0, 200);
     assert_eq!(initialize(&s.base, "ana", "s1").await.0, 429);
@@ -254,11 +283,27 @@ async fn workspace_quota_reaches_the_model_as_a_retryable_error_naming_the_limit
     let s = start("", "workspace:\n  max_bytes: 100000\n").await;
     let c = super::harness::client(&format!("{}/mcp", s.base), &token("ana", "s1")).await;
     let big = "y".repeat(60_000);
-    let (err, text, _) = super::harness::call(&c, "write_file", json!({"path": "/workspace/a.txt", "content": big})).await;
+    let (err, text, _) = super::harness::call(
+        &c,
+        "write_file",
+        json!({"path": "/workspace/a.txt", "content": big}),
+    )
+    .await;
     assert!(!err, "{text}");
-    let (err, text, _) = super::harness::call(&c, "write_file", json!({"path": "/workspace/b.txt", "content": big})).await;
-    assert!(err && !text.starts_with("[FATAL]") && text.contains("workspace.max_bytes"), "{text}");
-    assert!(!text.contains(s.dir.path().to_str().unwrap()), "host path: {text}");
+    let (err, text, _) = super::harness::call(
+        &c,
+        "write_file",
+        json!({"path": "/workspace/b.txt", "content": big}),
+    )
+    .await;
+    assert!(
+        err && !text.starts_with("[FATAL]") && text.contains("workspace.max_bytes"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(s.dir.path().to_str().unwrap()),
+        "host path: {text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,13 +315,20 @@ async fn tool_errors_never_carry_host_paths() {
     for (tool, args) in [
         ("read_file", json!({"path": "/workspace/../../etc/passwd"})),
         ("read_file", json!({"path": "/workspace/missing.txt"})),
-        ("write_file", json!({"path": "/workspace/results", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": "/workspace/results", "content": "x"}),
+        ),
     ] {
         texts.push(super::harness::call(&c, tool, args).await.1);
     }
     // The compliance store's lock file disappears: every call fails closed, without a path.
     std::fs::remove_file(s.dir.path().join("state/compliance-template.lock")).unwrap();
-    texts.push(super::harness::call(&c, "read_file", json!({"path": "/workspace/a"})).await.1);
+    texts.push(
+        super::harness::call(&c, "read_file", json!({"path": "/workspace/a"}))
+            .await
+            .1,
+    );
     for t in &texts {
         assert!(!t.contains(&dir), "host path in {t:?}");
     }

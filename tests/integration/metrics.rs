@@ -29,30 +29,55 @@ async fn metrics_count_calls_refusals_and_sessions() {
     let inst = start(dir, NetworkMode::Full, true).await;
     let c = client(&inst.url, &token("metrics-user", "s1")).await;
     for i in 0..3 {
-        let (err, _, _) = call(&c, "write_file", json!({"path": format!("/workspace/m{i}.txt"), "content": "x"})).await;
+        let (err, _, _) = call(
+            &c,
+            "write_file",
+            json!({"path": format!("/workspace/m{i}.txt"), "content": "x"}),
+        )
+        .await;
         assert!(!err);
     }
     let (err, _, _) = call(&c, "read_file", json!({"path": "/workspace/../etc/passwd"})).await;
     assert!(err, "a traversal is an error");
-    let (err, _, _) = call(&c, "search_records", json!({"query": "SECRET-ARG-VALUE", "limit": 1})).await;
+    let (err, _, _) = call(
+        &c,
+        "search_records",
+        json!({"query": "SECRET-ARG-VALUE", "limit": 1}),
+    )
+    .await;
     assert!(err, "confidential on the full instance is refused");
 
-    let resp = reqwest::get(format!("{}/metrics", inst.base)).await.unwrap();
+    let resp = reqwest::get(format!("{}/metrics", inst.base))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     let ctype = resp.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     let body = resp.text().await.unwrap();
-    assert!(!body.contains("metrics-user") && !body.contains("SECRET-ARG-VALUE") && !body.contains("/workspace"), "{body}");
+    assert!(
+        !body.contains("metrics-user")
+            && !body.contains("SECRET-ARG-VALUE")
+            && !body.contains("/workspace"),
+        "{body}"
+    );
     let scrape = Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text");
 
     let calls = |tool: &str, outcome: &str| {
-        sample(&scrape, "bulkhead_tool_calls_total", &[("tool", tool), ("outcome", outcome)])
+        sample(
+            &scrape,
+            "bulkhead_tool_calls_total",
+            &[("tool", tool), ("outcome", outcome)],
+        )
     };
     // The first write raises the fresh session to `internal` (write_file's sensitivity).
     assert_eq!(calls("write_file", "escalated"), Some(1.0), "{body}");
     assert_eq!(calls("write_file", "allowed"), Some(2.0), "{body}");
     assert_eq!(
-        sample(&scrape, "bulkhead_escalations_total", &[("level", "internal")]),
+        sample(
+            &scrape,
+            "bulkhead_escalations_total",
+            &[("level", "internal")]
+        ),
         Some(1.0),
         "{body}"
     );
@@ -66,11 +91,24 @@ async fn metrics_count_calls_refusals_and_sessions() {
     let latency = scrape
         .samples
         .iter()
-        .find(|s| s.metric == "bulkhead_tool_call_duration_seconds" && s.labels.get("tool") == Some("write_file"))
+        .find(|s| {
+            s.metric == "bulkhead_tool_call_duration_seconds"
+                && s.labels.get("tool") == Some("write_file")
+        })
         .unwrap_or_else(|| panic!("a latency histogram: {body}"));
-    let Value::Histogram(buckets) = &latency.value else { panic!("histogram: {body}") };
-    assert_eq!(buckets.last().unwrap().count, 3.0, "every call observed once");
-    assert_eq!(sample(&scrape, "bulkhead_open_sessions", &[]), Some(1.0), "{body}");
+    let Value::Histogram(buckets) = &latency.value else {
+        panic!("histogram: {body}")
+    };
+    assert_eq!(
+        buckets.last().unwrap().count,
+        3.0,
+        "every call observed once"
+    );
+    assert_eq!(
+        sample(&scrape, "bulkhead_open_sessions", &[]),
+        Some(1.0),
+        "{body}"
+    );
     c.cancel().await.unwrap();
 }
 
@@ -87,17 +125,25 @@ async fn readiness_follows_the_connectors_and_names_no_paths() {
     };
     let (status, body) = get().await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.starts_with("ready\n") && body.contains("ok    connector records"), "{body}");
+    assert!(
+        body.starts_with("ready\n") && body.contains("ok    connector records"),
+        "{body}"
+    );
     let db = dep.path().join("records.db");
     let moved = dep.path().join("records.db.away");
     std::fs::rename(&db, &moved).unwrap();
     let (status, body) = get().await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("fail  connector records"), "{body}");
-    assert!(!body.contains(&dep.path().display().to_string()), "no host path: {body}");
+    assert!(
+        !body.contains(&dep.path().display().to_string()),
+        "no host path: {body}"
+    );
     std::fs::rename(&moved, &db).unwrap();
     assert_eq!(get().await.0, 200);
-    let health = reqwest::get(format!("{}/healthz", proc.base)).await.unwrap();
+    let health = reqwest::get(format!("{}/healthz", proc.base))
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200, "alive throughout");
 }
 
@@ -106,7 +152,8 @@ async fn readiness_follows_the_connectors_and_names_no_paths() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_none_instance_is_ready_only_without_a_network() {
     use crate::procs::{Deployment, Store};
-    let routed = bulkhead::isolation::selfcheck::check(bulkhead::policy::NetworkMode::None).is_err();
+    let routed =
+        bulkhead::isolation::selfcheck::check(bulkhead::policy::NetworkMode::None).is_err();
     let dep = Deployment::new(Store::Sqlite, "readyz-none").await;
     let proc = dep.start("none", None);
     let r = reqwest::get(format!("{}/readyz", proc.base)).await.unwrap();
@@ -114,8 +161,17 @@ async fn a_none_instance_is_ready_only_without_a_network() {
     let body = r.text().await.unwrap();
     if routed {
         assert_eq!(status, 503, "{body}");
-        assert!(body.contains("fail  mode none: network mode `none`, but this process has routes through"), "{body}");
-        assert!(proc.stderr().contains("/readyz answers 503"), "{}", proc.stderr());
+        assert!(
+            body.contains(
+                "fail  mode none: network mode `none`, but this process has routes through"
+            ),
+            "{body}"
+        );
+        assert!(
+            proc.stderr().contains("/readyz answers 503"),
+            "{}",
+            proc.stderr()
+        );
     } else {
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("ok    mode none"), "{body}");

@@ -186,7 +186,8 @@ impl Deployment {
     /// `bulkhead serve template --mode <mode>` on a free port; `kill_at` names a failpoint where
     /// the process kills itself with SIGKILL.
     pub fn start(&self, mode: &str, kill_at: Option<&str>) -> Proc {
-        self.try_start(mode, kill_at).unwrap_or_else(|e| panic!("{e}"))
+        self.try_start(mode, kill_at)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     pub fn try_start(&self, mode: &str, kill_at: Option<&str>) -> Result<Proc, String> {
@@ -194,12 +195,19 @@ impl Deployment {
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = self.path().join(format!("{mode}-{n}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_bulkhead"));
-        cmd.args(["--config", self.config.to_str().unwrap(), "serve", "template", "--mode", mode])
-            .args(["--listen", "127.0.0.1:0"])
-            .current_dir(self.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
+        cmd.args([
+            "--config",
+            self.config.to_str().unwrap(),
+            "serve",
+            "template",
+            "--mode",
+            mode,
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(self.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -218,10 +226,17 @@ impl Deployment {
                     .unwrap()
                     .to_owned();
                 let base = url.trim_end_matches("/mcp").to_owned();
-                return Ok(Proc { child, url, base, log });
+                return Ok(Proc {
+                    child,
+                    url,
+                    base,
+                    log,
+                });
             }
             if let Some(status) = child.try_wait().unwrap() {
-                return Err(format!("`serve --mode {mode}` exited with {status}: {text}"));
+                return Err(format!(
+                    "`serve --mode {mode}` exited with {status}: {text}"
+                ));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
@@ -254,7 +269,9 @@ impl Deployment {
                 .map(|l| serde_json::from_str(l).unwrap())
                 .collect(),
             Some(url) => {
-                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
                 tokio::spawn(conn);
                 client
                     .query("SELECT record::text FROM bulkhead_audit ORDER BY id", &[])
@@ -272,7 +289,8 @@ pub type Client = RunningService<rmcp::RoleClient, ()>;
 
 pub async fn client(url: &str, user: &str, session: &str) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token(user, session)),
+        StreamableHttpClientTransportConfig::with_uri(url.to_string())
+            .auth_header(token(user, session)),
     );
     ().serve(transport).await.expect("client connects")
 }
@@ -291,7 +309,12 @@ pub async fn call(c: &Client, tool: &str, args: Value) -> Result<Reply, String> 
 }
 
 /// One call that gives up after `within`.
-pub async fn call_within(c: &Client, tool: &str, args: Value, within: Duration) -> Result<Reply, String> {
+pub async fn call_within(
+    c: &Client,
+    tool: &str,
+    args: Value,
+    within: Duration,
+) -> Result<Reply, String> {
     let mut params = CallToolRequestParams::new(tool.to_string());
     if let Value::Object(m) = args {
         params = params.with_arguments(m);
@@ -318,7 +341,13 @@ pub async fn call_within(c: &Client, tool: &str, args: Value, within: Duration) 
 }
 
 /// Opens a client, makes one call, closes it.
-pub async fn one_call(url: &str, user: &str, session: &str, tool: &str, args: Value) -> Result<Reply, String> {
+pub async fn one_call(
+    url: &str,
+    user: &str,
+    session: &str,
+    tool: &str,
+    args: Value,
+) -> Result<Reply, String> {
     one_call_within(url, user, session, tool, args, Duration::from_secs(20)).await
 }
 
@@ -332,7 +361,8 @@ pub async fn one_call_within(
     within: Duration,
 ) -> Result<Reply, String> {
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token(user, session)),
+        StreamableHttpClientTransportConfig::with_uri(url.to_string())
+            .auth_header(token(user, session)),
     );
     let c = tokio::time::timeout(Duration::from_secs(20), ().serve(transport))
         .await

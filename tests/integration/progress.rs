@@ -17,7 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const BIG: u64 = 1 << 30;
 
 fn write_big_log(path: &Path) {
-    let line = b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
+    let line =
+        b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
     let mut block = Vec::with_capacity(1 << 20);
     while block.len() + line.len() <= 1 << 20 {
         block.extend_from_slice(line);
@@ -32,7 +33,10 @@ fn write_big_log(path: &Path) {
 }
 
 fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
 }
 
 fn rchar(pid: u32) -> Option<u64> {
@@ -100,11 +104,17 @@ async fn deployment(stateful: bool) -> (Deployment, u64) {
     let dep = Deployment::new(Store::Sqlite, "progress").await;
     if !stateful {
         let text = std::fs::read_to_string(&dep.config).unwrap();
-        std::fs::write(&dep.config, text.replace("stateful: true", "stateful: false")).unwrap();
+        std::fs::write(
+            &dep.config,
+            text.replace("stateful: true", "stateful: false"),
+        )
+        .unwrap();
     }
     let logs = dep.path().join("logs");
     let big = logs.join("big.log");
-    tokio::task::spawn_blocking(move || write_big_log(&big)).await.unwrap();
+    tokio::task::spawn_blocking(move || write_big_log(&big))
+        .await
+        .unwrap();
     // A link out of the log directory: skipped, with a warning naming only the link.
     std::os::unix::fs::symlink(&dep.config, logs.join("zz-outside.log")).unwrap();
     let total: u64 = ["app.log", "big.log"]
@@ -121,14 +131,23 @@ fn reads_around(samples: &[(f64, u64)], from: f64, at: f64, window_end: f64) -> 
         .copied()
         .filter(|(t, _)| *t >= from && *t <= window_end)
         .collect();
-    let at_cancel = window.iter().take_while(|(t, _)| *t <= at).last().map(|s| s.1).unwrap();
+    let at_cancel = window
+        .iter()
+        .take_while(|(t, _)| *t <= at)
+        .last()
+        .map(|s| s.1)
+        .unwrap();
     let last_increase = window
         .windows(2)
         .filter(|w| w[1].1 > w[0].1)
         .map(|w| w[1].0)
         .last()
         .unwrap();
-    (last_increase, at_cancel - window[0].1, window.last().unwrap().1 - at_cancel)
+    (
+        last_increase,
+        at_cancel - window[0].1,
+        window.last().unwrap().1 - at_cancel,
+    )
 }
 
 async fn a_cancelled_search_stops_at_once(stateful: bool) {
@@ -164,10 +183,24 @@ async fn a_cancelled_search_stops_at_once(stateful: bool) {
     assert_eq!(seen["set_level"], "ok", "{seen}");
     let progress = seen["progress"].as_array().unwrap();
     assert!(progress.len() >= 2, "{seen}");
-    let dones: Vec<f64> = progress.iter().map(|p| p["done"].as_f64().unwrap()).collect();
-    assert!(dones.windows(2).all(|w| w[0] < w[1]), "increasing: {dones:?}");
-    assert!(progress.iter().all(|p| p["total"].as_f64() == Some(total as f64)), "{seen}");
-    assert!(progress[0]["message"].as_str().unwrap().contains(" read"), "{seen}");
+    let dones: Vec<f64> = progress
+        .iter()
+        .map(|p| p["done"].as_f64().unwrap())
+        .collect();
+    assert!(
+        dones.windows(2).all(|w| w[0] < w[1]),
+        "increasing: {dones:?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["total"].as_f64() == Some(total as f64)),
+        "{seen}"
+    );
+    assert!(
+        progress[0]["message"].as_str().unwrap().contains(" read"),
+        "{seen}"
+    );
     // The warning: the skipped link by name, no host path, no argument value.
     let logs_seen = seen["logs"].as_array().unwrap();
     let warning = logs_seen
@@ -175,18 +208,27 @@ async fn a_cancelled_search_stops_at_once(stateful: bool) {
         .find(|l| l["level"] == "warning" && l["logger"] == "bulkhead")
         .unwrap_or_else(|| panic!("a warning: {seen}"));
     let text = warning["data"].to_string();
-    assert!(text.contains("zz-outside.log") && text.contains("search_logs"), "{text}");
+    assert!(
+        text.contains("zz-outside.log") && text.contains("search_logs"),
+        "{text}"
+    );
     assert!(!text.contains(&dep.path().display().to_string()), "{text}");
     assert!(!text.contains("NEEDLE"), "no argument values: {text}");
 
     // Cancelled: no result, and the server stopped reading within 200 ms.
     assert_eq!(seen["finished"], serde_json::json!({}), "{seen}");
-    assert!(seen["after_text"].is_string(), "the server answers after a cancel: {seen}");
+    assert!(
+        seen["after_text"].is_string(),
+        "the server answers after a cancel: {seen}"
+    );
     let cancel_at = seen["cancel_at"].as_f64().unwrap();
     let started_at = seen["started_at"].as_f64().unwrap();
     let (last_increase, before, read_after) =
         reads_around(&samples, started_at, cancel_at, cancel_at + 0.9);
-    assert!(before > 1 << 20, "the search was reading before the cancel: {samples:?}");
+    assert!(
+        before > 1 << 20,
+        "the search was reading before the cancel: {samples:?}"
+    );
     let stop_after = last_increase - cancel_at;
     eprintln!(
         "cancel → last read: {:.0} ms (sampled every 10 ms); {} KiB read after the cancel; {} MiB read before it",
@@ -248,12 +290,19 @@ async fn stateless_a_dropped_request_stops_its_search() {
         .unwrap();
     assert_eq!(resp.status(), 200, "{}", proc.stderr());
     let ctype = resp.headers()["content-type"].to_str().unwrap().to_owned();
-    assert!(ctype.starts_with("text/event-stream"), "progress needs a stream: {ctype}");
+    assert!(
+        ctype.starts_with("text/event-stream"),
+        "progress needs a stream: {ctype}"
+    );
     let mut seen = String::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !seen.contains("notifications/progress") {
         assert!(std::time::Instant::now() < deadline, "no progress: {seen}");
-        let chunk = resp.chunk().await.unwrap().expect("the stream stays open while searching");
+        let chunk = resp
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream stays open while searching");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("\"progressToken\":\"p-7\""), "{seen}");
@@ -261,7 +310,8 @@ async fn stateless_a_dropped_request_stops_its_search() {
     let dropped_at = now();
     tokio::time::sleep(Duration::from_millis(900)).await;
     let samples = sampler.finish();
-    let (last_increase, before, after) = reads_around(&samples, started_at, dropped_at, dropped_at + 0.85);
+    let (last_increase, before, after) =
+        reads_around(&samples, started_at, dropped_at, dropped_at + 0.85);
     assert!(before > 1 << 20, "the search was reading: {samples:?}");
     let stop_after = last_increase - dropped_at;
     eprintln!(
@@ -270,10 +320,16 @@ async fn stateless_a_dropped_request_stops_its_search() {
         after >> 10,
         before >> 20
     );
-    assert!(stop_after < 0.2, "reads went on {:.0} ms after the drop", stop_after * 1000.0);
+    assert!(
+        stop_after < 0.2,
+        "reads went on {:.0} ms after the drop",
+        stop_after * 1000.0
+    );
     let audit = dep.audit().await;
     assert!(
-        audit.iter().any(|r| r["tool"] == "search_logs" && r["outcome"] == "cancelled"),
+        audit
+            .iter()
+            .any(|r| r["tool"] == "search_logs" && r["outcome"] == "cancelled"),
         "audit says cancelled: {audit:?}"
     );
 }

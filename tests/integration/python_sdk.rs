@@ -89,7 +89,8 @@ async fn the_python_sdk_reads_resources_and_prompts() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let full = start(dir.clone(), NetworkMode::Full, true).await;
     let proxied = start(dir, NetworkMode::Proxied, true).await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/resources_client.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/resources_client.py");
     let run = |url: String, session: &'static str| {
         let (python, script) = (python.clone(), script.clone());
         async move {
@@ -100,30 +101,67 @@ async fn the_python_sdk_reads_resources_and_prompts() {
                 .output()
                 .await
                 .unwrap();
-            assert!(out.status.success(), "python client failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "python client failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             serde_json::from_slice::<Value>(&out.stdout).expect("client prints JSON")
         }
     };
     let seen = run(full.url.clone(), "res-full").await;
     assert_eq!(seen["has_resources"], true);
     assert_eq!(seen["has_prompts"], true);
-    assert_eq!(seen["resources"], serde_json::json!(["docs://template/guide"]));
+    assert_eq!(
+        seen["resources"],
+        serde_json::json!(["docs://template/guide"])
+    );
     assert_eq!(seen["templates"], serde_json::json!(["records://{id}"]));
     assert_eq!(seen["prompts"], serde_json::json!(["find_customer"]));
-    assert!(seen["guide"]["text"].as_str().unwrap().contains("# Template server"), "{seen}");
+    assert!(
+        seen["guide"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("# Template server"),
+        "{seen}"
+    );
     assert_eq!(seen["guide"]["meta"]["bulkhead/sensitivity"], "public");
     let refused = seen["record"]["error"].as_str().unwrap_or_default();
-    assert!(refused.contains("proxied"), "the full instance served a confidential resource: {seen}");
-    assert!(seen["prompt_text"].as_str().unwrap().contains("\"Acme\""), "{seen}");
+    assert!(
+        refused.contains("proxied"),
+        "the full instance served a confidential resource: {seen}"
+    );
+    assert!(
+        seen["prompt_text"].as_str().unwrap().contains("\"Acme\""),
+        "{seen}"
+    );
     let seen = run(proxied.url.clone(), "res-proxied").await;
-    assert!(seen["record"]["text"].as_str().unwrap().contains("Acme renewal #100"), "{seen}");
-    assert_eq!(seen["record"]["meta"]["bulkhead/sensitivity"], "confidential");
-    assert!(seen["missing"]["text"].as_str().unwrap().starts_with("No rows matched"), "{seen}");
+    assert!(
+        seen["record"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Acme renewal #100"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["record"]["meta"]["bulkhead/sensitivity"],
+        "confidential"
+    );
+    assert!(
+        seen["missing"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("No rows matched"),
+        "{seen}"
+    );
     // Declared results, validated by the SDK against the listed outputSchema.
     assert_eq!(seen["rows"]["error"], false, "{seen}");
     let rows = &seen["rows"]["structured"];
     assert_eq!(rows["rows"].as_array().map(Vec::len), Some(2), "{seen}");
-    assert!(rows["rows"][0]["title"].as_str().unwrap().contains("Acme"), "{seen}");
+    assert!(
+        rows["rows"][0]["title"].as_str().unwrap().contains("Acme"),
+        "{seen}"
+    );
     assert_eq!(seen["dataset"]["error"], false, "{seen}");
     assert_eq!(seen["dataset"]["structured"]["dataset"], "py", "{seen}");
 }

@@ -28,14 +28,26 @@ const POSTGRES_STEPS: &[&str] = &[
 /// Break 1 (and every other step): a proxied instance killed while it escalates never leaves the
 /// full instance serving the session below the committed level.
 async fn killed_at_every_step(store: Store) {
-    let steps = if store == Store::Sqlite { SQLITE_STEPS } else { POSTGRES_STEPS };
+    let steps = if store == Store::Sqlite {
+        SQLITE_STEPS
+    } else {
+        POSTGRES_STEPS
+    };
     for (n, step) in steps.iter().enumerate() {
         let dep = Deployment::new(store, &format!("kill{n}")).await;
         let mut full = dep.start("full", None);
         let mut proxied = dep.start("proxied", Some(step));
         let s = format!("k{n}");
         // The full instance has seen the session public (and may cache that).
-        let r = one_call(&full.url, "ana", &s, "notify_team", notify(&format!("{s} before"))).await.unwrap();
+        let r = one_call(
+            &full.url,
+            "ana",
+            &s,
+            "notify_team",
+            notify(&format!("{s} before")),
+        )
+        .await
+        .unwrap();
         assert!(!r.is_error, "{step}: {}", r.text);
         // The proxied instance dies at `step` during the load.
         let killed = one_call_within(
@@ -48,26 +60,88 @@ async fn killed_at_every_step(store: Store) {
         )
         .await;
         let status = proxied.wait_exit(Duration::from_secs(10));
-        assert!(status.is_some(), "{step}: the failpoint did not fire ({killed:?})");
-        assert!(killed.is_err() || killed.as_ref().is_ok_and(|r| r.is_error), "{step}: {killed:?}");
+        assert!(
+            status.is_some(),
+            "{step}: the failpoint did not fire ({killed:?})"
+        );
+        assert!(
+            killed.is_err() || killed.as_ref().is_ok_and(|r| r.is_error),
+            "{step}: {killed:?}"
+        );
         let committed = dep.committed("ana", &s).await;
         // Whatever was committed, the full instance now answers from it.
-        let r = one_call(&full.url, "ana", &s, "notify_team", notify(&format!("{s} after crash"))).await.unwrap();
+        let r = one_call(
+            &full.url,
+            "ana",
+            &s,
+            "notify_team",
+            notify(&format!("{s} after crash")),
+        )
+        .await
+        .unwrap();
         if committed.is_private() {
-            assert!(r.is_error && r.text.starts_with("[FATAL]"), "{step}: full served a {committed} session: {}", r.text);
-            assert!(dep.webhook.delivered(&format!("{s} after crash")).is_empty(), "{step}: delivered");
+            assert!(
+                r.is_error && r.text.starts_with("[FATAL]"),
+                "{step}: full served a {committed} session: {}",
+                r.text
+            );
+            assert!(
+                dep.webhook
+                    .delivered(&format!("{s} after crash"))
+                    .is_empty(),
+                "{step}: delivered"
+            );
         } else {
-            assert!(!r.is_error, "{step}: nothing was committed, yet: {}", r.text);
+            assert!(
+                !r.is_error,
+                "{step}: nothing was committed, yet: {}",
+                r.text
+            );
         }
         // Restarted, the load is acknowledged; from then on nothing leaves for this session.
         let proxied2 = dep.start("proxied", None);
-        let r = one_call(&proxied2.url, "ana", &s, "load_sensitive_dataset", load("customers")).await.unwrap();
+        let r = one_call(
+            &proxied2.url,
+            "ana",
+            &s,
+            "load_sensitive_dataset",
+            load("customers"),
+        )
+        .await
+        .unwrap();
         assert!(!r.is_error && r.level == "confidential", "{step}: {r:?}");
-        let r = one_call(&full.url, "ana", &s, "notify_team", notify(&format!("{s} after ack"))).await.unwrap();
-        assert!(r.is_error && r.text.contains("url_proxied"), "{step}: {}", r.text);
-        let r = one_call(&full.url, "ana", &s, "read_file", serde_json::json!({"path": "/workspace/x"})).await.unwrap();
-        assert!(r.is_error && r.text.starts_with("[FATAL]"), "{step}: {}", r.text);
-        assert!(dep.webhook.delivered(&format!("{s} after ack")).is_empty(), "{step}: delivered after ack");
+        let r = one_call(
+            &full.url,
+            "ana",
+            &s,
+            "notify_team",
+            notify(&format!("{s} after ack")),
+        )
+        .await
+        .unwrap();
+        assert!(
+            r.is_error && r.text.contains("url_proxied"),
+            "{step}: {}",
+            r.text
+        );
+        let r = one_call(
+            &full.url,
+            "ana",
+            &s,
+            "read_file",
+            serde_json::json!({"path": "/workspace/x"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            r.is_error && r.text.starts_with("[FATAL]"),
+            "{step}: {}",
+            r.text
+        );
+        assert!(
+            dep.webhook.delivered(&format!("{s} after ack")).is_empty(),
+            "{step}: delivered after ack"
+        );
         // A write-ahead intent is on record for every kill after it was written.
         let audit = dep.audit().await;
         let intents = audit
@@ -76,7 +150,8 @@ async fn killed_at_every_step(store: Store) {
             .count();
         // The killed call's intent (unless killed before writing it), and the restarted load's
         // (unless the killed one had committed, so the restarted one raised nothing).
-        let want = usize::from(*step != "call.escalate.before_intent") + usize::from(!committed.is_private());
+        let want = usize::from(*step != "call.escalate.before_intent")
+            + usize::from(!committed.is_private());
         assert_eq!(intents, want, "{step}: intents {audit:#?}");
         assert!(full.alive(), "{step}: the full instance crashed");
     }
@@ -102,7 +177,15 @@ async fn a_deleted_or_replaced_lock_file_never_lets_the_full_instance_serve_low(
         let mut full = dep.start("full", None);
         let proxied = dep.start("proxied", None);
         let s = if replace { "replaced" } else { "deleted" };
-        let r = one_call(&full.url, "ana", s, "notify_team", notify(&format!("{s} before"))).await.unwrap();
+        let r = one_call(
+            &full.url,
+            "ana",
+            s,
+            "notify_team",
+            notify(&format!("{s} before")),
+        )
+        .await
+        .unwrap();
         assert!(!r.is_error, "{}", r.text);
         let lock = dep.path().join("state/compliance-template.lock");
         if replace {
@@ -114,14 +197,53 @@ async fn a_deleted_or_replaced_lock_file_never_lets_the_full_instance_serve_low(
         }
         drop(proxied);
         let proxied = dep.start("proxied", None);
-        let r = one_call(&proxied.url, "ana", s, "load_sensitive_dataset", load("customers")).await.unwrap();
+        let r = one_call(
+            &proxied.url,
+            "ana",
+            s,
+            "load_sensitive_dataset",
+            load("customers"),
+        )
+        .await
+        .unwrap();
         assert!(!r.is_error, "{}", r.text);
-        let r = one_call(&full.url, "ana", s, "notify_team", notify(&format!("{s} after"))).await.unwrap();
-        assert!(r.is_error && r.text.starts_with("[FATAL]"), "{s}: {}", r.text);
-        assert!(!r.text.contains(dep.path().to_str().unwrap()), "host path in a tool error: {}", r.text);
-        let r = one_call(&full.url, "ana", s, "read_file", serde_json::json!({"path": "/workspace/x"})).await.unwrap();
-        assert!(r.is_error && r.text.starts_with("[FATAL]"), "{s}: {}", r.text);
-        assert!(dep.webhook.delivered(&format!("{s} after")).is_empty(), "{s}: delivered");
+        let r = one_call(
+            &full.url,
+            "ana",
+            s,
+            "notify_team",
+            notify(&format!("{s} after")),
+        )
+        .await
+        .unwrap();
+        assert!(
+            r.is_error && r.text.starts_with("[FATAL]"),
+            "{s}: {}",
+            r.text
+        );
+        assert!(
+            !r.text.contains(dep.path().to_str().unwrap()),
+            "host path in a tool error: {}",
+            r.text
+        );
+        let r = one_call(
+            &full.url,
+            "ana",
+            s,
+            "read_file",
+            serde_json::json!({"path": "/workspace/x"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            r.is_error && r.text.starts_with("[FATAL]"),
+            "{s}: {}",
+            r.text
+        );
+        assert!(
+            dep.webhook.delivered(&format!("{s} after")).is_empty(),
+            "{s}: delivered"
+        );
         assert!(full.alive());
     }
 }
@@ -147,7 +269,11 @@ async fn races(store: Store, rounds: usize) {
                 let s = format!("r{round}");
                 let (fc, pc) = tokio::join!(client(&f, "ana", &s), client(&p, "ana", &s));
                 let first = if round % 2 == 0 {
-                    call(&fc, "write_file", serde_json::json!({"path": "/workspace/w.txt", "content": "x"}))
+                    call(
+                        &fc,
+                        "write_file",
+                        serde_json::json!({"path": "/workspace/w.txt", "content": "x"}),
+                    )
                 } else {
                     call(&fc, "notify_team", notify(&format!("{s} race")))
                 };
@@ -163,11 +289,17 @@ async fn races(store: Store, rounds: usize) {
         }
         for t in tasks {
             let (round, s, first, loaded, acked) = t.await.unwrap();
-            assert!(!loaded.is_error && loaded.level == "confidential", "{s}: {loaded:?}");
+            assert!(
+                !loaded.is_error && loaded.level == "confidential",
+                "{s}: {loaded:?}"
+            );
             acks.push((s.clone(), acked));
             if !first.is_error {
                 // The full instance never runs anything for a confidential session.
-                assert_ne!(first.level, "confidential", "{s}: a handler ran below the session's level: {first:?}");
+                assert_ne!(
+                    first.level, "confidential",
+                    "{s}: a handler ran below the session's level: {first:?}"
+                );
                 if round % 2 == 0 {
                     writes_ok += 1;
                 } else {
@@ -181,7 +313,10 @@ async fn races(store: Store, rounds: usize) {
     // No delivery after its session's load was acknowledged.
     for (s, acked) in &acks {
         for d in dep.webhook.delivered(&format!("{s} race")) {
-            assert!(d.at < *acked, "{s}: delivered after the load was acknowledged");
+            assert!(
+                d.at < *acked,
+                "{s}: delivered after the load was acknowledged"
+            );
         }
     }
     // No successful write on the full instance ran after its session's load had escalated: its
@@ -206,13 +341,21 @@ async fn races(store: Store, rounds: usize) {
                 .and_then(|r| r["ts"].as_str()),
             rec("load_sensitive_dataset", "intent"),
         ) {
-            assert!(done <= intent.as_str(), "{s}: write_file finished at {done}, after the load's intent at {intent}");
+            assert!(
+                done <= intent.as_str(),
+                "{s}: write_file finished at {done}, after the load's intent at {intent}"
+            );
         }
     }
-    println!("{store:?}: {rounds} rounds; full instance ran {writes_ok} writes and {connects_ok} connect calls before the load");
+    println!(
+        "{store:?}: {rounds} rounds; full instance ran {writes_ok} writes and {connects_ok} connect calls before the load"
+    );
     assert!(full.alive() && proxied.alive(), "an instance crashed");
     let both = dep.webhook.deliveries.lock().unwrap().len();
-    assert_eq!(both, connects_ok, "deliveries and acknowledged connect calls differ");
+    assert_eq!(
+        both, connects_ok,
+        "deliveries and acknowledged connect calls differ"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -232,17 +375,30 @@ async fn a_deleted_store_refuses_to_start_instead_of_starting_over() {
     {
         let _full = dep.start("full", None);
         let proxied = dep.start("proxied", None);
-        let r = one_call(&proxied.url, "ana", "s1", "search_records", serde_json::json!({"query": "Acme"}))
-            .await
-            .unwrap();
+        let r = one_call(
+            &proxied.url,
+            "ana",
+            "s1",
+            "search_records",
+            serde_json::json!({"query": "Acme"}),
+        )
+        .await
+        .unwrap();
         assert!(!r.is_error, "{}", r.text);
     }
     let db = dep.path().join("state/compliance-template.db");
-    for f in ["compliance-template.db", "compliance-template.db-wal", "compliance-template.db-shm"] {
+    for f in [
+        "compliance-template.db",
+        "compliance-template.db-wal",
+        "compliance-template.db-shm",
+    ] {
         let _ = std::fs::remove_file(dep.path().join("state").join(f));
     }
     let e = dep.try_start("full", None).map(|_| ()).unwrap_err();
-    assert!(e.contains("is missing") && e.contains("bulkhead state init"), "{e}");
+    assert!(
+        e.contains("is missing") && e.contains("bulkhead state init"),
+        "{e}"
+    );
     assert!(!db.exists(), "the store was recreated");
 }
 
@@ -252,14 +408,25 @@ async fn a_deleted_store_refuses_to_start_instead_of_starting_over() {
 async fn a_truncated_lock_file_fails_closed_and_the_server_keeps_running() {
     let dep = Deployment::new(Store::Sqlite, "trunc").await;
     let mut full = dep.start("full", None);
-    let r = one_call(&full.url, "ana", "s1", "notify_team", notify("warm")).await.unwrap();
+    let r = one_call(&full.url, "ana", "s1", "notify_team", notify("warm"))
+        .await
+        .unwrap();
     assert!(!r.is_error, "{}", r.text);
     let lock = dep.path().join("state/compliance-template.lock");
-    std::fs::OpenOptions::new().write(true).open(&lock).unwrap().set_len(4).unwrap();
-    let r = one_call(&full.url, "ana", "s1", "notify_team", notify("after")).await.unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_len(4)
+        .unwrap();
+    let r = one_call(&full.url, "ana", "s1", "notify_team", notify("after"))
+        .await
+        .unwrap();
     assert!(r.is_error && r.text.starts_with("[FATAL]"), "{}", r.text);
     assert!(dep.webhook.delivered("after").is_empty());
-    let health = reqwest::get(format!("{}/healthz", full.base)).await.unwrap();
+    let health = reqwest::get(format!("{}/healthz", full.base))
+        .await
+        .unwrap();
     assert!(health.status().is_success());
     assert!(full.alive(), "the server died: {}", full.stderr());
 }
@@ -272,18 +439,34 @@ async fn interrupted_connect_leaves_its_intent(store: Store) {
         *dep.webhook.delay.lock().unwrap() = Duration::from_secs(3);
         let mut full = dep.start("full", None);
         let url = full.url.clone();
-        let call = tokio::spawn(async move { one_call(&url, "ana", "slow", "notify_team", notify("slow one")).await });
+        let call = tokio::spawn(async move {
+            one_call(&url, "ana", "slow", "notify_team", notify("slow one")).await
+        });
         tokio::time::sleep(Duration::from_secs(1)).await;
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(full.child.id() as i32), signal).unwrap();
-        assert!(full.wait_exit(Duration::from_secs(15)).is_some(), "{signal}: still running");
+        assert!(
+            full.wait_exit(Duration::from_secs(15)).is_some(),
+            "{signal}: still running"
+        );
         call.abort();
         let audit = dep.audit().await;
-        let intent = audit.iter().find(|r| r["tool"] == "notify_team" && r["phase"] == "intent");
-        assert!(intent.is_some(), "{store:?} {signal}: no intent on record: {audit:#?}");
+        let intent = audit
+            .iter()
+            .find(|r| r["tool"] == "notify_team" && r["phase"] == "intent");
+        assert!(
+            intent.is_some(),
+            "{store:?} {signal}: no intent on record: {audit:#?}"
+        );
         let intent = intent.unwrap();
         assert_eq!(intent["session"], "slow");
-        assert_eq!(intent["args"]["keys"], serde_json::json!(["channel", "message"]));
-        assert!(intent.get("message").is_none() && !intent.to_string().contains("slow one"), "argument values in the audit");
+        assert_eq!(
+            intent["args"]["keys"],
+            serde_json::json!(["channel", "message"])
+        );
+        assert!(
+            intent.get("message").is_none() && !intent.to_string().contains("slow one"),
+            "argument values in the audit"
+        );
         // Let the slow webhook finish before the next round reuses nothing of this one.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

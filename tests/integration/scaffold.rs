@@ -15,7 +15,13 @@ fn repo() -> PathBuf {
 /// A copy of the project's tracked files (as they are in the working tree) in `dest`.
 fn copy_project(dest: &Path) {
     let files = Command::new("git")
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
         .current_dir(repo())
         .output()
         .expect("git ls-files");
@@ -41,7 +47,11 @@ fn bulkhead(root: &Path, exe: &Path, args: &[&str]) -> std::process::Output {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn wait_healthy(port: u16, within: Duration) -> bool {
@@ -49,7 +59,9 @@ fn wait_healthy(port: u16, within: Duration) -> bool {
     while Instant::now() < deadline {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             use std::io::{Read, Write};
-            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            let _ = s.write_all(
+                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            );
             let mut out = String::new();
             let _ = s.read_to_string(&mut out);
             if out.starts_with("HTTP/1.1 200") {
@@ -70,9 +82,17 @@ async fn a_new_server_builds_and_its_tool_answers() {
     copy_project(&root);
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_bulkhead"));
     let out = bulkhead(&root, &exe, &["new", "server", "support"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = bulkhead(&root, &exe, &["new", "tool", "support", "lookup"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A target folder of its own: the copy's build script output must not clobber ours.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -92,7 +112,10 @@ async fn a_new_server_builds_and_its_tool_answers() {
     let new_exe = target.join("debug/bulkhead");
     let tools = bulkhead(&root, &new_exe, &["tools", "support"]);
     let listing = String::from_utf8_lossy(&tools.stdout);
-    assert!(listing.contains("hello") && listing.contains("lookup"), "{listing}");
+    assert!(
+        listing.contains("hello") && listing.contains("lookup"),
+        "{listing}"
+    );
     let port = free_port();
     let config = root.join("test-config.yaml");
     std::fs::write(
@@ -101,22 +124,34 @@ async fn a_new_server_builds_and_its_tool_answers() {
     )
     .unwrap();
     let mut child = Command::new(&new_exe)
-        .args(["--config", config.to_str().unwrap(), "serve", "support", "--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "support",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
         .current_dir(&root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(wait_healthy(port, Duration::from_secs(30)), "the new server did not start");
+    assert!(
+        wait_healthy(port, Duration::from_secs(30)),
+        "the new server did not start"
+    );
     let c = super::harness::client(
         &format!("http://127.0.0.1:{port}/mcp"),
         &super::harness::token("ana", "s1"),
     )
     .await;
-    let (err, text, _) = super::harness::call(&c, "hello", serde_json::json!({"text": "world"})).await;
+    let (err, text, _) =
+        super::harness::call(&c, "hello", serde_json::json!({"text": "world"})).await;
     assert!(!err && text == "hello: world", "{text}");
-    let (err, text, _) = super::harness::call(&c, "lookup", serde_json::json!({"text": "T-1"})).await;
+    let (err, text, _) =
+        super::harness::call(&c, "lookup", serde_json::json!({"text": "T-1"})).await;
     assert!(!err && text == "lookup: T-1", "{text}");
     let _ = child.kill();
     let _ = child.wait();
@@ -128,11 +163,22 @@ fn dev_restarts_the_instance_when_a_spec_changes() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("specs/servers")).unwrap();
-    std::fs::copy(repo().join("specs/servers/template.yaml"), root.join("specs/servers/template.yaml")).unwrap();
+    std::fs::copy(
+        repo().join("specs/servers/template.yaml"),
+        root.join("specs/servers/template.yaml"),
+    )
+    .unwrap();
     let port = free_port();
     let mut dev = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["dev", "template", "--root", root.to_str().unwrap()])
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--build", "true", "--max-rebuilds", "2"])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--build",
+            "true",
+            "--max-rebuilds",
+            "2",
+        ])
         .args(["--exe", env!("CARGO_BIN_EXE_bulkhead")])
         .current_dir(root)
         .stdin(Stdio::null())
@@ -140,7 +186,10 @@ fn dev_restarts_the_instance_when_a_spec_changes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_healthy(port, Duration::from_secs(30)), "dev did not serve");
+    assert!(
+        wait_healthy(port, Duration::from_secs(30)),
+        "dev did not serve"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let spec = root.join("specs/servers/template.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
@@ -162,12 +211,18 @@ fn dev_restarts_the_instance_when_a_spec_changes() {
             break;
         }
     }
-    assert!(wait_healthy(port, Duration::from_secs(30)), "not serving after the restart");
+    assert!(
+        wait_healthy(port, Duration::from_secs(30)),
+        "not serving after the restart"
+    );
     // A second change ends the run (--max-rebuilds 2).
     std::fs::write(&spec, format!("{text}\n# touched twice\n")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while dev.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "dev did not stop after --max-rebuilds 2");
+        assert!(
+            Instant::now() < deadline,
+            "dev did not stop after --max-rebuilds 2"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -16,8 +16,12 @@ fn token(user: &str, scope: Option<&str>) -> String {
     }
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
     header.kid = Some("dev".into());
-    jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()))
-        .unwrap()
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,21 +39,41 @@ async fn a_missing_scope_is_refused_by_name_and_the_listing_is_the_same() {
     assert!(!err, "{text}");
     let (err, text, _) = call(&reader, "write_file", args).await;
     assert!(err, "no scope, no write");
-    assert!(text.starts_with("[FATAL]") && text.contains("`mcp:write`"), "{text}");
+    assert!(
+        text.starts_with("[FATAL]") && text.contains("`mcp:write`"),
+        "{text}"
+    );
     let (err, text, _) = call(&reader, "read_file", json!({"path": "/workspace/none.txt"})).await;
-    assert!(!text.contains("scope"), "read needs no scope here: {err} {text}");
-    let (err, text, _) = call(&writer, "notify_team", json!({"channel": "ops", "message": "hi"})).await;
+    assert!(
+        !text.contains("scope"),
+        "read needs no scope here: {err} {text}"
+    );
+    let (err, text, _) = call(
+        &writer,
+        "notify_team",
+        json!({"channel": "ops", "message": "hi"}),
+    )
+    .await;
     assert!(err && text.contains("`mcp:connect`"), "{text}");
 
     let a = writer.list_all_tools().await.unwrap();
     let b = reader.list_all_tools().await.unwrap();
-    assert_eq!(serde_json::to_value(&a).unwrap(), serde_json::to_value(&b).unwrap());
+    assert_eq!(
+        serde_json::to_value(&a).unwrap(),
+        serde_json::to_value(&b).unwrap()
+    );
 
-    let meta: Value = reqwest::get(format!("{}/.well-known/oauth-protected-resource", inst.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(meta["scopes_supported"], json!(["mcp:write", "mcp:connect"]));
+    let meta: Value = reqwest::get(format!(
+        "{}/.well-known/oauth-protected-resource",
+        inst.base
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        meta["scopes_supported"],
+        json!(["mcp:write", "mcp:connect"])
+    );
 }

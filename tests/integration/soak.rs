@@ -8,13 +8,33 @@ mod soak;
 async fn a_well_behaved_client_is_unaffected_by_abuse_on_every_front() {
     let dir = tempfile::tempdir().unwrap();
     let size = soak::SoakSize::small();
-    let r = soak::run(std::path::Path::new(env!("CARGO_BIN_EXE_bulkhead")), dir.path(), &size).await;
+    let r = soak::run(
+        std::path::Path::new(env!("CARGO_BIN_EXE_bulkhead")),
+        dir.path(),
+        &size,
+    )
+    .await;
     println!("soak (test size): {r:#?}");
     assert!(r.server_alive, "the server died");
-    assert_eq!(r.good_errors, 0, "the well-behaved client saw errors: {:?}", r.first_error);
-    assert!(r.good_calls > 20, "the well-behaved client made only {} calls", r.good_calls);
+    assert_eq!(
+        r.good_errors, 0,
+        "the well-behaved client saw errors: {:?}",
+        r.first_error
+    );
+    assert!(
+        r.good_calls > 20,
+        "the well-behaved client made only {} calls",
+        r.good_calls
+    );
     assert!(r.good_p99_ms < 2_000.0, "p99 {} ms", r.good_p99_ms);
-    assert!(r.sessions_refused > 0, "the session flood was never refused");
+    assert!(
+        r.sessions_refused > 0,
+        "the session flood was never refused"
+    );
     assert!(r.writes_refused > 0, "large writes were never refused");
-    assert!(r.peak_rss_mib < 400.0, "server peak RSS {} MiB", r.peak_rss_mib);
+    assert!(
+        r.peak_rss_mib < 400.0,
+        "server peak RSS {} MiB",
+        r.peak_rss_mib
+    );
 }

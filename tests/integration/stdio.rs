@@ -59,7 +59,8 @@ fn stdio_speaks_only_protocol_on_stdout_and_uses_the_configured_identity() {
         status.success(),
         "server exits cleanly when the client closes stdin"
     );
-    let written = std::fs::read_to_string(dir.path().join("ws/template/carol/desk-1/n.txt")).unwrap();
+    let written =
+        std::fs::read_to_string(dir.path().join("ws/template/carol/desk-1/n.txt")).unwrap();
     assert_eq!(
         written, "from stdio",
         "the call ran as the configured stdio identity"

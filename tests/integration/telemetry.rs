@@ -3,7 +3,9 @@
 //! tool, outcome and levels, and the same call id as the audit record; no argument values.
 
 use crate::procs::{Deployment, Store, call, client};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -52,13 +54,27 @@ async fn each_call_is_one_span_sharing_the_audit_call_id() {
     let (endpoint, mut rx) = receiver().await;
     let dep = Deployment::new(Store::Sqlite, "otel").await;
     let mut text = std::fs::read_to_string(&dep.config).unwrap();
-    text.push_str(&format!("telemetry:\n  otlp_endpoint: {endpoint}\n  batch_delay_ms: 100\n"));
+    text.push_str(&format!(
+        "telemetry:\n  otlp_endpoint: {endpoint}\n  batch_delay_ms: 100\n"
+    ));
     std::fs::write(&dep.config, text).unwrap();
     let proc = dep.start("full", None);
     let c = client(&proc.url, "otel-user", "s1").await;
-    let w = call(&c, "write_file", json!({"path": "/workspace/a.txt", "content": "SECRET-ARG-VALUE"})).await.unwrap();
+    let w = call(
+        &c,
+        "write_file",
+        json!({"path": "/workspace/a.txt", "content": "SECRET-ARG-VALUE"}),
+    )
+    .await
+    .unwrap();
     assert!(!w.is_error, "{}", w.text);
-    let r = call(&c, "search_records", json!({"query": "SECRET-ARG-VALUE", "limit": 1})).await.unwrap();
+    let r = call(
+        &c,
+        "search_records",
+        json!({"query": "SECRET-ARG-VALUE", "limit": 1}),
+    )
+    .await
+    .unwrap();
     assert!(r.is_error, "confidential on the full instance is refused");
 
     let mut spans: Vec<Span> = Vec::new();
@@ -87,12 +103,21 @@ async fn each_call_is_one_span_sharing_the_audit_call_id() {
     shown.sort();
     eprintln!("span tools/call: {shown:?}");
     assert_eq!(write["bulkhead.outcome"], "escalated");
-    assert_eq!((write["bulkhead.level_before"].as_str(), write["bulkhead.level_after"].as_str()), ("public", "internal"));
+    assert_eq!(
+        (
+            write["bulkhead.level_before"].as_str(),
+            write["bulkhead.level_after"].as_str()
+        ),
+        ("public", "internal")
+    );
     assert_eq!(write["bulkhead.permission"], "write");
     assert_eq!(by_tool["search_records"]["bulkhead.outcome"], "blocked");
     for s in &spans {
         let dump = format!("{s:?}");
-        assert!(!dump.contains("SECRET-ARG-VALUE") && !dump.contains("otel-user"), "{dump}");
+        assert!(
+            !dump.contains("SECRET-ARG-VALUE") && !dump.contains("otel-user"),
+            "{dump}"
+        );
         assert_eq!(s.trace_id.len(), 16);
     }
     let audit = dep.audit().await;
@@ -100,5 +125,9 @@ async fn each_call_is_one_span_sharing_the_audit_call_id() {
         .iter()
         .find(|r| r["tool"] == "write_file" && r["phase"] == "outcome")
         .expect("audit outcome");
-    assert_eq!(record["call"], write["bulkhead.call_id"].as_str(), "one correlation id");
+    assert_eq!(
+        record["call"],
+        write["bulkhead.call_id"].as_str(),
+        "one correlation id"
+    );
 }

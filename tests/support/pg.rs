@@ -73,8 +73,10 @@ fn command(bin: &Path, name: &str, user: Option<(u32, u32)>, die_with_parent: bo
         cmd.pre_exec(move || {
             if let Some((uid, gid)) = user {
                 nix::unistd::setgroups(&[]).map_err(std::io::Error::from)?;
-                nix::unistd::setgid(nix::unistd::Gid::from_raw(gid)).map_err(std::io::Error::from)?;
-                nix::unistd::setuid(nix::unistd::Uid::from_raw(uid)).map_err(std::io::Error::from)?;
+                nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))
+                    .map_err(std::io::Error::from)?;
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(uid))
+                    .map_err(std::io::Error::from)?;
             }
             if die_with_parent {
                 // Set after the credential change, which clears it.
@@ -90,7 +92,9 @@ fn command(bin: &Path, name: &str, user: Option<(u32, u32)>, die_with_parent: bo
 /// Removes the folders of servers whose test process has ended (the postmaster dies with its
 /// test process, which cannot run destructors for a static; the next run cleans up instead).
 fn remove_stale() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
@@ -110,19 +114,35 @@ fn start() -> Result<PgServer, String> {
     remove_stale();
     let bin = bin_dir()?;
     let user = run_as();
-    let dir = std::env::temp_dir().join(format!("bulkhead-pg-{}-{}", std::process::id(), free_port()));
+    let dir = std::env::temp_dir().join(format!(
+        "bulkhead-pg-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     if let Some((uid, gid)) = user {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
     }
     let data = dir.join("data");
     let out = command(&bin, "initdb", user, false)
-        .args(["-D", data.to_str().unwrap(), "-U", "bulkhead", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        .args([
+            "-D",
+            data.to_str().unwrap(),
+            "-U",
+            "bulkhead",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("initdb: {e}"))?;
     if !out.status.success() {
-        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let port = free_port();
     // The postmaster is spawned from a thread that never ends: the parent-death signal follows
@@ -132,17 +152,26 @@ fn start() -> Result<PgServer, String> {
     std::thread::spawn(move || {
         let child = command(&bin2, "postgres", user, true)
             .args([
-                "-D", data2.to_str().unwrap(),
-                "-p", &port.to_string(),
-                "-k", dir2.to_str().unwrap(),
-                "-c", "listen_addresses=127.0.0.1",
-                "-c", "fsync=off",
-                "-c", "max_connections=300",
-                "-c", "shared_buffers=32MB",
+                "-D",
+                data2.to_str().unwrap(),
+                "-p",
+                &port.to_string(),
+                "-k",
+                dir2.to_str().unwrap(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=300",
+                "-c",
+                "shared_buffers=32MB",
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(dir2.join("server.log")).unwrap()))
+            .stderr(Stdio::from(
+                std::fs::File::create(dir2.join("server.log")).unwrap(),
+            ))
             .spawn();
         let ok = child.is_ok();
         let _ = tx.send(child.map(|_| ()).map_err(|e| e.to_string()));
@@ -185,7 +214,10 @@ pub fn psql(url: &str, sql: &str) -> Result<(), String> {
     let url = url.to_owned();
     let sql = sql.to_owned();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
@@ -202,7 +234,11 @@ pub fn psql(url: &str, sql: &str) -> Result<(), String> {
 pub fn database(tag: &str) -> String {
     let s = server();
     let n = NEXT_DB.fetch_add(1, Ordering::Relaxed);
-    let name = format!("t_{}_{}_{n}", tag.replace(|c: char| !c.is_ascii_alphanumeric(), "_"), std::process::id());
+    let name = format!(
+        "t_{}_{}_{n}",
+        tag.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        std::process::id()
+    );
     let admin = format!("postgres://bulkhead@127.0.0.1:{}/postgres", s.port);
     psql(&admin, &format!("CREATE DATABASE {name}")).expect("create database");
     format!("postgres://bulkhead@127.0.0.1:{}/{name}", s.port)

@@ -139,7 +139,14 @@ fn serve(exe: &Path, dir: &Path) -> Served {
     .unwrap();
     let log = dir.join("serve.log");
     let mut child = Command::new(exe)
-        .args(["--config", config.to_str().unwrap(), "serve", "template", "--listen", "127.0.0.1:0"])
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "template",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .current_dir(dir)
         .env("APP_LOG_DIR", dir.join("logs"))
         .env("RECORDS_DB", dir.join("records.db"))
@@ -153,8 +160,19 @@ fn serve(exe: &Path, dir: &Path) -> Served {
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if let Some(line) = text.lines().find(|l| l.contains("/mcp  (health")) {
-            let url = line.split(" at ").nth(1).unwrap().split_whitespace().next().unwrap().to_owned();
-            let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").parse().unwrap();
+            let url = line
+                .split(" at ")
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .to_owned();
+            let addr = url
+                .trim_start_matches("http://")
+                .trim_end_matches("/mcp")
+                .parse()
+                .unwrap();
             return Served { child, url, addr };
         }
         assert!(child.try_wait().unwrap().is_none(), "serve exited: {text}");
@@ -168,8 +186,10 @@ type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
 async fn connect(url: &str, user: &str, session: &str) -> Result<Client, String> {
     use rmcp::ServiceExt;
     let t = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.to_string())
-            .auth_header(token(user, session)),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_string(),
+        )
+        .auth_header(token(user, session)),
     );
     tokio::time::timeout(Duration::from_secs(20), ().serve(t))
         .await
@@ -184,7 +204,11 @@ async fn call(c: &Client, tool: &str, args: Value) -> Result<(bool, String), Str
         .await
         .map_err(|_| "call timed out".to_string())?
         .map_err(|e| e.to_string())?;
-    let text = r.content.iter().filter_map(|b| b.as_text().map(|t| t.text.clone())).collect();
+    let text = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect();
     Ok((r.is_error.unwrap_or(false), text))
 }
 
@@ -207,14 +231,21 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
     let good = {
         let (url, stop) = (url.clone(), stop.clone());
         tokio::spawn(async move {
-            let c = connect(&url, "good", "g1").await.expect("the good client connects");
+            let c = connect(&url, "good", "g1")
+                .await
+                .expect("the good client connects");
             let mut lat = Vec::new();
             let (mut errors, mut first) = (0u64, None);
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let r = if i % 2 == 0 {
-                    call(&c, "write_file", json!({"path": "/workspace/note.txt", "content": format!("note {i}")})).await
+                    call(
+                        &c,
+                        "write_file",
+                        json!({"path": "/workspace/note.txt", "content": format!("note {i}")}),
+                    )
+                    .await
                 } else {
                     call(&c, "read_file", json!({"path": "/workspace/note.txt"})).await
                 };
@@ -243,7 +274,8 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
                 while held.len() < n && !stop.load(Ordering::Relaxed) {
                     match std::net::TcpStream::connect(addr) {
                         Ok(mut c) => {
-                            let _ = c.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+                            let _ =
+                                c.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
                             opened.fetch_add(1, Ordering::Relaxed);
                             held.push(c);
                         }
@@ -271,7 +303,14 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                match c.post(&url).bearer_auth(&tok).header("accept", "application/json, text/event-stream").json(&body).send().await {
+                match c
+                    .post(&url)
+                    .bearer_auth(&tok)
+                    .header("accept", "application/json, text/event-stream")
+                    .json(&body)
+                    .send()
+                    .await
+                {
                     Ok(r) if r.status().is_success() => ok += 1,
                     Ok(_) => refused += 1,
                     Err(_) => refused += 1,
@@ -286,12 +325,20 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
     for w in 0..size.writers {
         let (url, stop, bytes) = (url.clone(), stop.clone(), size.write_bytes);
         writers.push(tokio::spawn(async move {
-            let Ok(c) = connect(&url, "writer", &format!("w{w}")).await else { return (0, 0) };
+            let Ok(c) = connect(&url, "writer", &format!("w{w}")).await else {
+                return (0, 0);
+            };
             let big = "z".repeat(bytes);
             let (mut ok, mut refused) = (0u64, 0u64);
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
-                match call(&c, "write_file", json!({"path": format!("/workspace/big{i}.txt"), "content": big})).await {
+                match call(
+                    &c,
+                    "write_file",
+                    json!({"path": format!("/workspace/big{i}.txt"), "content": big}),
+                )
+                .await
+                {
                     Ok((false, _)) => ok += 1,
                     _ => refused += 1,
                 }
@@ -306,7 +353,9 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
     for s in 0..size.searchers {
         let (url, stop) = (url.clone(), stop.clone());
         searchers.push(tokio::spawn(async move {
-            let Ok(c) = connect(&url, "searcher", &format!("s{s}")).await else { return 0 };
+            let Ok(c) = connect(&url, "searcher", &format!("s{s}")).await else {
+                return 0;
+            };
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let _ = call(&c, "search_logs", json!({"pattern": "."})).await;
@@ -333,7 +382,11 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
         report.searches += s.await.unwrap();
     }
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0.0);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
     report.good_calls = lat.len() as u64;
     report.good_errors = errors;
     report.first_error = first;

@@ -35,9 +35,14 @@ fn spawn_child(name: &str, envs: &[(&str, String)]) -> Child {
     let module = module_path!();
     let module = module.split_once("::").map_or(module, |(_, rest)| rest);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", &format!("{module}::{name}"), "--nocapture", "--include-ignored"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        "--exact",
+        &format!("{module}::{name}"),
+        "--nocapture",
+        "--include-ignored",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -77,7 +82,11 @@ fn audit_lines_from_threads_and_processes_all_parse() {
         .map(|p| {
             spawn_child(
                 "audit_writer_child",
-                &[(ROLE, "audit".into()), (PATH, path.display().to_string()), (SEED, p.to_string())],
+                &[
+                    (ROLE, "audit".into()),
+                    (PATH, path.display().to_string()),
+                    (SEED, p.to_string()),
+                ],
             )
         })
         .collect();
@@ -107,7 +116,10 @@ fn audit_writer_child() {
             let (log, p) = (&log, &p);
             scope.spawn(move || {
                 for i in 0..AUDIT_LINES {
-                    let rec = record(&format!("p{p}-t{t}-{i}"), Some(t.to_string().repeat(AUDIT_DETAIL)));
+                    let rec = record(
+                        &format!("p{p}-t{t}-{i}"),
+                        Some(t.to_string().repeat(AUDIT_DETAIL)),
+                    );
                     log.append(&rec).unwrap();
                 }
             });
@@ -123,7 +135,9 @@ async fn an_intent_is_on_disk_when_append_durable_returns() {
     let mut opts = AuditOptions::default();
     opts.sync_interval = Duration::from_secs(3600);
     let log = AuditLog::open_file(&path, opts).unwrap();
-    log.append_durable(&record("connect_tool", None)).await.unwrap();
+    log.append_durable(&record("connect_tool", None))
+        .await
+        .unwrap();
     // Read by another handle at once: the line is there, whole.
     let recs = lines(&path);
     assert_eq!(recs.len(), 1);
@@ -135,16 +149,27 @@ async fn an_unwritable_log_refuses_intents_and_reports_unhealthy() {
     // /dev/full answers every write with ENOSPC: a full disk, for real.
     let log = AuditLog::open_file(Path::new("/dev/full"), AuditOptions::default()).unwrap();
     assert!(log.healthy().is_ok());
-    let e = log.append_durable(&record("notify", None)).await.unwrap_err();
+    let e = log
+        .append_durable(&record("notify", None))
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("No space"), "{e}");
-    assert!(log.healthy().is_err(), "a failed write must make every later call refuse");
+    assert!(
+        log.healthy().is_err(),
+        "a failed write must make every later call refuse"
+    );
     assert!(log.append_durable(&record("notify", None)).await.is_err());
 }
 
 #[test]
 fn a_record_never_exceeds_its_limit() {
     let huge: serde_json::Map<String, serde_json::Value> = (0..60_000)
-        .map(|i| (format!("unknown_argument_name_{i:06}"), serde_json::Value::Null))
+        .map(|i| {
+            (
+                format!("unknown_argument_name_{i:06}"),
+                serde_json::Value::Null,
+            )
+        })
         .collect();
     let summary = ArgsSummary::of(Some(&huge));
     assert_eq!(summary.keys.len(), 16);
@@ -171,7 +196,9 @@ async fn the_log_rotates_and_keeps_the_configured_number_of_files() {
         let log = AuditLog::open_file(&path, opts).unwrap();
         // One durable append at a time: one batch each, so rotation is checked after every line.
         for i in 0..100 {
-            log.append_durable(&record(&format!("t{i}"), Some("y".repeat(300)))).await.unwrap();
+            log.append_durable(&record(&format!("t{i}"), Some("y".repeat(300))))
+                .await
+                .unwrap();
         }
     }
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
@@ -179,7 +206,15 @@ async fn the_log_rotates_and_keeps_the_configured_number_of_files() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.3"]);
+    assert_eq!(
+        names,
+        [
+            "audit.jsonl",
+            "audit.jsonl.1",
+            "audit.jsonl.2",
+            "audit.jsonl.3"
+        ]
+    );
     for n in &names {
         let p = dir.path().join(n);
         assert!(std::fs::metadata(&p).unwrap().len() < 11_000, "{n}");

@@ -73,7 +73,7 @@ fn config(keys: Vec<KeyConfig>) -> AuthConfig {
         jwks_refresh_secs: 300,
         jwks_min_refetch_secs: 30,
         jwks_timeout_ms: 5000,
-            jwks_ca_file: None,
+        jwks_ca_file: None,
         scopes: Default::default(),
     }
 }

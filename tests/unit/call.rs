@@ -1,13 +1,13 @@
 //! The one call wrapper against real SQLite, real workspaces and the generated template server:
 //! modes, connect blocking, escalation ordering, argument errors, panics, truncation, audit.
 
+use bulkhead::audit::{AuditLog, AuditOptions};
 use bulkhead::call::Runtime;
 use bulkhead::codegen::*;
-use bulkhead::audit::{AuditLog, AuditOptions};
-use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::context::Presets;
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
+use bulkhead::state::{StateStore, StoreOptions};
 use bulkhead::workspace::WorkspaceRoot;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,8 @@ fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let store = Arc::new(
-        StateStore::create_sqlite(&root.join("state/compliance.db"), StoreOptions::new("t")).unwrap(),
+        StateStore::create_sqlite(&root.join("state/compliance.db"), StoreOptions::new("t"))
+            .unwrap(),
     );
     Env {
         _dir: dir,
@@ -503,9 +504,17 @@ async fn an_unreadable_compliance_record_fails_closed() {
         "{}",
         out.text
     );
-    assert!(!out.text.contains(env.root.to_str().unwrap()), "no host path: {}", out.text);
+    assert!(
+        !out.text.contains(env.root.to_str().unwrap()),
+        "no host path: {}",
+        out.text
+    );
     assert_eq!(out.level, Sensitivity::Secret);
-    assert_eq!(probe.connects.lock().unwrap().len(), 1, "the refused call did not run");
+    assert_eq!(
+        probe.connects.lock().unwrap().len(),
+        1,
+        "the refused call did not run"
+    );
 }
 
 #[tokio::test]
@@ -537,7 +546,11 @@ async fn every_decision_is_audited() {
         .filter(|l| l["phase"] == "intent")
         .map(|l| l["tool"].as_str().unwrap())
         .collect();
-    assert_eq!(intents, ["load_sensitive_dataset"], "only the escalating call writes ahead");
+    assert_eq!(
+        intents,
+        ["load_sensitive_dataset"],
+        "only the escalating call writes ahead"
+    );
     let lines: Vec<&Value> = all.iter().filter(|l| l["phase"] == "outcome").collect();
     let outcomes: Vec<(&str, &str, &str, &str)> = lines
         .iter()
@@ -596,7 +609,8 @@ async fn a_connect_call_is_refused_when_its_intent_cannot_be_written() {
     let env = env();
     let probe = Arc::new(Probe::default());
     let workspaces = WorkspaceRoot::new(env.root.join("workspaces")).unwrap();
-    let audit = AuditLog::open_file(std::path::Path::new("/dev/full"), AuditOptions::default()).unwrap();
+    let audit =
+        AuditLog::open_file(std::path::Path::new("/dev/full"), AuditOptions::default()).unwrap();
     let rt = Runtime::new(
         Server::new(&PROBE, &[], ProbeHandlers(probe.clone())),
         NetworkMode::Full,
@@ -608,10 +622,21 @@ async fn a_connect_call_is_refused_when_its_intent_cannot_be_written() {
     .unwrap();
     let u = id("alice", "s1");
     let out = rt.call(&u, "ping_out", None).await;
-    assert!(out.text.starts_with("[FATAL] ") && out.text.contains("audit log"), "{}", out.text);
-    assert!(probe.connects.lock().unwrap().is_empty(), "the connect call ran unaudited");
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("audit log"),
+        "{}",
+        out.text
+    );
+    assert!(
+        probe.connects.lock().unwrap().is_empty(),
+        "the connect call ran unaudited"
+    );
     let out = rt.call(&u, "boom", None).await;
-    assert!(out.text.starts_with("[FATAL] ") && out.text.contains("audit log"), "{}", out.text);
+    assert!(
+        out.text.starts_with("[FATAL] ") && out.text.contains("audit log"),
+        "{}",
+        out.text
+    );
 }
 
 /// Calls beyond `limits.max_concurrent_calls` are refused at once with a retryable "busy" that
@@ -621,30 +646,46 @@ async fn calls_beyond_the_concurrency_limit_are_refused_as_busy() {
     let env = env();
     let probe = Arc::new(Probe::default());
     let rt = Arc::new(
-        runtime(&env, Server::new(&PROBE, &[], ProbeHandlers(probe)), NetworkMode::Full).with_limits(
-            bulkhead::call::CallLimits {
-                max_concurrent_calls: 2,
-                ..Default::default()
-            },
-        ),
+        runtime(
+            &env,
+            Server::new(&PROBE, &[], ProbeHandlers(probe)),
+            NetworkMode::Full,
+        )
+        .with_limits(bulkhead::call::CallLimits {
+            max_concurrent_calls: 2,
+            ..Default::default()
+        }),
     );
     let mut tasks = Vec::new();
     for i in 0..6 {
         let rt = rt.clone();
         tasks.push(tokio::spawn(async move {
-            rt.call(&id("alice", &format!("c{i}")), "ping_out", None).await
+            rt.call(&id("alice", &format!("c{i}")), "ping_out", None)
+                .await
         }));
     }
     let mut busy = 0;
     for t in tasks {
         let out = t.await.unwrap();
         if out.is_error {
-            assert!(!out.text.starts_with("[FATAL]") && out.text.contains("limits.max_concurrent_calls"), "{}", out.text);
+            assert!(
+                !out.text.starts_with("[FATAL]")
+                    && out.text.contains("limits.max_concurrent_calls"),
+                "{}",
+                out.text
+            );
             busy += 1;
         }
     }
-    assert!(busy >= 1, "no call was refused with a limit of 2 and 6 at once");
-    assert!(!rt.call(&id("alice", "after"), "ping_out", None).await.is_error);
+    assert!(
+        busy >= 1,
+        "no call was refused with a limit of 2 and 6 at once"
+    );
+    assert!(
+        !rt.call(&id("alice", "after"), "ping_out", None)
+            .await
+            .is_error
+    );
 }
 
 #[tokio::test]

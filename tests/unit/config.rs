@@ -175,7 +175,12 @@ fn load_file_reads_parses_and_expands_from_the_environment() {
 fn a_broken_config_names_file_line_col_with_help() {
     let base = "auth:\n  issuer: i\n  audience: a\n  keys:\n    - { alg: HS256, secret: 0123456789abcdef0123456789abcdef }\n";
     let cases = [
-        (format!("{base}htpp:\n  stateful: true\n"), "cfg.yaml:6:1", "unknown key `htpp`", "did you mean `http`?"),
+        (
+            format!("{base}htpp:\n  stateful: true\n"),
+            "cfg.yaml:6:1",
+            "unknown key `htpp`",
+            "did you mean `http`?",
+        ),
         (
             format!("{base}http:\n  allowd_origins: []\n"),
             "cfg.yaml:7:3",
@@ -188,7 +193,12 @@ fn a_broken_config_names_file_line_col_with_help() {
             "`http.max_sessions` is invalid",
             "help:",
         ),
-        ("auth:\n  audience: a\n".to_string(), "cfg.yaml:1:1", "`issuer` is missing in `auth`", "add `issuer:` to `auth`"),
+        (
+            "auth:\n  audience: a\n".to_string(),
+            "cfg.yaml:1:1",
+            "`issuer` is missing in `auth`",
+            "add `issuer:` to `auth`",
+        ),
     ];
     for (text, at, message, help) in cases {
         let e = Config::parse(&text, "cfg.yaml", &|_| None).unwrap_err();
@@ -208,23 +218,41 @@ fn a_broken_config_names_file_line_col_with_help() {
 fn the_config_schema_is_current_and_the_shipped_config_fits_it() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = root.join(bulkhead::config::SCHEMA_PATH);
-    let want = format!("{}\n", serde_json::to_string_pretty(&bulkhead::config::schema()).unwrap());
+    let want = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&bulkhead::config::schema()).unwrap()
+    );
     if std::env::var_os("BLESS").is_some() {
         std::fs::write(&path, &want).unwrap();
     }
     let have = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(have == want, "{} is stale: run `BLESS=1 cargo test --test unit -- config_schema`", path.display());
+    assert!(
+        have == want,
+        "{} is stale: run `BLESS=1 cargo test --test unit -- config_schema`",
+        path.display()
+    );
     let shipped = std::fs::read_to_string(root.join("config.yaml")).unwrap();
     assert!(
-        shipped.lines().next().unwrap_or("").contains("yaml-language-server: $schema=specs/config.schema.json"),
+        shipped
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("yaml-language-server: $schema=specs/config.schema.json"),
         "config.yaml names its schema on its first line"
     );
     let value = load_yaml(&shipped, "config.yaml").unwrap();
     let schema = bulkhead::config::schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&value).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
     assert!(errors.is_empty(), "{errors:?}");
     // A misspelt key is an error for editors too.
-    let bad = load_yaml(&shipped.replace("  stateful:", "  statefull:"), "config.yaml").unwrap();
+    let bad = load_yaml(
+        &shipped.replace("  stateful:", "  statefull:"),
+        "config.yaml",
+    )
+    .unwrap();
     assert!(validator.iter_errors(&bad).next().is_some());
 }

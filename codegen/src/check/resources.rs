@@ -60,8 +60,11 @@ pub fn resources(
         let _ = scheme;
         if !uris.insert(r.uri.clone()) {
             errors.push(
-                l.error_at_value(&format!("{at}/uri"), format!("two resources have the URI `{}`", r.uri))
-                    .label("URIs must be unique"),
+                l.error_at_value(
+                    &format!("{at}/uri"),
+                    format!("two resources have the URI `{}`", r.uri),
+                )
+                .label("URIs must be unique"),
             );
         }
         let vars = template_vars(&r.uri);
@@ -99,7 +102,9 @@ pub fn resources(
                         let mut d = l
                             .error_at_value(
                                 &format!("{at}/uri"),
-                                format!("the URI template names `{{{v}}}`, which `{uses}` does not take"),
+                                format!(
+                                    "the URI template names `{{{v}}}`, which `{uses}` does not take"
+                                ),
                             )
                             .label("unknown variable");
                         if let Some(h) = did_you_mean(v, t.params.iter().map(|p| p.name.as_str())) {
@@ -113,7 +118,10 @@ pub fn resources(
                         errors.push(
                             l.error_at_value(
                                 &format!("{at}/uri"),
-                                format!("`{uses}` needs `{}`, but the URI has no `{{{}}}`", p.name, p.name),
+                                format!(
+                                    "`{uses}` needs `{}`, but the URI has no `{{{}}}`",
+                                    p.name, p.name
+                                ),
                             )
                             .label("missing template variable")
                             .help(format!("add `{{{}}}` to the URI", p.name)),
@@ -131,8 +139,11 @@ pub fn resources(
                 }
                 if !presets.contains(&context.as_str()) {
                     errors.push(
-                        l.error_at_value(&format!("{at}/context"), format!("unknown context preset `{context}`"))
-                            .label(format!("known presets: {}", presets.join(", "))),
+                        l.error_at_value(
+                            &format!("{at}/context"),
+                            format!("unknown context preset `{context}`"),
+                        )
+                        .label(format!("known presets: {}", presets.join(", "))),
                     );
                 }
                 Tool {
@@ -185,8 +196,11 @@ pub fn prompts(l: &Loaded<ServerSpec>, errors: &mut Vec<Diagnostic>) -> Vec<Prom
         }
         if p.messages.is_empty() {
             errors.push(
-                l.error_at_key(&format!("{at}/messages"), format!("prompt `{name}` has no messages"))
-                    .label("add at least one `{ role: user, text: … }`"),
+                l.error_at_key(
+                    &format!("{at}/messages"),
+                    format!("prompt `{name}` has no messages"),
+                )
+                .label("add at least one `{ role: user, text: … }`"),
             );
         }
         for (i, m) in p.messages.iter().enumerate() {
@@ -195,7 +209,9 @@ pub fn prompts(l: &Loaded<ServerSpec>, errors: &mut Vec<Diagnostic>) -> Vec<Prom
                     let mut d = l
                         .error_at_value(
                             &format!("{at}/messages/{i}/text"),
-                            format!("prompt `{name}` uses `{{{v}}}`, which is not one of its arguments"),
+                            format!(
+                                "prompt `{name}` uses `{{{v}}}`, which is not one of its arguments"
+                            ),
                         )
                         .label("unknown placeholder");
                     if let Some(h) = did_you_mean(&v, p.arguments.keys().map(String::as_str)) {
@@ -217,7 +233,11 @@ pub fn prompts(l: &Loaded<ServerSpec>, errors: &mut Vec<Diagnostic>) -> Vec<Prom
                     required: a.required,
                 })
                 .collect(),
-            messages: p.messages.iter().map(|m| (m.role, m.text.clone())).collect(),
+            messages: p
+                .messages
+                .iter()
+                .map(|m| (m.role, m.text.clone()))
+                .collect(),
         });
     }
     out

@@ -19,9 +19,12 @@ pub fn returns(
     errors: &mut Vec<Diagnostic>,
 ) -> Option<Returns> {
     match (target, &spec.returns) {
-        (Target::Handler, Some(fields)) => {
-            Some(Returns::Fields(params::check(l, &format!("{at}/returns"), fields, errors)))
-        }
+        (Target::Handler, Some(fields)) => Some(Returns::Fields(params::check(
+            l,
+            &format!("{at}/returns"),
+            fields,
+            errors,
+        ))),
         (Target::Connector { .. }, Some(_)) => {
             errors.push(
                 l.error_at_key(
@@ -33,7 +36,13 @@ pub fn returns(
             );
             None
         }
-        (Target::Connector { connector, operation }, None) => {
+        (
+            Target::Connector {
+                connector,
+                operation,
+            },
+            None,
+        ) => {
             let op = connectors
                 .iter()
                 .find(|c| c.name == *connector)?
@@ -41,7 +50,9 @@ pub fn returns(
                 .iter()
                 .find(|o| o.name == *operation)?;
             match &op.body {
-                OperationBody::Sqlite { sql, writes: false } => select_columns(sql).map(Returns::Rows),
+                OperationBody::Sqlite { sql, writes: false } => {
+                    select_columns(sql).map(Returns::Rows)
+                }
                 _ => None,
             }
         }
@@ -61,7 +72,10 @@ pub fn select_columns(sql: &str) -> Option<Vec<String>> {
     let mut i = 0;
     while i < bytes.len() {
         let c = bytes[i];
-        let rest_upper: String = bytes[i..bytes.len().min(i + 6)].iter().collect::<String>().to_ascii_uppercase();
+        let rest_upper: String = bytes[i..bytes.len().min(i + 6)]
+            .iter()
+            .collect::<String>()
+            .to_ascii_uppercase();
         if depth == 0 && rest_upper.starts_with("FROM") && current.ends_with(char::is_whitespace) {
             items.push(current.trim().to_string());
             current.clear();

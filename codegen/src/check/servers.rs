@@ -50,7 +50,17 @@ pub fn check(
         let mut tools = Vec::new();
         for (name, spec) in &s.tools {
             let at = format!("/tools/{}", ptr(name));
-            let tool = tool(l, "tool", &at, name, spec, connectors, declared, &preset_names, errors);
+            let tool = tool(
+                l,
+                "tool",
+                &at,
+                name,
+                spec,
+                connectors,
+                declared,
+                &preset_names,
+                errors,
+            );
             if let Some(other) = idents.insert(tool.ident.clone(), name) {
                 errors.push(
                     l.error_at_key(
@@ -78,7 +88,17 @@ pub fn check(
             &preset_names,
             errors,
             |at, name, spec, errors| {
-                tool(l, "resource", at, name, spec, connectors, declared, &preset_names, errors)
+                tool(
+                    l,
+                    "resource",
+                    at,
+                    name,
+                    spec,
+                    connectors,
+                    declared,
+                    &preset_names,
+                    errors,
+                )
             },
         );
         let prompts = super::resources::prompts(l, errors);
@@ -366,7 +386,9 @@ fn resolve_uses(
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),
-                format!("{what} `{name}` reaches the network through `{uses}` but is not `connect`"),
+                format!(
+                    "{what} `{name}` reaches the network through `{uses}` but is not `connect`"
+                ),
             )
             .label("must be `permission: connect`")
             .help(

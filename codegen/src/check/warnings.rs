@@ -21,7 +21,14 @@ pub fn results_unreadable(
             .iter()
             .find(|c| &c.name == connector)
             .and_then(|c| c.operations.iter().find(|o| &o.name == operation))
-            .is_some_and(|o| matches!(o.body, OperationBody::Files { action: FileAction::Read })),
+            .is_some_and(|o| {
+                matches!(
+                    o.body,
+                    OperationBody::Files {
+                        action: FileAction::Read
+                    }
+                )
+            }),
         Target::Handler | Target::Static(_) => false,
     };
     let mut out = Vec::new();

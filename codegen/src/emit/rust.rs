@@ -1,7 +1,10 @@
 //! The Rust emitter: one module per server (argument structs, tool table, handler trait and
 //! dispatch) plus `mod.rs` (connector table and server registry). Thin: no policy in here.
 
-use super::{Output, header, input_schema::{input_schema, output_schema}};
+use super::{
+    Output, header,
+    input_schema::{input_schema, output_schema},
+};
 use crate::model::{Connector, Model, OperationBody, Param, Server, Target, Tool};
 use crate::spec::{ParamType, Permission, Sensitivity};
 use proc_macro2::{Ident, Span, TokenStream};

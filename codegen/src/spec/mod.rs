@@ -7,14 +7,14 @@ mod param;
 mod server;
 
 pub use connector::{
-    ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings, LogsSettings,
-    OperationSpec, SqliteSettings,
+    ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings,
+    LogsSettings, OperationSpec, SqliteSettings,
 };
 pub use deployment::{DeploymentServer, DeploymentSpec};
 pub use param::{ParamSpec, ParamType};
 pub use server::{
-    HandlerKind, PresetSpec, PromptArgSpec, PromptMessageSpec, PromptRole, PromptSpec, ResourceSpec,
-    ServerSpec, ToolSpec,
+    HandlerKind, PresetSpec, PromptArgSpec, PromptMessageSpec, PromptRole, PromptSpec,
+    ResourceSpec, ServerSpec, ToolSpec,
 };
 
 use schemars::JsonSchema;

@@ -62,7 +62,9 @@ impl AuditSink for PgAuditSink {
         let rows: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
         self.connect()?;
         let (client, insert) = self.client.as_ref().expect("connected");
-        let result = self.rt.block_on(client.execute(insert, &[&self.server, &rows]));
+        let result = self
+            .rt
+            .block_on(client.execute(insert, &[&self.server, &rows]));
         if let Err(e) = result {
             self.client = None;
             return Err(format!("postgres audit: {e}"));

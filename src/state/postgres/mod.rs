@@ -86,7 +86,10 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn pg_error(e: impl std::fmt::Display, code: Option<&tokio_postgres::error::SqlState>) -> StateError {
+fn pg_error(
+    e: impl std::fmt::Display,
+    code: Option<&tokio_postgres::error::SqlState>,
+) -> StateError {
     use tokio_postgres::error::SqlState;
     let kind = match code {
         Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE || *c == SqlState::QUERY_CANCELED => {
@@ -119,7 +122,11 @@ fn pool_error(e: deadpool_postgres::PoolError) -> StateError {
 impl PgStore {
     /// Connects, applies the schema, and opens the store of `options.server`. With `create`, a
     /// missing store row is created; without, it is refused as missing.
-    pub async fn open(pg: &PgOptions, options: StoreOptions, create: bool) -> Result<PgStore, StateError> {
+    pub async fn open(
+        pg: &PgOptions,
+        options: StoreOptions,
+        create: bool,
+    ) -> Result<PgStore, StateError> {
         let mut config = tokio_postgres::Config::from_str(&pg.url).map_err(|e| {
             StateError::new(StateErrorKind::Unavailable, format!("postgres url: {e}"))
         })?;
@@ -143,7 +150,9 @@ impl PgStore {
             .wait_timeout(Some(options.lock_timeout))
             .create_timeout(Some(pg.connect_timeout))
             .build()
-            .map_err(|e| StateError::new(StateErrorKind::Unavailable, format!("postgres pool: {e}")))?;
+            .map_err(|e| {
+                StateError::new(StateErrorKind::Unavailable, format!("postgres pool: {e}"))
+            })?;
         let conn = pool.get().await.map_err(pool_error)?;
         conn.batch_execute(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA}\nCOMMIT;"
@@ -204,7 +213,10 @@ impl PgStore {
             .map_err(db_error)?;
         let exclusive = mode == PassMode::Exclusive;
         let row = conn
-            .query_one(&stmt, &[&key, &self.server, &id.user(), &id.session(), &exclusive])
+            .query_one(
+                &stmt,
+                &[&key, &self.server, &id.user(), &id.session(), &exclusive],
+            )
             .await
             .map_err(db_error)?;
         // The lock is ours from here: the hold releases it whatever happens next.
@@ -218,7 +230,10 @@ impl PgStore {
         if store_id.as_deref() != Some(self.store_id.as_str()) {
             return Err(StateError::new(
                 StateErrorKind::Tampered,
-                format!("postgres: the store of `{}` was replaced or removed", self.server),
+                format!(
+                    "postgres: the store of `{}` was replaced or removed",
+                    self.server
+                ),
             ));
         }
         Ok(Pass::new(
@@ -236,7 +251,10 @@ impl PgStore {
         level: Sensitivity,
     ) -> Result<Sensitivity, StateError> {
         let Hold::Postgres(hold) = &pass.hold else {
-            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+            return Err(StateError::new(
+                StateErrorKind::Bug,
+                "pass of another store",
+            ));
         };
         let conn = hold.conn.as_ref().expect("held until drop");
         let id = pass.identity();
@@ -255,7 +273,10 @@ impl PgStore {
 
     pub(crate) async fn downgrade(&self, pass: &mut Pass) -> Result<(), StateError> {
         let Hold::Postgres(hold) = &mut pass.hold else {
-            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+            return Err(StateError::new(
+                StateErrorKind::Bug,
+                "pass of another store",
+            ));
         };
         let conn = hold.conn.as_ref().expect("held until drop");
         let released: bool = conn
@@ -264,7 +285,10 @@ impl PgStore {
             .map_err(db_error)?
             .get(0);
         if !released {
-            return Err(StateError::new(StateErrorKind::Bug, "exclusive lock was not held"));
+            return Err(StateError::new(
+                StateErrorKind::Bug,
+                "exclusive lock was not held",
+            ));
         }
         hold.mode = PassMode::Shared;
         pass.set_mode(PassMode::Shared);
@@ -288,7 +312,9 @@ impl PgStore {
             )
             .await
             .map_err(db_error)?;
-        row.map_or(Ok(Sensitivity::Public), |r| level_from_i64(i64::from(r.get::<_, i16>(0))))
+        row.map_or(Ok(Sensitivity::Public), |r| {
+            level_from_i64(i64::from(r.get::<_, i16>(0)))
+        })
     }
 
     pub(crate) async fn record(&self, id: &Identity) -> Result<SessionRecord, StateError> {
@@ -334,14 +360,20 @@ impl PgStore {
     pub(crate) async fn check(&self) -> Result<(), StateError> {
         let conn = self.pool.get().await.map_err(pool_error)?;
         let row = conn
-            .query_opt("SELECT store_id FROM bulkhead_stores WHERE server = $1", &[&self.server])
+            .query_opt(
+                "SELECT store_id FROM bulkhead_stores WHERE server = $1",
+                &[&self.server],
+            )
             .await
             .map_err(db_error)?;
         match row {
             Some(r) if r.get::<_, String>(0) == self.store_id => Ok(()),
             _ => Err(StateError::new(
                 StateErrorKind::Tampered,
-                format!("postgres: the store of `{}` was replaced or removed", self.server),
+                format!(
+                    "postgres: the store of `{}` was replaced or removed",
+                    self.server
+                ),
             )),
         }
     }

@@ -110,7 +110,11 @@ pub fn open(path: &Path) -> Result<(Connection, String), StateError> {
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     // A store is never empty (it is built aside and linked into place): SQLite would take an
     // empty file for a new database and write to it.
-    if std::fs::symlink_metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+    if std::fs::symlink_metadata(path)
+        .map(|m| m.len())
+        .unwrap_or(0)
+        == 0
+    {
         return Err(StateError::new(
             StateErrorKind::Corrupt,
             format!("{}: empty file", path.display()),
@@ -202,7 +206,11 @@ pub fn create(path: &Path) -> Result<(), StateError> {
     let name = path
         .file_name()
         .map_or_else(Default::default, |n| n.to_string_lossy());
-    let tmp = path.with_file_name(format!(".{name}.init-{}-{}", std::process::id(), new_store_id()));
+    let tmp = path.with_file_name(format!(
+        ".{name}.init-{}-{}",
+        std::process::id(),
+        new_store_id()
+    ));
     let result = (|| {
         OpenOptions::new()
             .write(true)

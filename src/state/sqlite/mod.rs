@@ -86,7 +86,9 @@ impl SqliteStore {
         let lock = lock_path(db);
         if std::fs::symlink_metadata(&lock).is_err() {
             let generation: i64 = writer
-                .query_row("SELECT generation FROM meta WHERE one = 1", [], |r| r.get(0))
+                .query_row("SELECT generation FROM meta WHERE one = 1", [], |r| {
+                    r.get(0)
+                })
                 .map_err(|e| db::map_sql_error(db, e))?;
             if generation == 0 {
                 // A store that never escalated: the first start of a fresh deployment.
@@ -153,7 +155,10 @@ impl SqliteStore {
         level: Sensitivity,
     ) -> Result<Sensitivity, StateError> {
         let Hold::Sqlite(hold) = &pass.hold else {
-            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+            return Err(StateError::new(
+                StateErrorKind::Bug,
+                "pass of another store",
+            ));
         };
         let inner = &self.inner;
         inner.slots.verify()?;
@@ -176,7 +181,10 @@ impl SqliteStore {
 
     pub(crate) async fn downgrade(&self, pass: &mut Pass) -> Result<(), StateError> {
         let Hold::Sqlite(hold) = &pass.hold else {
-            return Err(StateError::new(StateErrorKind::Bug, "pass of another store"));
+            return Err(StateError::new(
+                StateErrorKind::Bug,
+                "pass of another store",
+            ));
         };
         hold.downgrade()?;
         pass.set_mode(PassMode::Shared);
@@ -213,8 +221,10 @@ impl SqliteStore {
         let rows: Vec<(String, i64)> = tx
             .prepare_cached(db::SELECT_DATASETS)
             .and_then(|mut s| {
-                s.query_map(params![id.user(), id.session()], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect()
+                s.query_map(params![id.user(), id.session()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect()
             })
             .map_err(|e| db::map_sql_error(path, e))?;
         tx.commit().map_err(|e| db::map_sql_error(path, e))?;
@@ -227,7 +237,10 @@ impl SqliteStore {
             if level > record.level {
                 return Err(StateError::new(
                     StateErrorKind::Corrupt,
-                    format!("dataset {name:?} is {level} but its session is {}", record.level),
+                    format!(
+                        "dataset {name:?} is {level} but its session is {}",
+                        record.level
+                    ),
                 ));
             }
             record.datasets.push(DatasetRecord { name, level });
@@ -270,11 +283,16 @@ impl Inner {
         let (raw, generation): (Option<i64>, Option<i64>) = conn
             .prepare_cached(db::SELECT_LEVEL_AND_GENERATION)
             .and_then(|mut s| {
-                s.query_row(params![id.user(), id.session()], |r| Ok((r.get(0)?, r.get(1)?)))
+                s.query_row(params![id.user(), id.session()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
             })
             .map_err(|e| db::map_sql_error(&self.path, e))?;
         let generation = generation.ok_or_else(|| {
-            StateError::new(StateErrorKind::Corrupt, format!("{}: no meta row", self.path.display()))
+            StateError::new(
+                StateErrorKind::Corrupt,
+                format!("{}: no meta row", self.path.display()),
+            )
         })?;
         if (generation as u64) < high_water {
             return Err(StateError::new(
@@ -304,10 +322,19 @@ impl Inner {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
         let (after, generation): (i64, i64) = (|| {
-            tx.prepare_cached(db::UPSERT_SESSION)?
-                .execute(params![id.user(), id.session(), raw, now])?;
-            tx.prepare_cached(db::UPSERT_DATASET)?
-                .execute(params![id.user(), id.session(), dataset, raw, now])?;
+            tx.prepare_cached(db::UPSERT_SESSION)?.execute(params![
+                id.user(),
+                id.session(),
+                raw,
+                now
+            ])?;
+            tx.prepare_cached(db::UPSERT_DATASET)?.execute(params![
+                id.user(),
+                id.session(),
+                dataset,
+                raw,
+                now
+            ])?;
             let generation: i64 = tx
                 .prepare_cached(db::BUMP_GENERATION)?
                 .query_row([], |r| r.get(0))?;
@@ -326,9 +353,11 @@ fn file_id(path: &Path) -> Result<(u64, u64), StateError> {
     use std::os::unix::fs::MetadataExt;
     match std::fs::symlink_metadata(path) {
         Ok(m) => Ok((m.dev(), m.ino())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(StateError::io(StateErrorKind::Tampered, path, "database was deleted"))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StateError::io(
+            StateErrorKind::Tampered,
+            path,
+            "database was deleted",
+        )),
         Err(e) => Err(StateError::io(StateErrorKind::Unavailable, path, e)),
     }
 }

@@ -94,7 +94,14 @@ impl SlotHold {
     /// The generation high-water mark, read under a shared lock of its bytes.
     pub fn high_water(&self, timeout: Duration) -> Result<u64, StateError> {
         let file = self.file();
-        lock_wait(file, libc::F_RDLCK, HIGH_WATER_AT, 8, timeout, &self.owner.path)?;
+        lock_wait(
+            file,
+            libc::F_RDLCK,
+            HIGH_WATER_AT,
+            8,
+            timeout,
+            &self.owner.path,
+        )?;
         let v = read_u64(file, HIGH_WATER_AT, &self.owner.path);
         let _ = set_lock(file, libc::F_UNLCK, HIGH_WATER_AT, 8);
         v
@@ -103,7 +110,14 @@ impl SlotHold {
     /// Raises the high-water mark to at least `generation`.
     pub fn raise_high_water(&self, generation: u64, timeout: Duration) -> Result<(), StateError> {
         let file = self.file();
-        lock_wait(file, libc::F_WRLCK, HIGH_WATER_AT, 8, timeout, &self.owner.path)?;
+        lock_wait(
+            file,
+            libc::F_WRLCK,
+            HIGH_WATER_AT,
+            8,
+            timeout,
+            &self.owner.path,
+        )?;
         let result = read_u64(file, HIGH_WATER_AT, &self.owner.path).and_then(|hw| {
             if generation > hw {
                 file.write_at(&generation.to_le_bytes(), HIGH_WATER_AT)
@@ -166,7 +180,11 @@ impl SlotFile {
         if !meta.is_file() || meta.len() < FILE_LEN {
             return Err(StateError::new(
                 StateErrorKind::Tampered,
-                format!("{}: lock file is {} bytes, expected {FILE_LEN}", path.display(), meta.len()),
+                format!(
+                    "{}: lock file is {} bytes, expected {FILE_LEN}",
+                    path.display(),
+                    meta.len()
+                ),
             ));
         }
         let mut header = [0u8; 64];
@@ -180,7 +198,10 @@ impl SlotFile {
                 format!("{}: lock file belongs to another store", path.display()),
             ));
         }
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let dir = rustix::fs::open(
             parent,
             rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -188,7 +209,9 @@ impl SlotFile {
         )
         .map_err(|e| StateError::io(StateErrorKind::Unavailable, parent, e))?;
         let name = std::ffi::CString::new(
-            path.file_name().map(|n| n.as_encoded_bytes().to_vec()).unwrap_or_default(),
+            path.file_name()
+                .map(|n| n.as_encoded_bytes().to_vec())
+                .unwrap_or_default(),
         )
         .map_err(|e| StateError::io(StateErrorKind::Unavailable, path, e))?;
         Ok(Arc::new(SlotFile {
@@ -213,18 +236,30 @@ impl SlotFile {
     /// path is looked up again at most every [`PATH_CHECK_EVERY`] (a replaced state directory)
     /// and on every escalation ([`verify`](Self::verify)).
     pub fn verify_held(&self) -> Result<(), StateError> {
-        match rustix::fs::statat(&self.dir, self.name.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if st.st_dev == self.dev && st.st_ino == self.ino && st.st_size as u64 >= FILE_LEN => {}
+        match rustix::fs::statat(
+            &self.dir,
+            self.name.as_c_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st)
+                if st.st_dev == self.dev
+                    && st.st_ino == self.ino
+                    && st.st_size as u64 >= FILE_LEN => {}
             Ok(_) => {
                 return Err(StateError::new(
                     StateErrorKind::Tampered,
-                    format!("{}: lock file was replaced or truncated", self.path.display()),
+                    format!(
+                        "{}: lock file was replaced or truncated",
+                        self.path.display()
+                    ),
                 ));
             }
             Err(e) => return Err(StateError::io(StateErrorKind::Tampered, &self.path, e)),
         }
         let now = self.epoch.elapsed().as_millis() as u64;
-        let last = self.path_checked_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let last = self
+            .path_checked_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
         if now.saturating_sub(last) >= PATH_CHECK_EVERY.as_millis() as u64 {
             self.verify()?;
             self.path_checked_ms
@@ -239,7 +274,10 @@ impl SlotFile {
             Ok(m) if m.dev() == self.dev && m.ino() == self.ino && m.len() >= FILE_LEN => Ok(()),
             Ok(_) => Err(StateError::new(
                 StateErrorKind::Tampered,
-                format!("{}: lock file was replaced or truncated", self.path.display()),
+                format!(
+                    "{}: lock file was replaced or truncated",
+                    self.path.display()
+                ),
             )),
             Err(e) => Err(StateError::io(StateErrorKind::Tampered, &self.path, e)),
         }
@@ -331,7 +369,10 @@ fn read_u64(file: &File, at: u64, path: &Path) -> Result<u64, StateError> {
         Ok(8) => Ok(u64::from_le_bytes(buf)),
         Ok(n) => Err(StateError::new(
             StateErrorKind::Tampered,
-            format!("{}: lock file truncated (read {n} of 8 bytes at {at})", path.display()),
+            format!(
+                "{}: lock file truncated (read {n} of 8 bytes at {at})",
+                path.display()
+            ),
         )),
         Err(e) => Err(StateError::io(StateErrorKind::Unavailable, path, e)),
     }
@@ -368,7 +409,10 @@ fn lock_wait(
         if Instant::now() >= deadline {
             return Err(StateError::new(
                 StateErrorKind::Busy,
-                format!("{}: header lock not granted within {timeout:?}", path.display()),
+                format!(
+                    "{}: header lock not granted within {timeout:?}",
+                    path.display()
+                ),
             ));
         }
         std::thread::sleep(Duration::from_micros(50));

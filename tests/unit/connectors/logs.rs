@@ -187,10 +187,19 @@ async fn progress_counts_bytes_and_a_skipped_link_is_a_warning() {
     let t = tmp();
     let c = logs(&t);
     let signals = CallSignals::new();
-    let out = connectors::call(&c, "app_logs", "search", &t.ws, obj(json!({"pattern": "ERROR"})), &signals)
-        .await
-        .unwrap();
-    let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+    let out = connectors::call(
+        &c,
+        "app_logs",
+        "search",
+        &t.ws,
+        obj(json!({"pattern": "ERROR"})),
+        &signals,
+    )
+    .await
+    .unwrap();
+    let ToolOutput::Stream(mut s) = out else {
+        panic!("a stream")
+    };
     while let Some(r) = s.next().await {
         r.unwrap();
     }
@@ -219,9 +228,16 @@ async fn a_cancelled_search_stops_reading() {
     let call = {
         let (ws, s) = (t.ws.clone(), signals.clone());
         tokio::spawn(async move {
-            connectors::call(&c, "app_logs", "search", &ws, obj(json!({"pattern": "NEVER_THERE"})), &s)
-                .await
-                .map(|_| ())
+            connectors::call(
+                &c,
+                "app_logs",
+                "search",
+                &ws,
+                obj(json!({"pattern": "NEVER_THERE"})),
+                &s,
+            )
+            .await
+            .map(|_| ())
         })
     };
     // Wait until the scan is under way, then cancel.
@@ -238,5 +254,9 @@ async fn a_cancelled_search_stops_reading() {
     let done_at_stop = p.done;
     assert!(p.done < big.len() as u64, "stopped early: {p:?}");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert_eq!(signals.progress().unwrap().done, done_at_stop, "nothing read after the stop");
+    assert_eq!(
+        signals.progress().unwrap().done,
+        done_at_stop,
+        "nothing read after the stop"
+    );
 }

@@ -228,9 +228,16 @@ async fn dropped_stream_releases_the_database() {
             ("BUSY", "3000".into()),
         ],
     );
-    let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})), &CallSignals::new())
-        .await
-        .unwrap();
+    let out = connectors::call(
+        &c,
+        "records",
+        "all",
+        &t.ws,
+        obj(json!({})),
+        &CallSignals::new(),
+    )
+    .await
+    .unwrap();
     let ToolOutput::Stream(mut s) = out else {
         panic!("expected a stream")
     };
@@ -278,7 +285,10 @@ async fn a_cancelled_query_is_interrupted_inside_sqlite() {
         .await
         .expect("the query stops once cancelled")
         .unwrap();
-    assert!(out.is_none(), "a cancelled query ends its stream without rows: {out:?}");
+    assert!(
+        out.is_none(),
+        "a cancelled query ends its stream without rows: {out:?}"
+    );
     eprintln!("stopped {:?} after cancel", stopped.elapsed());
 }
 
@@ -291,7 +301,9 @@ async fn rows_are_counted_as_progress() {
     let out = connectors::call(&c, "records", "all", &t.ws, obj(json!({})), &signals)
         .await
         .unwrap();
-    let ToolOutput::Stream(mut s) = out else { panic!("a stream") };
+    let ToolOutput::Stream(mut s) = out else {
+        panic!("a stream")
+    };
     let mut n = 0;
     while let Some(r) = s.next().await {
         r.unwrap();
@@ -299,5 +311,8 @@ async fn rows_are_counted_as_progress() {
     }
     assert_eq!(n, 5_001, "header and rows");
     let p = signals.progress().unwrap();
-    assert_eq!((p.done, p.total, p.unit), (5_000, None, bulkhead::signals::Unit::Rows));
+    assert_eq!(
+        (p.done, p.total, p.unit),
+        (5_000, None, bulkhead::signals::Unit::Rows)
+    );
 }

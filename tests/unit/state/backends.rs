@@ -49,7 +49,10 @@ impl Fixture {
             StoreLocation::Sqlite { db } => format!("sqlite:{}", db.display()),
             StoreLocation::Postgres(p) => p.url.clone(),
         };
-        vec![("BULKHEAD_BACKEND_LOC", loc), ("BULKHEAD_BACKEND_WS", self.ws.display().to_string())]
+        vec![
+            ("BULKHEAD_BACKEND_LOC", loc),
+            ("BULKHEAD_BACKEND_WS", self.ws.display().to_string()),
+        ]
     }
 }
 
@@ -71,7 +74,10 @@ fn child_store(lock_timeout: Duration) -> Option<StateStore> {
     };
     let mut o = options();
     o.lock_timeout = lock_timeout;
-    Some(rt().block_on(open_store(&loc, o, &ws, InitPolicy::MustExist)).unwrap())
+    Some(
+        rt().block_on(open_store(&loc, o, &ws, InitPolicy::MustExist))
+            .unwrap(),
+    )
 }
 
 macro_rules! both {
@@ -99,15 +105,28 @@ fn never_lowers(b: Backend) {
     let store = f.open();
     let who = id("alice", "s1");
     assert_eq!(level(&store, &who).unwrap(), Sensitivity::Public);
-    assert_eq!(raise(&store, &who, "payroll", Sensitivity::Secret), Sensitivity::Secret);
-    assert_eq!(raise(&store, &who, "crm", Sensitivity::Internal), Sensitivity::Secret);
+    assert_eq!(
+        raise(&store, &who, "payroll", Sensitivity::Secret),
+        Sensitivity::Secret
+    );
+    assert_eq!(
+        raise(&store, &who, "crm", Sensitivity::Internal),
+        Sensitivity::Secret
+    );
     let rec = rt().block_on(store.record(&who)).unwrap();
     assert_eq!(rec.level, Sensitivity::Secret);
     assert_eq!(rec.datasets.len(), 2);
-    assert_eq!(level(&store, &id("alice", "s2")).unwrap(), Sensitivity::Public);
+    assert_eq!(
+        level(&store, &id("alice", "s2")).unwrap(),
+        Sensitivity::Public
+    );
     drop(store);
     let store = f.try_open(InitPolicy::MustExist).unwrap();
-    assert_eq!(level(&store, &who).unwrap(), Sensitivity::Secret, "{b:?}: reopened");
+    assert_eq!(
+        level(&store, &who).unwrap(),
+        Sensitivity::Secret,
+        "{b:?}: reopened"
+    );
 }
 
 /// Four store objects (four processes' worth of connections and locks), two threads each,
@@ -127,18 +146,29 @@ fn concurrent_escalations_lose_nothing(b: Backend) {
                         let k = ((i + t + n as u64) % 3) as usize;
                         let who = id("alice", sessions[k]);
                         let want = Sensitivity::ALL[((i * 7 + n as u64) % 4) as usize];
-                        let after = rt.block_on(store.raise(&who, &format!("d{i}"), want)).unwrap();
-                        assert!(after >= want && after >= seen[k], "{b:?}: {after} after {want}");
+                        let after = rt
+                            .block_on(store.raise(&who, &format!("d{i}"), want))
+                            .unwrap();
+                        assert!(
+                            after >= want && after >= seen[k],
+                            "{b:?}: {after} after {want}"
+                        );
                         seen[k] = after;
                         let read = rt.block_on(store.level(&who)).unwrap();
-                        assert!(read >= after, "{b:?}: read {read} below acknowledged {after}");
+                        assert!(
+                            read >= after,
+                            "{b:?}: read {read} below acknowledged {after}"
+                        );
                     }
                 });
             }
         }
     });
     for s in sessions {
-        assert_eq!(level(&stores[0], &id("alice", s)).unwrap(), Sensitivity::Secret);
+        assert_eq!(
+            level(&stores[0], &id("alice", s)).unwrap(),
+            Sensitivity::Secret
+        );
     }
 }
 
@@ -154,16 +184,24 @@ fn a_shared_pass_holds_off_another_stores_escalation(b: Backend) {
     let who = id("alice", "held");
     let pass = rt.block_on(a.enter(&who)).unwrap();
     // Another session is not held up.
-    rt.block_on(other.raise(&id("bob", "free"), "d", Sensitivity::Secret)).unwrap();
+    rt.block_on(other.raise(&id("bob", "free"), "d", Sensitivity::Secret))
+        .unwrap();
     let t = Instant::now();
     let e = rt
         .block_on(other.raise(&who, "d", Sensitivity::Secret))
         .expect_err("an escalation must wait for a running call of its session");
     assert_eq!(e.kind(), StateErrorKind::Busy, "{b:?}: {e}");
-    assert!(t.elapsed() >= Duration::from_millis(350), "{b:?}: gave up early");
+    assert!(
+        t.elapsed() >= Duration::from_millis(350),
+        "{b:?}: gave up early"
+    );
     assert_eq!(rt.block_on(a.peek(&who)), Sensitivity::Public);
     rt.block_on(a.leave(pass));
-    assert_eq!(rt.block_on(other.raise(&who, "d", Sensitivity::Secret)).unwrap(), Sensitivity::Secret);
+    assert_eq!(
+        rt.block_on(other.raise(&who, "d", Sensitivity::Secret))
+            .unwrap(),
+        Sensitivity::Secret
+    );
     // The first store's next pass reads the new level (its cache does not hide it).
     assert_eq!(level(&a, &who).unwrap(), Sensitivity::Secret);
 }
@@ -174,7 +212,10 @@ fn a_killed_holders_lock_is_released(b: Backend) {
     let mut child = spawn_child(
         module_path!(),
         "holding_child",
-        &f.env().iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>(),
+        &f.env()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect::<Vec<_>>(),
     );
     let out = BufReader::new(child.stdout.take().unwrap());
     let held = out.lines().map_while(Result::ok).any(|l| l == "HELD");
@@ -186,7 +227,10 @@ fn a_killed_holders_lock_is_released(b: Backend) {
         .block_on(store.raise(&id("alice", "held"), "d", Sensitivity::Confidential))
         .unwrap();
     assert_eq!(after, Sensitivity::Confidential);
-    assert!(t.elapsed() < Duration::from_secs(10), "{b:?}: the dead holder's lock lingered");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "{b:?}: the dead holder's lock lingered"
+    );
 }
 
 #[test]
@@ -196,7 +240,9 @@ fn holding_child() {
         return;
     };
     let rt = rt();
-    let pass = rt.block_on(store.enter_exclusive(&id("alice", "held"))).unwrap();
+    let pass = rt
+        .block_on(store.enter_exclusive(&id("alice", "held")))
+        .unwrap();
     println!("HELD");
     std::thread::sleep(Duration::from_secs(60));
     drop(pass);
@@ -227,9 +273,10 @@ fn raw_sql_cannot_lower_or_delete(b: Backend) {
     };
     for sql in attacks {
         let refused = match &f.loc {
-            StoreLocation::Sqlite { db } => {
-                rusqlite::Connection::open(db).unwrap().execute(sql, []).is_err()
-            }
+            StoreLocation::Sqlite { db } => rusqlite::Connection::open(db)
+                .unwrap()
+                .execute(sql, [])
+                .is_err(),
             StoreLocation::Postgres(p) => pg::psql(&p.url, sql).is_err(),
         };
         assert!(refused, "{b:?}: `{sql}` was allowed");

@@ -12,7 +12,11 @@ fn assert_fails_closed(path: &Path, what: &str) -> StateError {
         Err(e) => e,
     };
     assert_eq!(e.fail_closed_level(), Sensitivity::Secret);
-    assert_eq!(std::fs::read(path).ok(), before, "{what}: the file was changed");
+    assert_eq!(
+        std::fs::read(path).ok(),
+        before,
+        "{what}: the file was changed"
+    );
     e
 }
 
@@ -32,14 +36,28 @@ fn truncated_file_fails_closed() {
     let dir = tempfile::tempdir().unwrap();
     let path = secret_store(dir.path());
     let full = std::fs::read(&path).unwrap();
-    assert!(full.len() > 3 * 4096, "store too small to truncate meaningfully");
-    for len in [0, 50, 100, 4096, 2 * 4096, full.len() / 2, full.len() - 4096] {
+    assert!(
+        full.len() > 3 * 4096,
+        "store too small to truncate meaningfully"
+    );
+    for len in [
+        0,
+        50,
+        100,
+        4096,
+        2 * 4096,
+        full.len() / 2,
+        full.len() - 4096,
+    ] {
         std::fs::write(&path, &full[..len]).unwrap();
         assert_fails_closed(&path, &format!("truncated to {len}"));
     }
     std::fs::write(&path, &full).unwrap();
     let store = open_existing(&path).unwrap();
-    assert_eq!(level(&store, &id("alice", "s1")).unwrap(), Sensitivity::Secret);
+    assert_eq!(
+        level(&store, &id("alice", "s1")).unwrap(),
+        Sensitivity::Secret
+    );
 }
 
 #[test]
@@ -76,7 +94,10 @@ fn out_of_range_level_is_corrupt_not_public() {
     let e = level(&store, &id("alice", "s1")).unwrap_err();
     assert!(matches!(e.kind(), StateErrorKind::Corrupt), "{e}");
     assert!(rt().block_on(store.record(&id("alice", "s1"))).is_err());
-    assert_eq!(rt().block_on(store.peek(&id("alice", "s1"))), Sensitivity::Secret);
+    assert_eq!(
+        rt().block_on(store.peek(&id("alice", "s1"))),
+        Sensitivity::Secret
+    );
     // A fresh open refuses the file outright.
     drop(store);
     assert_fails_closed(&path, "out-of-range level");
@@ -88,7 +109,10 @@ fn unreachable_or_unreadable_file_fails_closed() {
     // Parent is a regular file: fails even for root.
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    assert!(open_existing(&file.join("c.db")).is_err(), "parent is a file");
+    assert!(
+        open_existing(&file.join("c.db")).is_err(),
+        "parent is a file"
+    );
     // The path is a directory.
     let as_dir = dir.path().join("is-a-dir.db");
     std::fs::create_dir(&as_dir).unwrap();
@@ -125,6 +149,9 @@ fn a_version_one_store_is_migrated_in_place_and_keeps_its_levels() {
     .unwrap();
     drop(conn);
     let store = open_existing(&path).unwrap();
-    assert_eq!(level(&store, &id("alice", "s1")).unwrap(), Sensitivity::Confidential);
+    assert_eq!(
+        level(&store, &id("alice", "s1")).unwrap(),
+        Sensitivity::Confidential
+    );
     assert_eq!(store.store_id().len(), 32);
 }

@@ -36,7 +36,10 @@ fn a_fresh_deployment_creates_its_store_and_records_it() {
     let d = deployment();
     let store = start(&d, InitPolicy::FirstStart).unwrap();
     let marker = std::fs::read_to_string(d.ws.join(MARKER)).unwrap();
-    assert!(marker.contains(&format!("store {}", store.store_id())), "{marker}");
+    assert!(
+        marker.contains(&format!("store {}", store.store_id())),
+        "{marker}"
+    );
     // A second instance of the same deployment opens the same store.
     let again = start(&d, InitPolicy::FirstStart).unwrap();
     assert_eq!(again.store_id(), store.store_id());
@@ -117,6 +120,10 @@ fn a_state_dir_inside_the_workspaces_is_refused() {
     }
     let text = "auth: { issuer: i, audience: a, keys: [{ kid: k, alg: HS256, secret: 0123456789abcdef0123456789abcdef }] }\nstate: { dir: rel/state, workspaces: rel/ws }\n";
     let c = bulkhead::config::Config::parse_at(text, "t", &|_| None, base).unwrap();
-    assert_eq!(c.state.dir, base.join("rel/state"), "relative paths are resolved once");
+    assert_eq!(
+        c.state.dir,
+        base.join("rel/state"),
+        "relative paths are resolved once"
+    );
     assert!(c.state.dir.is_absolute() && c.state.workspaces.is_absolute());
 }

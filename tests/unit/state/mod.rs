@@ -104,7 +104,8 @@ pub fn secret_store(dir: &Path) -> PathBuf {
     let rt = rt();
     for i in 0..200 {
         let who = id("alice", &format!("s{i}"));
-        rt.block_on(store.raise(&who, "payroll", Sensitivity::Secret)).unwrap();
+        rt.block_on(store.raise(&who, "payroll", Sensitivity::Secret))
+            .unwrap();
     }
     drop(store);
     assert!(!dir.join("c.db-wal").exists(), "closing must checkpoint");

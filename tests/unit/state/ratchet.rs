@@ -29,8 +29,14 @@ fn ratchet_never_lowers() {
     let rt = rt();
     let who = id("alice", "s1");
     assert_eq!(level(&store, &who).unwrap(), Sensitivity::Public);
-    assert_eq!(raise(&store, &who, "payroll", Sensitivity::Secret), Sensitivity::Secret);
-    assert_eq!(raise(&store, &who, "crm", Sensitivity::Confidential), Sensitivity::Secret);
+    assert_eq!(
+        raise(&store, &who, "payroll", Sensitivity::Secret),
+        Sensitivity::Secret
+    );
+    assert_eq!(
+        raise(&store, &who, "crm", Sensitivity::Confidential),
+        Sensitivity::Secret
+    );
     assert_eq!(level(&store, &who).unwrap(), Sensitivity::Secret);
     // Re-adding a dataset lower keeps it; higher raises it.
     raise(&store, &who, "crm", Sensitivity::Internal);
@@ -41,10 +47,16 @@ fn ratchet_never_lowers() {
     assert_eq!(rec.level, Sensitivity::Secret);
     assert_eq!(
         rec.datasets,
-        vec![ds("crm", Sensitivity::Secret), ds("payroll", Sensitivity::Secret)]
+        vec![
+            ds("crm", Sensitivity::Secret),
+            ds("payroll", Sensitivity::Secret)
+        ]
     );
     // Other sessions are untouched, and a reopened store (a new process) sees the same.
-    assert_eq!(level(&store, &id("alice", "s2")).unwrap(), Sensitivity::Public);
+    assert_eq!(
+        level(&store, &id("alice", "s2")).unwrap(),
+        Sensitivity::Public
+    );
     drop(store);
     let store = open_existing(&dir.path().join("c.db")).unwrap();
     assert_eq!(level(&store, &who).unwrap(), Sensitivity::Secret);
@@ -72,7 +84,11 @@ fn triggers_refuse_lowering_even_through_raw_sql() {
 fn bad_dataset_names_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir.path().join("c.db"));
-    for bad in ["", "a\nb", &"x".repeat(bulkhead::state::MAX_DATASET_LEN + 1)] {
+    for bad in [
+        "",
+        "a\nb",
+        &"x".repeat(bulkhead::state::MAX_DATASET_LEN + 1),
+    ] {
         let e = rt().block_on(store.raise(&id("a", "s"), bad, Sensitivity::Secret));
         assert!(e.is_err(), "{bad:?}");
     }
@@ -159,10 +175,15 @@ fn concurrent_writers_from_four_processes_lose_nothing() {
     let store = open_existing(&db).unwrap();
     let rt = rt();
     for ((u, s), want) in &expected {
-        let rec = rt.block_on(store.record(&id(USERS[*u], SESSIONS[*s]))).unwrap();
+        let rec = rt
+            .block_on(store.record(&id(USERS[*u], SESSIONS[*s])))
+            .unwrap();
         assert_eq!(rec.level, want.level, "{}/{}", USERS[*u], SESSIONS[*s]);
-        let got: BTreeMap<String, Sensitivity> =
-            rec.datasets.into_iter().map(|d| (d.name, d.level)).collect();
+        let got: BTreeMap<String, Sensitivity> = rec
+            .datasets
+            .into_iter()
+            .map(|d| (d.name, d.level))
+            .collect();
         assert_eq!(got, want.datasets, "{}/{}", USERS[*u], SESSIONS[*s]);
     }
 }
@@ -180,7 +201,10 @@ fn concurrent_writer_child() {
     let go = PathBuf::from(std::env::var(GO).unwrap());
     let start = Instant::now();
     while !go.exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "never told to go");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never told to go"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let store = open_existing(&db).unwrap();
@@ -243,7 +267,10 @@ fn writer_killed_mid_write_leaves_readable_state() {
                 break;
             }
         }
-        assert!(reported >= kill_after, "child stopped after {reported} commits");
+        assert!(
+            reported >= kill_after,
+            "child stopped after {reported} commits"
+        );
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
         assert!(!status.success(), "child was not killed: {status}");
@@ -252,14 +279,22 @@ fn writer_killed_mid_write_leaves_readable_state() {
         let rt = rt();
         let (last, _, _) = committed.last().unwrap();
         let t = Instant::now();
-        let pass = rt.block_on(store.enter_exclusive(&id("killed", last))).unwrap();
-        assert!(t.elapsed() < Duration::from_secs(2), "a dead writer's lock was not released");
+        let pass = rt
+            .block_on(store.enter_exclusive(&id("killed", last)))
+            .unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a dead writer's lock was not released"
+        );
         rt.block_on(store.leave(pass));
         for (session, dataset, level) in &committed {
             let rec = rt.block_on(store.record(&id("killed", session))).unwrap();
             assert!(rec.level >= *level, "{session}: {} < {level}", rec.level);
             let d = rec.datasets.iter().find(|d| &d.name == dataset);
-            assert!(d.is_some_and(|d| d.level >= *level), "{session}/{dataset} lost");
+            assert!(
+                d.is_some_and(|d| d.level >= *level),
+                "{session}/{dataset} lost"
+            );
         }
     }
 }
@@ -284,7 +319,8 @@ fn killed_writer_child() {
         let session = format!("r{round}-s{}", i / 4);
         let dataset = format!("d{}", i % 3);
         let level = Sensitivity::ALL[(i % 4) as usize];
-        rt.block_on(store.raise(&id("killed", &session), &dataset, level)).unwrap();
+        rt.block_on(store.raise(&id("killed", &session), &dataset, level))
+            .unwrap();
         println!("COMMITTED {session} {dataset} {level}");
     }
 }
@@ -299,11 +335,23 @@ fn cached_levels_follow_escalations_from_other_stores() {
     let writer = open_existing(&path).unwrap();
     let u = id("alice", "s1");
     for _ in 0..3 {
-        assert_eq!(level(&reader, &u).unwrap(), Sensitivity::Public, "cached read");
+        assert_eq!(
+            level(&reader, &u).unwrap(),
+            Sensitivity::Public,
+            "cached read"
+        );
     }
-    for l in [Sensitivity::Internal, Sensitivity::Confidential, Sensitivity::Secret] {
+    for l in [
+        Sensitivity::Internal,
+        Sensitivity::Confidential,
+        Sensitivity::Secret,
+    ] {
         raise(&writer, &u, "d", l);
-        assert_eq!(level(&reader, &u).unwrap(), l, "the reader's cache must not hide an escalation");
+        assert_eq!(
+            level(&reader, &u).unwrap(),
+            l,
+            "the reader's cache must not hide an escalation"
+        );
         assert_eq!(level(&reader, &u).unwrap(), l);
     }
     // A child process escalates a session the parent has cached.
@@ -329,7 +377,12 @@ fn cache_escalation_child() {
         return;
     };
     let store = open_existing(Path::new(&path)).unwrap();
-    raise(&store, &id("bob", "s2"), "from-child", Sensitivity::Confidential);
+    raise(
+        &store,
+        &id("bob", "s2"),
+        "from-child",
+        Sensitivity::Confidential,
+    );
 }
 
 /// A shared pass held by one process keeps another process's escalation of that session waiting
@@ -354,7 +407,11 @@ fn a_shared_pass_in_one_process_holds_off_escalations_in_another() {
     assert!(status.success(), "{lines:?}");
     assert!(lines.iter().any(|l| l == "OTHER ok"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "HELD busy"), "{lines:?}");
-    assert_eq!(rt.block_on(store.peek(&who)), Sensitivity::Public, "nothing committed while held");
+    assert_eq!(
+        rt.block_on(store.peek(&who)),
+        Sensitivity::Public,
+        "nothing committed while held"
+    );
     rt.block_on(store.leave(pass));
     // Released: the same escalation goes through now.
     let mut child = spawn_child(

@@ -26,7 +26,11 @@ fn assert_refuses(store: &StateStore, who: &Identity, what: &str) {
         matches!(e.kind(), StateErrorKind::Tampered | StateErrorKind::Missing),
         "{what}: {e}"
     );
-    assert!(rt().block_on(store.raise(who, "d", Sensitivity::Internal)).is_err(), "{what}");
+    assert!(
+        rt().block_on(store.raise(who, "d", Sensitivity::Internal))
+            .is_err(),
+        "{what}"
+    );
 }
 
 #[test]
@@ -77,7 +81,9 @@ fn a_truncated_lock_file_fails_closed_without_a_crash() {
         // The old code mapped this file and died with SIGBUS on the next call; this process
         // running on is part of the assertion.
         assert_refuses(&old, &who, &format!("truncated to {len}"));
-        let e = open_existing(&db).map(|_| ()).expect_err("a short lock file is refused");
+        let e = open_existing(&db)
+            .map(|_| ())
+            .expect_err("a short lock file is refused");
         assert_eq!(e.kind(), StateErrorKind::Tampered, "{e}");
     }
 }

@@ -6,9 +6,7 @@ use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 
 use bulkhead::errors::ToolError;
-use bulkhead::workspace::{
-    AGENT_ROOT, DirEntryInfo, WorkspaceError, WorkspaceRoot,
-};
+use bulkhead::workspace::{AGENT_ROOT, DirEntryInfo, WorkspaceError, WorkspaceRoot};
 
 use super::{Fixture, id};
 

@@ -7,21 +7,28 @@ use std::io::Write as _;
 
 fn session(limits: DiskLimits) -> (tempfile::TempDir, SessionWorkspace) {
     let tmp = tempfile::tempdir().unwrap();
-    let root = WorkspaceRoot::new(tmp.path().join("root")).unwrap().with_limits(limits);
+    let root = WorkspaceRoot::new(tmp.path().join("root"))
+        .unwrap()
+        .with_limits(limits);
     let ws = root.session(&id("alice", "s1")).unwrap();
     (tmp, ws)
 }
 
 fn quota_of(e: WorkspaceError) -> (&'static str, bool) {
     match e {
-        WorkspaceError::Quota { limit, retryable, .. } => (limit, retryable),
+        WorkspaceError::Quota {
+            limit, retryable, ..
+        } => (limit, retryable),
         other => panic!("not a quota error: {other}"),
     }
 }
 
 #[test]
 fn writes_past_the_session_byte_limit_are_refused_and_say_which_limit() {
-    let (_t, ws) = session(DiskLimits { max_bytes: 10_000, ..DiskLimits::default() });
+    let (_t, ws) = session(DiskLimits {
+        max_bytes: 10_000,
+        ..DiskLimits::default()
+    });
     ws.write("a.txt", vec![b'a'; 6_000]).unwrap();
     let e = ws.write("b.txt", vec![b'b'; 6_000]).unwrap_err();
     assert!(e.to_string().contains("workspace.max_bytes"), "{e}");
@@ -34,11 +41,17 @@ fn writes_past_the_session_byte_limit_are_refused_and_say_which_limit() {
 
 #[test]
 fn writes_past_the_file_limit_are_refused() {
-    let (_t, ws) = session(DiskLimits { max_files: 3, ..DiskLimits::default() });
+    let (_t, ws) = session(DiskLimits {
+        max_files: 3,
+        ..DiskLimits::default()
+    });
     for i in 0..3 {
         ws.write(&format!("f{i}"), "x").unwrap();
     }
-    assert_eq!(quota_of(ws.write("f3", "x").unwrap_err()), ("workspace.max_files", true));
+    assert_eq!(
+        quota_of(ws.write("f3", "x").unwrap_err()),
+        ("workspace.max_files", true)
+    );
     ws.write("f0", "overwrite is fine").unwrap();
 }
 
@@ -49,7 +62,10 @@ fn the_free_space_floor_refuses_writes_before_the_disk_fills() {
         ws.free_bytes().expect("statvfs works here")
     };
     // A floor just above what is free: every write would dip below it.
-    let (_t, ws) = session(DiskLimits { min_free_bytes: free + (1 << 30), ..DiskLimits::default() });
+    let (_t, ws) = session(DiskLimits {
+        min_free_bytes: free + (1 << 30),
+        ..DiskLimits::default()
+    });
     let e = ws.write("x.txt", "hello").unwrap_err();
     assert_eq!(quota_of(e), ("workspace.min_free_bytes", false));
     assert!(ws.save_result("t", 1).is_err());
@@ -78,7 +94,10 @@ fn the_same_query_overwrites_its_result_and_other_queries_add_theirs() {
 
 #[test]
 fn a_result_is_cut_at_its_cap_and_says_so() {
-    let (_t, ws) = session(DiskLimits { max_result_bytes: 1_000, ..DiskLimits::default() });
+    let (_t, ws) = session(DiskLimits {
+        max_result_bytes: 1_000,
+        ..DiskLimits::default()
+    });
     let mut f = ws.save_result("t", 7).unwrap();
     for _ in 0..100 {
         f.write_all(&[b'x'; 100]).unwrap();
@@ -97,12 +116,19 @@ fn an_unfinished_result_leaves_nothing_behind() {
         f.write_all(b"half of it").unwrap();
         // Dropped: a cancelled call, a failed stream.
     }
-    assert!(ws.list("results").unwrap().is_empty(), "{:?}", ws.list("results").unwrap());
+    assert!(
+        ws.list("results").unwrap().is_empty(),
+        "{:?}",
+        ws.list("results").unwrap()
+    );
 }
 
 #[test]
 fn the_oldest_results_make_room_and_concurrent_saves_stay_whole() {
-    let (_t, ws) = session(DiskLimits { results_max_files: 10, ..DiskLimits::default() });
+    let (_t, ws) = session(DiskLimits {
+        results_max_files: 10,
+        ..DiskLimits::default()
+    });
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let ws = &ws;
@@ -116,7 +142,11 @@ fn the_oldest_results_make_room_and_concurrent_saves_stay_whole() {
         }
     });
     let files = ws.list("results").unwrap();
-    assert!(files.len() <= 10 && !files.is_empty(), "{} results kept", files.len());
+    assert!(
+        files.len() <= 10 && !files.is_empty(),
+        "{} results kept",
+        files.len()
+    );
     for f in files {
         let text = ws.read_to_string(&format!("results/{}", f.name)).unwrap();
         assert!(text.contains('-'), "{}: {text:?}", f.name);
