@@ -7,24 +7,17 @@
 //!
 //! Usage: `cancel <path to a release bulkhead binary> [runs]`; prints `key\tvalue` lines.
 
-use std::io::Write as _;
 use std::path::Path;
+
+#[path = "../tests/support/procio.rs"]
+mod procio;
+use procio::rchar;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "cancel-bench-secret-0123456789abcdef012345";
-
-fn rchar(pid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("rchar: "))?
-        .trim()
-        .parse()
-        .ok()
-}
 
 struct Server {
     child: Child,
@@ -223,21 +216,7 @@ fn main() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join("logs"))?;
-    let line =
-        b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
-    let block: Vec<u8> = line
-        .iter()
-        .copied()
-        .cycle()
-        .take((1 << 20) / line.len() * line.len())
-        .collect();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("logs/app.log"))?);
-    let mut written = 0u64;
-    while written < 1 << 30 {
-        f.write_all(&block)?;
-        written += block.len() as u64;
-    }
-    f.flush()?;
+    procio::write_big_log(&dir.join("logs/app.log"), 1 << 30)?;
     rusqlite::Connection::open(dir.join("records.db"))?.execute_batch(
         "CREATE TABLE records (id INTEGER PRIMARY KEY, title TEXT NOT NULL, owner TEXT NOT NULL);",
     )?;

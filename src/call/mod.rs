@@ -168,13 +168,20 @@ impl CallAudit<'_> {
     }
 
     /// Metrics and the call's span: the one place every outcome passes.
+    /// A name the caller made up (an unknown tool) is never a label: labels stay bounded by
+    /// the spec, whatever clients send.
     fn observe(&self, outcome: Outcome) {
+        let tool = if self.permission.is_some() {
+            self.tool
+        } else {
+            "(unknown)"
+        };
         self.metrics
-            .call(self.tool, outcome.as_str(), self.started.elapsed());
+            .call(tool, outcome.as_str(), self.started.elapsed());
         crate::telemetry::record(crate::telemetry::CallSpan {
             call_id: &self.call,
             server: self.server,
-            tool: self.tool,
+            tool,
             permission: self.permission.map(Permission::as_str),
             outcome: outcome.as_str(),
             levels: (self.levels.0.as_str(), self.levels.1.as_str()),

@@ -6,8 +6,10 @@
 //! (one plain JSON reply when nothing streams; the SDK cancels by closing the request).
 
 use crate::procs::{Deployment, Store, token};
+#[path = "../support/procio.rs"]
+mod procio;
+use procio::rchar;
 use serde_json::Value;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,37 +18,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The log searched (1 GiB of lines that never match).
 const BIG: u64 = 1 << 30;
 
-fn write_big_log(path: &Path) {
-    let line =
-        b"2026-11-22T14:00:00Z INFO request served in 12 ms by worker 7 for tenant acme-prod\n";
-    let mut block = Vec::with_capacity(1 << 20);
-    while block.len() + line.len() <= 1 << 20 {
-        block.extend_from_slice(line);
-    }
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut written = 0u64;
-    while written < BIG {
-        f.write_all(&block).unwrap();
-        written += block.len() as u64;
-    }
-    f.flush().unwrap();
-}
-
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn rchar(pid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("rchar: "))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Samples a process's `rchar` every 10 ms until stopped: (unix time, bytes read so far).
@@ -112,8 +88,9 @@ async fn deployment(stateful: bool) -> (Deployment, u64) {
     }
     let logs = dep.path().join("logs");
     let big = logs.join("big.log");
-    tokio::task::spawn_blocking(move || write_big_log(&big))
+    tokio::task::spawn_blocking(move || procio::write_big_log(&big, BIG))
         .await
+        .unwrap()
         .unwrap();
     // A link out of the log directory: skipped, with a warning naming only the link.
     std::os::unix::fs::symlink(&dep.config, logs.join("zz-outside.log")).unwrap();

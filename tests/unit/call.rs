@@ -718,3 +718,21 @@ async fn a_result_that_breaks_its_declared_output_is_never_sent() {
         );
     }
 }
+
+/// A made-up tool name never becomes a metrics label (labels stay bounded by the spec).
+#[tokio::test]
+async fn unknown_tool_names_are_not_metric_labels() {
+    let env = env();
+    let rt = template(&env, NetworkMode::Full);
+    let u = id("alice", "s1");
+    for i in 0..20 {
+        let out = rt.call(&u, &format!("made-up-{i}"), None).await;
+        assert!(out.is_error);
+    }
+    let text = rt.metrics().render();
+    assert!(!text.contains("made-up"), "{text}");
+    assert!(
+        text.contains(r#"bulkhead_tool_calls_total{tool="(unknown)",outcome="error"} 20"#),
+        "{text}"
+    );
+}
