@@ -55,6 +55,8 @@ pub enum Refusal {
     Audit,
     /// The token lacks the scope the tool's permission requires.
     Scope,
+    /// The instance failed its isolation self-check.
+    Isolation,
 }
 
 impl Refusal {
@@ -66,6 +68,7 @@ impl Refusal {
             Refusal::State => "state_unavailable",
             Refusal::Audit => "audit_unavailable",
             Refusal::Scope => "scope",
+            Refusal::Isolation => "isolation",
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod schema;
 pub mod source;
 pub mod spec;
 pub mod suggest;
+pub mod vars;
 pub mod yaml;
 
 use diag::Diagnostics;

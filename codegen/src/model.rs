@@ -218,6 +218,8 @@ pub struct Connector {
     pub sensitivity: Sensitivity,
     /// Settings as written (strings may hold `${VAR}`; expanded at run time).
     pub settings: Value,
+    /// Variables of `settings` that carry credentials (passed as files, never inline).
+    pub secrets: Vec<String>,
     /// Operations, sorted by name.
     pub operations: Vec<Operation>,
 }

@@ -136,6 +136,27 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
         bh::ToolDef {
+            name: "search_security_logs",
+            title: ::std::option::Option::None,
+            description: "Search the security team's authentication and key logs (secret, so the session moves to the isolated instance, which has no network at all).",
+            permission: bh::Permission::Read,
+            context: "log_search",
+            sensitivity: bh::Sensitivity::Secret,
+            annotations: bh::Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "security_logs:search",
+            target: bh::Target::Connector {
+                connector: "security_logs",
+                operation: "search",
+            },
+        },
+        bh::ToolDef {
             name: "write_file",
             title: ::std::option::Option::None,
             description: "Write text to a file in your workspace (/workspace/...), replacing it.",

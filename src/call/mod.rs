@@ -48,6 +48,7 @@ pub struct Runtime {
     max_calls: usize,
     metrics: Arc<Metrics>,
     scopes: ScopeRequirements,
+    isolation: Arc<crate::isolation::selfcheck::IsolationStatus>,
 }
 
 /// Limits of one runtime (`limits:` in config.yaml).
@@ -267,6 +268,7 @@ impl Runtime {
             max_calls: limits.max_concurrent_calls,
             metrics: Arc::new(Metrics::new()),
             scopes: ScopeRequirements::default(),
+            isolation: Default::default(),
         })
     }
 
@@ -294,14 +296,21 @@ impl Runtime {
                 self.audit.healthy().map_err(|e| e.for_model().to_string()),
             ),
         ];
-        out.push((
-            format!("mode {}", self.mode),
-            crate::isolation::selfcheck::check(self.mode),
-        ));
+        let isolation = if self.isolation.is_unchecked() {
+            Err("started with --unisolated: its network is not checked".to_string())
+        } else {
+            crate::isolation::selfcheck::check(self.mode)
+        };
+        out.push((format!("mode {}", self.mode), isolation));
         for (name, result) in self.connectors.probe().await {
             out.push((format!("connector {name}"), result));
         }
         out
+    }
+
+    /// The result of this instance's isolation self-check (see `isolation::selfcheck`).
+    pub fn isolation(&self) -> &Arc<crate::isolation::selfcheck::IsolationStatus> {
+        &self.isolation
     }
 
     /// This runtime's metrics (served at `/metrics`).
@@ -487,6 +496,16 @@ impl Runtime {
                 tool.permission.as_str()
             ));
             audit.refuse(Refusal::Scope, Some(err.to_string()));
+            return CallOutcome::error(err, level);
+        }
+        if let Some(why) = self.isolation.broken_because() {
+            let level = self.state.peek(id).await;
+            audit.levels = (level, level);
+            let err = ToolError::fatal(format!(
+                "this `{}` instance failed its isolation check ({why}), so it runs no tool until that is fixed",
+                self.mode
+            ));
+            audit.refuse(Refusal::Isolation, Some(err.to_string()));
             return CallOutcome::error(err, level);
         }
         if let Err(e) = self.audit.healthy() {

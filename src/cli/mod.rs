@@ -71,6 +71,10 @@ enum Command {
         /// Extra accepted `Host` values (added to `http.allowed_hosts`).
         #[arg(long = "allow-host")]
         allow_hosts: Vec<String>,
+        /// Serve `--mode proxied|none` without checking that the network is isolated
+        /// (development and tests on one host network; /readyz then answers 503).
+        #[arg(long)]
+        unisolated: bool,
     },
     /// Run a deployment locally: every instance, the isolated ones in network namespaces (needs root).
     Up {
@@ -166,6 +170,7 @@ pub fn main() -> ExitCode {
             listen,
             mode,
             allow_hosts,
+            unisolated,
         } => load_config(cli.config).and_then(|mut c| {
             c.http.allowed_hosts.extend(allow_hosts);
             let mode = match mode {
@@ -180,6 +185,7 @@ pub fn main() -> ExitCode {
                     stdio: matches!(transport, Transport::Stdio),
                     listen,
                     mode,
+                    unisolated,
                 },
             )
             .map(|()| ExitCode::SUCCESS)

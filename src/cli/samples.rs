@@ -1,5 +1,5 @@
 //! Sample data for the example connectors, so `up` and `demo` run on embedded defaults: a small
-//! records database and an application log, created in a folder of the run's own.
+//! records database, an application log and a security log, created in a folder of the run's own.
 
 use std::path::Path;
 
@@ -16,7 +16,7 @@ const WORDS: [&str; 8] = [
 ];
 
 /// Creates `dir/records.db` and `dir/logs/app.log` unless the variables already point elsewhere;
-/// returns the environment the instances need (`RECORDS_DB`, `APP_LOG_DIR`).
+/// returns the environment the instances need (`RECORDS_DB`, `APP_LOG_DIR`, `SECURITY_LOG_DIR`).
 pub fn seed(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let mut env = Vec::new();
     if std::env::var_os("RECORDS_DB").is_none() {
@@ -59,6 +59,23 @@ pub fn seed(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
             std::fs::write(logs.join("app.log"), text)?;
         }
         env.push(("APP_LOG_DIR".into(), logs.display().to_string()));
+    }
+    if std::env::var_os("SECURITY_LOG_DIR").is_none() {
+        let logs = dir.join("security-logs");
+        if !logs.exists() {
+            std::fs::create_dir_all(&logs)?;
+            let mut text = String::new();
+            for i in 0..120 {
+                let line = if i % 9 == 0 {
+                    format!("WARN login failed for {} from 10.20.{}.{}", OWNERS[i % 5], i % 7, i % 200)
+                } else {
+                    format!("INFO login ok for {}", OWNERS[i % 5])
+                };
+                text.push_str(&format!("2026-11-22T{:02}:{:02}:00Z {line}\n", 9 + i / 60, i % 60));
+            }
+            std::fs::write(logs.join("auth.log"), text)?;
+        }
+        env.push(("SECURITY_LOG_DIR".into(), logs.display().to_string()));
     }
     Ok(env)
 }

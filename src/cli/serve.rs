@@ -19,6 +19,8 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     /// Network mode of this instance.
     pub mode: NetworkMode,
+    /// Skip the isolation self-check (development and tests on one host network).
+    pub unisolated: bool,
 }
 
 /// Runs until Ctrl-C / SIGTERM (HTTP) or end of input (stdio).
@@ -29,11 +31,27 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     tokio.block_on(async move {
         let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
         let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
-        if let Err(e) = bulkhead::isolation::selfcheck::check(args.mode) {
-            // Not fatal (a developer may run it so on purpose); /readyz stays 503 meanwhile.
-            tracing::warn!("{e}");
-            eprintln!("bulkhead: warning: {e}; /readyz answers 503 until it is fixed");
+        let checks_stop = CancellationToken::new();
+        if args.unisolated {
+            rt.isolation().mark_unchecked();
+            if args.mode != NetworkMode::Full {
+                tracing::warn!(mode = %args.mode, "started with --unisolated: the network is not checked");
+                eprintln!("bulkhead: warning: `--mode {}` with --unisolated: this instance's network is not checked and may reach anything; /readyz answers 503", args.mode);
+            }
+        } else {
+            // Refuse to serve when the network does not match the mode; check again while serving.
+            bulkhead::isolation::selfcheck::full_check(args.mode)
+                .await
+                .map_err(|e| anyhow::anyhow!("refusing to serve: {e} (for development on one host network, pass --unisolated)"))?;
+            if args.mode != NetworkMode::Full {
+                tokio::spawn(bulkhead::isolation::selfcheck::recheck_forever(
+                    args.mode,
+                    rt.isolation().clone(),
+                    checks_stop.clone(),
+                ));
+            }
         }
+        let _stop_checks = checks_stop.drop_guard();
         if args.stdio {
             let id = Identity::new(&config.stdio.user, &config.stdio.session)?;
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");

@@ -20,7 +20,7 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
     let opts = UpOptions {
         exe: std::env::current_exe()?,
         config,
-        subnet: 250,
+        subnet: bulkhead_codegen::emit::deploy::local::DEFAULT_SUBNET,
         prefix: "bh".into(),
         proxied_egress: None,
         env,

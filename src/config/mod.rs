@@ -2,9 +2,11 @@
 //! expansion applied to the parsed strings (never to the raw text).
 
 mod diagnose;
+mod env;
 mod expand;
 mod yaml;
 
+pub use env::lookup as env_lookup;
 pub use expand::expand;
 pub use yaml::{Positions, load_yaml, load_yaml_with_positions};
 
@@ -115,6 +117,6 @@ pub fn load_file(path: &Path) -> Result<serde_json::Value, ConfigError> {
         source,
     })?;
     let mut value = load_yaml(&text, &path.display().to_string())?;
-    expand(&mut value, &|name| std::env::var(name).ok())?;
+    expand(&mut value, &env_lookup)?;
     Ok(value)
 }

@@ -281,6 +281,27 @@ impl StateConfig {
         self.workspaces.join(server)
     }
 
+    /// The workspace root `server`'s instance in `mode` writes: `<workspaces>/<server>` for
+    /// `full` (the same as [`workspace_root`](Self::workspace_root)), `<workspaces>/<server>.<mode>`
+    /// otherwise, so each mode's data can live on its own volume (compose mounts them so).
+    pub fn workspace_layer(&self, server: &str, mode: crate::policy::NetworkMode) -> PathBuf {
+        match mode {
+            crate::policy::NetworkMode::Full => self.workspace_root(server),
+            m => self.workspaces.join(format!("{server}.{}", m.as_str())),
+        }
+    }
+
+    /// The roots of the less isolated instances of `server`, nearest first: what the instance in
+    /// `mode` reads (never writes) so a session that moved up keeps its earlier files.
+    pub fn workspace_lower(&self, server: &str, mode: crate::policy::NetworkMode) -> Vec<PathBuf> {
+        use crate::policy::NetworkMode;
+        [NetworkMode::Proxied, NetworkMode::Full]
+            .into_iter()
+            .filter(|m| *m < mode)
+            .map(|m| self.workspace_layer(server, m))
+            .collect()
+    }
+
     /// Makes both paths absolute (relative to `base`) and refuses a state directory inside the
     /// workspaces or the other way round: agents must never reach the compliance records.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
@@ -486,7 +507,7 @@ impl Config {
 
     /// Loads `path` with the process environment, or the embedded configuration when `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let env = |k: &str| std::env::var(k).ok();
+        let env = |k: &str| super::env_lookup(k);
         match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {

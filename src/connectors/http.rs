@@ -25,6 +25,8 @@ struct Settings {
     max_response_bytes: Option<u64>,
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    ca_file: Option<String>,
 }
 
 /// A built `http` connector: base URL, allowed hosts, limits and one pooled client.
@@ -79,6 +81,9 @@ impl Http {
         };
         let mut headers = HeaderMap::new();
         for (k, v) in &s.headers {
+            if v.is_empty() {
+                continue; // an optional credential that is not set (`${TOKEN:-}`) is not sent
+            }
             let name = HeaderName::try_from(k.as_str())
                 .map_err(|_| err(format!("settings.headers: `{k}` is not a header name")))?;
             let mut value = HeaderValue::try_from(v.as_str())
@@ -87,10 +92,27 @@ impl Http {
             headers.insert(name, value);
         }
         let timeout_ms = s.timeout_ms.unwrap_or(10_000);
-        let client = Client::builder()
+        let mut builder = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(timeout_ms))
-            .default_headers(headers)
+            .default_headers(headers);
+        // An internal CA replaces the system's roots (not added to them): the connector then
+        // trusts exactly what its operator named. Proxies come from HTTPS_PROXY/HTTP_PROXY/
+        // NO_PROXY (reqwest reads them; a proxied instance is given its egress proxy there).
+        if let Some(path) = s.ca_file.as_deref().filter(|p| !p.is_empty()) {
+            let pem = std::fs::read(path)
+                .map_err(|e| err(format!("settings.ca_file `{path}` cannot be read: {e}")))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                err(format!("settings.ca_file `{path}` holds no PEM certificates: {e}"))
+            })?;
+            if certs.is_empty() {
+                return Err(err(format!(
+                    "settings.ca_file `{path}` holds no PEM certificates"
+                )));
+            }
+            builder = builder.tls_certs_only(certs);
+        }
+        let client = builder
             .build()
             .map_err(|e| err(format!("cannot build the HTTP client: {e}")))?;
         Ok(Http {
@@ -236,7 +258,9 @@ impl Http {
                 self.timeout_ms
             ))
         } else if e.is_connect() {
-            ToolError::fatal(format!("cannot connect to {target}"))
+            // The causes say which: refused, a proxy's CONNECT refusal ("tunnel error"), or a
+            // certificate the trusted CAs do not vouch for.
+            ToolError::fatal(format!("cannot connect to {target}: {}", causes(&e)))
         } else if e.is_builder() {
             ToolError::fatal(format!(
                 "cannot send a request to {target} (https needs TLS support in this build)"
@@ -244,6 +268,24 @@ impl Http {
         } else {
             ToolError::fatal(format!("request to {target} failed: {e}"))
         }
+    }
+}
+
+/// The error's causes, innermost last, without the request URL.
+fn causes(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p: &String| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    if parts.is_empty() {
+        "connection failed".to_string()
+    } else {
+        parts.join(": ")
     }
 }
 

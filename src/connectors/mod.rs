@@ -104,7 +104,7 @@ impl Connectors {
     pub fn from_env(
         defs: impl IntoIterator<Item = &'static ConnectorDef>,
     ) -> Result<Connectors, ConnectorError> {
-        Connectors::new(defs, &|name| std::env::var(name).ok())
+        Connectors::new(defs, &crate::config::env_lookup)
     }
 
     /// Whether a connector of this name was built.

@@ -1,12 +1,16 @@
 //! `bulkhead up`: every instance of a deployment as a local process; `proxied` and `none` ones in
-//! their own network namespaces, filtered by nftables. Everything is torn down on drop.
+//! their own network namespaces, filtered by nftables. Each proxied instance reaches out only
+//! through its egress proxy: Debian's squid on the host side of the egress bridge, running the
+//! policy that `generated/proxy/` shows (rendered by the same function). Each instance writes
+//! its own workspace layer and reads the less isolated ones. Everything is torn down on drop.
 
 use super::IsolationError;
 use super::firewall::ruleset;
 use super::netns::{HostLink, Netns, run};
 use crate::policy::NetworkMode;
+use bulkhead_codegen::emit::deploy::{Allowed, Mode as PlanMode, local, proxy};
 use crate::tooldef::DeploymentDef;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,6 +32,32 @@ pub struct UpOptions {
     pub env: Vec<(String, String)>,
 }
 
+impl UpOptions {
+    /// Options with the default address plan ([`local::DEFAULT_SUBNET`], prefix `bh`).
+    pub fn new(exe: PathBuf) -> UpOptions {
+        UpOptions {
+            exe,
+            config: None,
+            subnet: local::DEFAULT_SUBNET,
+            prefix: "bh".into(),
+            proxied_egress: None,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// One egress proxy `up` runs.
+#[derive(Clone, Debug)]
+pub struct EgressProxy {
+    /// The server whose proxied instance uses it.
+    pub server: String,
+    /// Where it listens (host side of the egress bridge).
+    pub addr: SocketAddrV4,
+    /// Its folder: `squid.conf` (listen and log lines + `include policy.conf`), `policy.conf`
+    /// (the generated policy), `access.log`, `cache.log`.
+    pub dir: PathBuf,
+}
+
 /// One running instance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Instance {
@@ -47,7 +77,10 @@ pub struct Running {
     pub bridge: String,
     /// The host's address on the egress bridge.
     pub bridge_host: Ipv4Addr,
+    /// The egress proxies, one per server with a proxied instance.
+    pub proxies: Vec<EgressProxy>,
     children: Vec<Child>,
+    _proxy_dirs: Vec<tempfile::TempDir>,
     links: Vec<HostLink>,
     namespaces: Vec<Netns>,
     bridge_link: Option<HostLink>,
@@ -107,24 +140,6 @@ impl Drop for Running {
     }
 }
 
-fn resolve(entries: &[String]) -> Vec<SocketAddrV4> {
-    let mut out = Vec::new();
-    for e in entries {
-        match e.to_socket_addrs() {
-            Ok(addrs) => out.extend(addrs.filter_map(|a| match a {
-                std::net::SocketAddr::V4(v4) => Some(v4),
-                std::net::SocketAddr::V6(_) => None,
-            })),
-            Err(err) => {
-                tracing::warn!(entry = %e, error = %err, "allowlist entry does not resolve here; it stays blocked")
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 fn wait_healthy(addr: SocketAddrV4, child: &mut Child) -> Result<(), IsolationError> {
     use std::io::{Read, Write};
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -154,17 +169,142 @@ fn wait_healthy(addr: SocketAddrV4, child: &mut Child) -> Result<(), IsolationEr
     )))
 }
 
-/// Brings `dep` up. Needs root (namespaces, links, nftables).
+/// The squid binary (Debian installs it in /usr/sbin, which a non-root PATH may lack).
+fn squid_binary() -> Option<PathBuf> {
+    let sbin = PathBuf::from("/usr/sbin/squid");
+    if sbin.exists() {
+        return Some(sbin);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("squid"))
+            .find(|p| p.exists())
+    })
+}
+
+/// `host:port` allowlist entries as the proxy policy takes them (entries that are not
+/// `host:port` are left out and logged; `bulkhead check` refuses them in specs).
+fn allowed(entries: &[String]) -> Vec<Allowed> {
+    let mut out: Vec<Allowed> = entries
+        .iter()
+        .filter_map(|e| {
+            let parsed = e
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)));
+            if parsed.is_none() {
+                tracing::warn!(entry = %e, "not `host:port`; left out of the proxy allowlist");
+            }
+            parsed.map(|(host, port)| Allowed { host, port })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Starts squid on `addr` (host side) with the generated policy for `entries`; waits until it
+/// accepts connections. Returns the child, its folder and the folder's owner handle.
+fn start_proxy(
+    prefix: &str,
+    index: u8,
+    addr: SocketAddrV4,
+    entries: &[String],
+) -> Result<(Child, PathBuf, tempfile::TempDir), IsolationError> {
+    let squid = squid_binary().ok_or_else(|| {
+        IsolationError::NotPermitted(
+            "`squid` not found (Debian package squid): proxied instances reach out through it"
+                .into(),
+        )
+    })?;
+    let other = |e: std::io::Error| IsolationError::Other(format!("egress proxy folder: {e}"));
+    let tmp = tempfile::Builder::new()
+        .prefix("bulkhead-proxy-")
+        .tempdir()
+        .map_err(other)?;
+    let dir = tmp.path().to_path_buf();
+    let policy = proxy::squid_policy(&allowed(entries));
+    std::fs::write(dir.join("policy.conf"), &policy).map_err(other)?;
+    let wrapper = format!(
+        "http_port {addr}
+         pid_filename none
+         cache_log {dir}/cache.log
+         access_log stdio:{dir}/access.log
+         coredump_dir none
+         cache_effective_user proxy
+         include {dir}/policy.conf
+",
+        dir = dir.display()
+    );
+    std::fs::write(dir.join("squid.conf"), wrapper).map_err(other)?;
+    // Started as root, squid switches to `proxy`, which must be able to write its logs.
+    run(&["chown", "-R", "proxy:proxy", &dir.display().to_string()])?;
+    let mut perms = std::fs::metadata(&dir).map_err(other)?.permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&dir, perms).map_err(other)?;
+    // Each squid needs its own shared-memory names (`-n`); a killed run leaves its segments.
+    let service: String = format!("{prefix}eg{index}")
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+        for e in entries.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{service}-cf__"))
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let conf = dir.join("squid.conf");
+    let mut child = Command::new(&squid)
+        .args(["-N", "-d", "1", "-n", &service, "-f"])
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| IsolationError::Command {
+            cmd: format!("{} -N -f {}", squid.display(), conf.display()),
+            detail: e.to_string(),
+        })?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("cache.log")).unwrap_or_default();
+            let fatal: Vec<&str> = log.lines().filter(|l| l.contains("FATAL")).collect();
+            return Err(IsolationError::Other(format!(
+                "the egress proxy exited during start ({status}): {}",
+                fatal.join("; ")
+            )));
+        }
+        if TcpStream::connect_timeout(&addr.into(), Duration::from_millis(100)).is_ok() {
+            return Ok((child, dir, tmp));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(IsolationError::Other(format!(
+                "the egress proxy did not listen on {addr} within 10 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Brings `dep` up. Needs root (namespaces, links, nftables) and, for proxied instances, squid.
 pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationError> {
     let s = opts.subnet;
-    let bridge_host = Ipv4Addr::new(10, s, 0, 1);
+    let bridge_host = local::bridge_host(s);
     let bridge_name = format!("{}-eg", opts.prefix);
     let bridge_link = HostLink::bridge(&bridge_name, &format!("{bridge_host}/24"))?;
     let mut running = Running {
         instances: Vec::new(),
         bridge: bridge_name,
         bridge_host,
+        proxies: Vec::new(),
         children: Vec::new(),
+        _proxy_dirs: Vec::new(),
         links: Vec::new(),
         namespaces: Vec::new(),
         bridge_link: Some(bridge_link),
@@ -172,6 +312,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
     for (i, server) in dep.servers.iter().enumerate() {
         let i = u8::try_from(i).map_err(|_| IsolationError::Other("too many servers".into()))?;
         for mode in server.modes() {
+            let mut extra_env: Vec<(String, String)> = Vec::new();
             let (listen, prefix, ns_ip) = match mode {
                 NetworkMode::Full => (
                     SocketAddrV4::new(Ipv4Addr::LOCALHOST, server.port),
@@ -180,7 +321,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 ),
                 NetworkMode::Proxied => {
                     let ns = Netns::create(&format!("{}-{}p", opts.prefix, i))?;
-                    let ip = Ipv4Addr::new(10, s, 0, 10 + i);
+                    let ip = *local::instance_addr(s, i, PlanMode::Proxied, 0).ip();
                     let link = HostLink::veth(
                         &format!("{}{}p", opts.prefix, i),
                         &format!("{}{}pc", opts.prefix, i),
@@ -189,16 +330,28 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                         &format!("{ip}/24"),
                     )?;
                     link.attach(running.bridge_link.as_ref().expect("bridge exists"))?;
-                    let allow = resolve(
-                        opts.proxied_egress.as_deref().unwrap_or(
-                            &server
-                                .proxied_egress
-                                .iter()
-                                .map(|e| e.to_string())
-                                .collect::<Vec<_>>(),
-                        ),
-                    );
-                    ns.nft(&ruleset(server.port, &allow))?;
+                    let entries: Vec<String> = match &opts.proxied_egress {
+                        Some(list) => list.clone(),
+                        None => server.proxied_egress.iter().map(|e| e.to_string()).collect(),
+                    };
+                    let proxy_addr = local::proxy_addr(s, i);
+                    let (child, dir, tmp) = start_proxy(&opts.prefix, i, proxy_addr, &entries)?;
+                    running.children.push(child);
+                    running._proxy_dirs.push(tmp);
+                    running.proxies.push(EgressProxy {
+                        server: server.name.to_string(),
+                        addr: proxy_addr,
+                        dir,
+                    });
+                    // The namespace may open connections to its proxy only.
+                    ns.nft(&ruleset(server.port, &[proxy_addr]))?;
+                    let proxy_url = format!("http://{proxy_addr}");
+                    for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+                        extra_env.push((var.to_string(), proxy_url.clone()));
+                    }
+                    for var in ["NO_PROXY", "no_proxy"] {
+                        extra_env.push((var.to_string(), "localhost,127.0.0.1".to_string()));
+                    }
                     let prefix = ns.exec_prefix();
                     running.links.push(link);
                     running.namespaces.push(ns);
@@ -206,10 +359,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 }
                 NetworkMode::None => {
                     let ns = Netns::create(&format!("{}-{}n", opts.prefix, i))?;
-                    let (host_ip, ip) = (
-                        Ipv4Addr::new(10, s, 10 + i, 1),
-                        Ipv4Addr::new(10, s, 10 + i, 2),
-                    );
+                    let (host_ip, ip) = local::isolated_link(s, i);
                     let link = HostLink::veth(
                         &format!("{}{}n", opts.prefix, i),
                         &format!("{}{}nc", opts.prefix, i),
@@ -245,7 +395,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit());
-            for (k, v) in &opts.env {
+            for (k, v) in opts.env.iter().chain(&extra_env) {
                 cmd.env(k, v);
             }
             let mut child = cmd.spawn().map_err(|e| IsolationError::Command {

@@ -65,6 +65,7 @@ pub fn router(
     let open_sessions = sessions.clone();
     let metrics = rt.metrics().clone();
     let ready_rt = rt.clone();
+    let health = rt.isolation().clone();
     let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
     let mut metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
@@ -100,7 +101,22 @@ pub fn router(
         )
         .route(
             "/healthz",
-            get(move || async move { format!("ok {mode}\n") }),
+            // Alive and isolated as its mode requires (the self-check's last result).
+            get(move || {
+                let health = health.clone();
+                async move {
+                    match health.broken_because() {
+                        None if health.is_unchecked() => {
+                            (axum::http::StatusCode::OK, format!("ok {mode} (unisolated)\n"))
+                        }
+                        None => (axum::http::StatusCode::OK, format!("ok {mode}\n")),
+                        Some(why) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("isolation check failed ({mode}): {why}\n"),
+                        ),
+                    }
+                }
+            }),
         )
         // Ready: the store, the audit log and the connectors answer; 503 names what does not.
         .route(

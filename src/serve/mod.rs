@@ -92,8 +92,9 @@ pub async fn runtime(
     })?;
     let presets = server_presets(server.def, config.context.presets.as_ref())
         .map_err(|e| setup("context presets")(&e))?;
-    let workspaces = WorkspaceRoot::new(config.state.workspace_root(name))
+    let workspaces = WorkspaceRoot::new(config.state.workspace_layer(name, mode))
         .map_err(|e| setup("workspace root")(&e))?
+        .with_lower(config.state.workspace_lower(name, mode))
         .with_max_read_bytes(config.workspace.max_read_bytes)
         .with_limits(config.workspace.disk_limits());
     let state = open_state(config, name, InitPolicy::FirstStart).await?;

@@ -43,6 +43,7 @@ pub struct WorkspaceRoot {
     dir: Dir,
     max_read_bytes: u64,
     limits: DiskLimits,
+    lower: Vec<PathBuf>,
 }
 
 impl WorkspaceRoot {
@@ -68,7 +69,20 @@ impl WorkspaceRoot {
             dir,
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
             limits: DiskLimits::default(),
+            lower: Vec::new(),
         })
+    }
+
+    /// Adds read-only lower layers, nearest first: the workspace roots of less isolated
+    /// instances of the same server. A session sees its files there (the ones it wrote before
+    /// it moved up) wherever this root has none by that name; it never writes there. A layer
+    /// or session folder that does not exist is skipped.
+    ///
+    /// This is the one home of the per-mode data rule inside a process: an instance writes only
+    /// its own root, and is only ever given the roots of *less* isolated instances.
+    pub fn with_lower(mut self, lower: Vec<PathBuf>) -> Self {
+        self.lower = lower;
+        self
     }
 
     /// Sets the largest file size that [`SessionWorkspace::read`] returns for sessions opened after
@@ -95,14 +109,32 @@ impl WorkspaceRoot {
     pub fn session(&self, id: &Identity) -> Result<SessionWorkspace, WorkspaceError> {
         let user = open_child_dir(&self.dir, id.user())?;
         let session = open_child_dir(&user, id.session())?;
+        let lower = self
+            .lower
+            .iter()
+            .filter_map(|root| open_existing_session(root, id))
+            .collect();
         Ok(SessionWorkspace::new(
             session,
             id.clone(),
             self.host.join(id.user()).join(id.session()),
             self.max_read_bytes,
             self.limits,
-        ))
+        )
+        .with_lower(lower))
     }
+}
+
+/// Opens `<root>/<user>/<session>` of a lower layer if it exists, without following a symlink
+/// at either level and without creating anything.
+fn open_existing_session(root: &Path, id: &Identity) -> Option<Dir> {
+    let root = Dir::open_ambient_dir(root, cap_std::ambient_authority()).ok()?;
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
+    let user = Dir::from_std_file(root.open_with(id.user(), &opts).ok()?.into_std());
+    let session = user.open_with(id.session(), &opts).ok()?;
+    Some(Dir::from_std_file(session.into_std()))
 }
 
 /// Creates `name` (one validated component) beneath `parent` if absent and opens it without

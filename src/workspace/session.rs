@@ -30,6 +30,8 @@ pub struct SessionWorkspace {
     host: PathBuf,
     max_read_bytes: u64,
     pub(super) limits: super::DiskLimits,
+    /// Read-only lower layers, nearest first (see `WorkspaceRoot::with_lower`).
+    lower: Vec<Dir>,
 }
 
 impl SessionWorkspace {
@@ -46,7 +48,18 @@ impl SessionWorkspace {
             host,
             max_read_bytes,
             limits,
+            lower: Vec::new(),
         }
+    }
+
+    pub(super) fn with_lower(mut self, lower: Vec<Dir>) -> Self {
+        self.lower = lower;
+        self
+    }
+
+    /// Whether `rel` exists in this session's own layer (not following a final symlink).
+    fn in_own_layer(&self, rel: &RelPath) -> bool {
+        rel.is_root() || self.dir.symlink_metadata(rel.fs_path()).is_ok()
     }
 
     /// Whose workspace this is.
@@ -116,14 +129,45 @@ impl SessionWorkspace {
 
     /// Lists a directory, sorted by name. Symlinks are reported as what they point to when that
     /// resolves inside the workspace, otherwise as a non-directory of size 0.
+    /// With lower layers, names from a lower layer that this one does not have are added.
     pub fn list(&self, agent_path: &str) -> Result<Vec<DirEntryInfo>, WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
+        let mut out = match list_layer(&self.dir, &rel) {
+            Ok(entries) => entries,
+            Err(e) if self.lower.is_empty() || !matches!(e, WorkspaceError::NotFound { .. }) => {
+                return Err(e);
+            }
+            Err(_) => Vec::new(),
+        };
+        let mut found = self.in_own_layer(&rel);
+        for layer in &self.lower {
+            if let Ok(entries) = list_layer(layer, &rel) {
+                found = true;
+                for e in entries {
+                    if !out.iter().any(|o| o.name == e.name) {
+                        out.push(e);
+                    }
+                }
+            }
+        }
+        if !found {
+            return Err(WorkspaceError::NotFound {
+                path: rel.to_agent_path(),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+/// Lists `rel` in one layer (see [`SessionWorkspace::list`]).
+fn list_layer(dir: &Dir, rel: &RelPath) -> Result<Vec<DirEntryInfo>, WorkspaceError> {
         let agent = rel.to_agent_path();
         let io = |e| WorkspaceError::from_io(&agent, "list", e);
         let sub = if rel.is_root() {
-            self.dir.try_clone().map_err(io)?
+            dir.try_clone().map_err(io)?
         } else {
-            self.dir.open_dir(rel.fs_path()).map_err(io)?
+            dir.open_dir(rel.fs_path()).map_err(io)?
         };
         let mut out = Vec::new();
         for entry in sub.entries().map_err(io)? {
@@ -140,7 +184,7 @@ impl SessionWorkspace {
                 Ok(t) if t.is_symlink() => rel
                     .join(&name)
                     .ok()
-                    .and_then(|child| self.dir.metadata(child.fs_path()).ok()),
+                    .and_then(|child| dir.metadata(child.fs_path()).ok()),
                 Ok(_) => entry.metadata().ok(),
                 Err(_) => None,
             };
@@ -153,8 +197,9 @@ impl SessionWorkspace {
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
-    }
+}
 
+impl SessionWorkspace {
     /// Removes a file, a symlink (not its target) or a directory tree. The root cannot be removed.
     pub fn remove(&self, agent_path: &str) -> Result<(), WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
@@ -164,6 +209,13 @@ impl SessionWorkspace {
             });
         }
         let agent = rel.to_agent_path();
+        if !self.in_own_layer(&rel) && self.lower_has(&rel) {
+            return Err(WorkspaceError::Invalid {
+                reason: format!(
+                    "{agent} was written before this session moved to a more isolated instance and is read-only here"
+                ),
+            });
+        }
         let io = |e| WorkspaceError::from_io(&agent, "remove", e);
         let meta = self.dir.symlink_metadata(rel.fs_path()).map_err(io)?;
         if meta.is_dir() {
@@ -178,9 +230,18 @@ impl SessionWorkspace {
     pub fn exists(&self, agent_path: &str) -> Result<bool, WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
         let agent = rel.to_agent_path();
-        self.dir
+        let own = self
+            .dir
             .try_exists(rel.fs_path())
-            .map_err(|e| WorkspaceError::from_io(&agent, "stat", e))
+            .map_err(|e| WorkspaceError::from_io(&agent, "stat", e))?;
+        Ok(own || self.lower_has(&rel))
+    }
+
+    /// Whether a lower layer has something at `rel` (following symlinks that stay inside).
+    fn lower_has(&self, rel: &RelPath) -> bool {
+        self.lower
+            .iter()
+            .any(|l| l.try_exists(rel.fs_path()).unwrap_or(false))
     }
 
     /// Opens `agent_path` read-only as a regular file with a single link, checked on the open
@@ -191,10 +252,21 @@ impl SessionWorkspace {
         let mut opts = OpenOptions::new();
         opts.read(true)
             .custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
-        let file = self
-            .dir
-            .open_with(rel.fs_path(), &opts)
-            .map_err(|e| WorkspaceError::from_io(&agent, "open", e))?;
+        let mut opened = self.dir.open_with(rel.fs_path(), &opts);
+        if matches!(&opened, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+            // Not in this layer: the nearest lower layer that has it (read-only by construction:
+            // `opts` only reads).
+            for layer in &self.lower {
+                match layer.open_with(rel.fs_path(), &opts) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    other => {
+                        opened = other;
+                        break;
+                    }
+                }
+            }
+        }
+        let file = opened.map_err(|e| WorkspaceError::from_io(&agent, "open", e))?;
         let file = checked_regular(file, &agent)?;
         Ok((rel, file))
     }

@@ -203,7 +203,7 @@ impl Deployment {
             "--mode",
             mode,
         ])
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--unisolated"])
         .current_dir(self.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

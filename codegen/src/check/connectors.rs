@@ -35,6 +35,7 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
         }
         if !l.partial {
             check_settings(l, errors);
+            check_secrets(l, errors);
         }
         let operations = c
             .operations
@@ -47,6 +48,7 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             kind: c.kind,
             sensitivity: c.sensitivity,
             settings: c.settings.clone().unwrap_or_else(|| json!({})),
+            secrets: c.secrets.clone(),
             operations,
         });
     }
@@ -103,6 +105,34 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
             )
             .label(why),
         );
+    }
+}
+
+/// Every declared secret is a variable of the settings, with no default but an empty one (a
+/// credential with a default would be a credential in the spec).
+fn check_secrets(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
+    let refs = crate::vars::references(l.spec.settings.as_ref().unwrap_or(&json!({})));
+    for (i, name) in l.spec.secrets.iter().enumerate() {
+        let at = format!("/secrets/{i}");
+        let uses: Vec<_> = refs.iter().filter(|r| &r.name == name).collect();
+        if uses.is_empty() {
+            errors.push(
+                l.error_at_value(&at, format!("secret `{name}` is not used in the settings"))
+                    .label("declare only variables that settings read as `${VAR}`"),
+            );
+        }
+        for r in uses {
+            if r.default().is_some_and(|d| !d.is_empty()) {
+                errors.push(
+                    l.error_at_value(
+                        &format!("/settings{}", r.pointer),
+                        format!("secret `{name}` has a default value"),
+                    )
+                    .label("a credential may not be written in the spec")
+                    .help(format!("write `${{{name}}}` (required) or `${{{name}:-}}` (optional)")),
+                );
+            }
+        }
     }
 }
 

@@ -21,6 +21,11 @@ pub struct ConnectorSpec {
     /// Kind-specific settings; strings may use `${VAR}`, `${VAR:-default}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<serde_json::Value>,
+    /// Environment variables in `settings` that carry credentials. Deployments pass them as files
+    /// (compose `secrets:`, read through `<VAR>_FILE`), never as inline values; none may have a
+    /// non-empty default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
     /// The operations, by name.
     pub operations: BTreeMap<String, OperationSpec>,
 }
@@ -167,6 +172,9 @@ pub struct HttpSettings {
     /// Headers sent with every request (use `${VAR}` for credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
+    /// PEM file of the certificate authorities trusted for `https://` (default: the system's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
 }
 
 /// Settings of a `logs` connector.

@@ -1,12 +1,13 @@
 //! `clients/<deployment>.*`: how clients reach a deployment's servers. The `config.yaml`
 //! `mcp_servers` entries name every instance (agents on the `agents` network switch between
-//! them); the Claude Desktop, VS Code and Cursor files reach the full instance published on
-//! this machine's loopback.
+//! them). The Claude Desktop, VS Code and Cursor files run `bulkhead connect <server>`, a stdio
+//! server holding the isolating client, against the deployment as `bulkhead up` runs it here,
+//! so confidential and secret tools reach their instances from those clients too.
 
-use super::{Mode, ServerPlan, plan};
+use super::{Mode, ServerPlan, local, plan};
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
-use crate::model::Deployment;
+use crate::model::{Deployment, Model};
 use serde_json::{Map, Value, json};
 
 /// Seconds a client waits for a result.
@@ -17,13 +18,26 @@ fn url(p: &ServerPlan, mode: Mode) -> Option<String> {
         .map(|i| format!("http://{}:{}/mcp", i.service, p.server.port))
 }
 
-fn local_url(p: &ServerPlan) -> String {
-    format!("http://localhost:{}/mcp", p.server.port)
+/// `bulkhead connect` arguments reaching every instance of `p` as `bulkhead up` runs them.
+fn connect_args(p: &ServerPlan) -> Vec<String> {
+    let mut args = vec!["connect".to_string(), p.server.name.clone()];
+    let index = u8::try_from(p.index).unwrap_or(u8::MAX);
+    for inst in &p.instances {
+        let flag = match inst.mode {
+            Mode::Full => "--url",
+            Mode::Proxied => "--url-proxied",
+            Mode::None => "--url-isolated",
+        };
+        let addr = local::instance_addr(local::DEFAULT_SUBNET, index, inst.mode, p.server.port);
+        args.push(flag.to_string());
+        args.push(format!("http://{addr}/mcp"));
+    }
+    args
 }
 
 /// Adds the `mcp_servers` entries and the desktop client files of `d`.
-pub fn emit(d: &Deployment, out: &mut Output) {
-    let plans = plan(d);
+pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
+    let plans = plan(model, d);
     let mut entries = Map::new();
     for p in &plans {
         let mut e = Map::new();
@@ -57,27 +71,30 @@ pub fn emit(d: &Deployment, out: &mut Output) {
     let mut cursor = Map::new();
     for p in &plans {
         let name = p.server.name.clone();
+        let args = connect_args(p);
         claude.insert(
             name.clone(),
             json!({
-                "command": "npx",
-                "args": ["mcp-remote", local_url(p), "--header", "Authorization:${AUTH_HEADER}"],
-                "env": { "AUTH_HEADER": "Bearer <token from `bulkhead token`>" },
+                "command": "bulkhead",
+                "args": args,
+                "env": { "BULKHEAD_TOKEN": "<token from `bulkhead token`>" },
             }),
         );
         vscode.insert(
             name.clone(),
             json!({
-                "type": "http",
-                "url": local_url(p),
-                "headers": { "Authorization": "Bearer ${input:bulkhead_token}" },
+                "type": "stdio",
+                "command": "bulkhead",
+                "args": args,
+                "env": { "BULKHEAD_TOKEN": "${input:bulkhead_token}" },
             }),
         );
         cursor.insert(
             name,
             json!({
-                "url": local_url(p),
-                "headers": { "Authorization": "Bearer ${env:BULKHEAD_TOKEN}" },
+                "command": "bulkhead",
+                "args": args,
+                "env": { "BULKHEAD_TOKEN": "${env:BULKHEAD_TOKEN}" },
             }),
         );
     }

@@ -5,12 +5,12 @@
 use super::{STATE_DIR, WORKSPACES_DIR, plan};
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
-use crate::model::Deployment;
+use crate::model::{Deployment, Model};
 use serde_json::json;
 
 /// Adds `config/<deployment>.yaml`.
-pub fn emit(d: &Deployment, out: &mut Output) {
-    let mut hosts: Vec<String> = plan(d)
+pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
+    let mut hosts: Vec<String> = plan(model, d)
         .iter()
         .flat_map(|p| p.instances.iter().map(|i| i.service.clone()))
         .collect();

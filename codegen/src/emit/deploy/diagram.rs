@@ -1,10 +1,11 @@
-//! `compose/<deployment>.md`: a Mermaid flowchart of the deployment for reviewers: instances,
-//! networks, egress proxies, volumes and the allowed egress.
+//! `compose/<deployment>.md`: what a reviewer approves. Which tool runs on which instance (with
+//! its permission, sensitivity and connector), which instance can reach which data and which
+//! network, and a Mermaid flowchart of instances, networks, egress proxies and volumes.
 
-use super::compose::{AGENTS_NET, COMPLIANCE_VOLUME, EGRESS_NET, WORKSPACES_VOLUME};
-use super::{Mode, STATE_DIR, WORKSPACES_DIR, plan};
+use super::compose::{AGENTS_NET, COMPLIANCE_VOLUME, EGRESS_NET, workspace_volume};
+use super::{Mode, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan};
 use crate::emit::{Output, header};
-use crate::model::Deployment;
+use crate::model::{Deployment, Model};
 use std::fmt::Write;
 
 fn id(name: &str) -> String {
@@ -14,8 +15,8 @@ fn id(name: &str) -> String {
 }
 
 /// Adds `compose/<deployment>.md`.
-pub fn emit(d: &Deployment, out: &mut Output) {
-    let plans = plan(d);
+pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
+    let plans = plan(model, d);
     let mut m = String::new();
     let _ = writeln!(m, "flowchart LR");
     let _ = writeln!(m, "  agent([\"agent\"])");
@@ -40,14 +41,20 @@ pub fn emit(d: &Deployment, out: &mut Output) {
     let _ = writeln!(m, "  end");
     let _ = writeln!(
         m,
-        "  vol_{}[(\"volume {WORKSPACES_VOLUME}<br/>{WORKSPACES_DIR}\")]",
-        id(WORKSPACES_VOLUME)
-    );
-    let _ = writeln!(
-        m,
         "  vol_{}[(\"volume {COMPLIANCE_VOLUME}<br/>{STATE_DIR}\")]",
         id(COMPLIANCE_VOLUME)
     );
+    for p in &plans {
+        for i in &p.instances {
+            let vol = workspace_volume(&p.server.name, i.mode);
+            let _ = writeln!(
+                m,
+                "  vol_{}[(\"volume {vol}<br/>{WORKSPACES_DIR}/{}\")]",
+                id(&vol),
+                i.mode.workspace_folder(&p.server.name)
+            );
+        }
+    }
     for p in &plans {
         for i in &p.instances {
             let node = id(&i.service);
@@ -60,7 +67,7 @@ pub fn emit(d: &Deployment, out: &mut Output) {
                     let proxy = p.proxy_service().unwrap_or_default();
                     let _ = writeln!(
                         m,
-                        "  {}{{{{\"{proxy}<br/>envoy, deny by default\"}}}}",
+                        "  {}{{{{\"{proxy}<br/>squid, deny by default\"}}}}",
                         id(&proxy)
                     );
                     let _ = writeln!(
@@ -80,7 +87,14 @@ pub fn emit(d: &Deployment, out: &mut Output) {
                 }
                 Mode::None => {} // no edge out: the node's label says `--mode none`
             }
-            let _ = writeln!(m, "  {node} --- vol_{}", id(WORKSPACES_VOLUME));
+            for lower in p.instances.iter().filter(|l| l.mode <= i.mode) {
+                let vol = id(&workspace_volume(&p.server.name, lower.mode));
+                if lower.mode == i.mode {
+                    let _ = writeln!(m, "  {node} ---|rw| vol_{vol}");
+                } else {
+                    let _ = writeln!(m, "  {node} -.-|ro| vol_{vol}");
+                }
+            }
             let _ = writeln!(m, "  {node} --- vol_{}", id(COMPLIANCE_VOLUME));
         }
     }
@@ -98,5 +112,126 @@ pub fn emit(d: &Deployment, out: &mut Output) {
          ```mermaid\n{m}```\n",
         d.name
     );
+    for p in &plans {
+        text.push_str(&tables(p));
+    }
     out.add(format!("compose/{}.md", d.name), text);
+}
+
+/// The instances of `p` that run what is first allowed in `from`, as `a`, `b`.
+fn instances_from(p: &ServerPlan, from: super::Mode) -> String {
+    let names: Vec<String> = p
+        .instances
+        .iter()
+        .filter(|i| ServerPlan::reaches(i.mode, from))
+        .map(|i| format!("`{}`", i.service))
+        .collect();
+    if names.is_empty() {
+        "none (no instance is isolated enough)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The tool, data and network tables of one server.
+fn tables(p: &ServerPlan) -> String {
+    let mut t = String::new();
+    let name = &p.server.name;
+    let _ = write!(
+        t,
+        "\n## Server `{name}`\n\n\
+         Tools run on every instance from the least isolated one their sensitivity allows \
+         (`confidential` needs `proxied`, `secret` needs `none`); a session only moves up.\n\n\
+         | tool | permission | sensitivity | runs | instances |\n|---|---|---|---|---|\n"
+    );
+    for tool in &p.tools {
+        let _ = writeln!(
+            t,
+            "| `{}` | {} | {} | `{}` | {} |",
+            tool.tool,
+            tool.permission,
+            tool.sensitivity.as_str(),
+            tool.runs,
+            instances_from(p, tool.from)
+        );
+    }
+    let _ = write!(
+        t,
+        "\n| data | mounted at | read-write | read-only |\n|---|---|---|---|\n"
+    );
+    for i in &p.instances {
+        let vol = workspace_volume(name, i.mode);
+        let ro: Vec<String> = p
+            .instances
+            .iter()
+            .filter(|o| o.mode > i.mode)
+            .map(|o| format!("`{}`", o.service))
+            .collect();
+        let _ = writeln!(
+            t,
+            "| workspaces written by `{}` (volume `{vol}`) | `{WORKSPACES_DIR}/{}` | `{}` | {} |",
+            i.service,
+            i.mode.workspace_folder(name),
+            i.service,
+            if ro.is_empty() { "—".to_string() } else { ro.join(", ") }
+        );
+    }
+    let all: Vec<String> = p.instances.iter().map(|i| format!("`{}`", i.service)).collect();
+    let _ = writeln!(
+        t,
+        "| compliance state and audit (volume `{COMPLIANCE_VOLUME}`: levels, dataset names, no results) | `{STATE_DIR}` | {} | — |",
+        all.join(", ")
+    );
+    for m in &p.data {
+        let who = instances_from(p, m.from);
+        let (rw, ro) = if m.read_only {
+            ("—".to_string(), who)
+        } else {
+            (who, "—".to_string())
+        };
+        let _ = writeln!(
+            t,
+            "| connector `{}` `{}`: `{}` | `{}` | {rw} | {ro} |",
+            m.connector, m.setting, m.source, m.target
+        );
+    }
+    for s in &p.secrets {
+        let _ = writeln!(
+            t,
+            "| secret `{}` (file `{}`) | `/run/secrets/{}` | — | {} |",
+            s.var,
+            s.name,
+            s.name,
+            instances_from(p, s.from)
+        );
+    }
+    let _ = write!(t, "\n| instance | network out |\n|---|---|\n");
+    for i in &p.instances {
+        let out = match i.mode {
+            Mode::Full => format!(
+                "network `{EGRESS_NET}` (deployment egress: {})",
+                if p.server.egress.is_empty() {
+                    "not declared".to_string()
+                } else {
+                    p.server.egress.join(", ")
+                }
+            ),
+            Mode::Proxied => format!(
+                "only through `{}`: {}",
+                p.proxy_service().unwrap_or_default(),
+                if p.allowed.is_empty() {
+                    "nothing allowed".to_string()
+                } else {
+                    p.allowed
+                        .iter()
+                        .map(|a| format!("`{}`", a.authority()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+            Mode::None => "none".to_string(),
+        };
+        let _ = writeln!(t, "| `{}` | {out} |", i.service);
+    }
+    t
 }

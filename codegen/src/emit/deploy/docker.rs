@@ -1,5 +1,5 @@
 //! `docker/Dockerfile`: the one image every instance runs (a multi-stage build of the
-//! `bulkhead` binary), and `docker/Dockerfile.dockerignore` to keep build outputs out of the
+//! `bulkhead` binary), `docker/Dockerfile.proxy` for the egress proxy (squid), and `docker/Dockerfile.dockerignore` to keep build outputs out of the
 //! build context.
 
 use crate::emit::{Output, header};
@@ -18,7 +18,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/bulkhead --shell /usr/sbin/nologin bulkhead \
- && mkdir -p /var/lib/bulkhead/state /var/lib/bulkhead/workspaces /etc/bulkhead \
+ && mkdir -p /var/lib/bulkhead/state /var/lib/bulkhead/workspaces /var/lib/bulkhead/data /etc/bulkhead \
  && chown -R bulkhead:bulkhead /var/lib/bulkhead
 COPY --from=build /usr/local/bin/bulkhead /usr/local/bin/bulkhead
 COPY config.yaml /etc/bulkhead/config.yaml
@@ -29,6 +29,25 @@ WORKDIR /var/lib/bulkhead
 EXPOSE 8000
 ENTRYPOINT ["bulkhead"]
 CMD ["--help"]
+"#;
+
+const PROXY_DOCKERFILE: &str = r#"# The egress proxy of proxied instances: Debian's squid, the same binary `bulkhead up` runs.
+# Build from the repository root (compose does): docker build -f generated/docker/Dockerfile.proxy .
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends squid \
+ && rm -rf /var/lib/apt/lists/* \
+ && printf '%s\n' \
+      'http_port 3128' \
+      'pid_filename none' \
+      'cache_log /dev/stderr' \
+      'access_log stdio:/dev/stdout' \
+      'coredump_dir none' \
+      'include /etc/squid/policy.conf' > /etc/squid/squid.conf
+# compose mounts the generated policy (generated/proxy/<deployment>-<server>.squid.conf) here.
+USER proxy:proxy
+EXPOSE 3128
+ENTRYPOINT ["/usr/sbin/squid", "-N", "-d", "1", "-f", "/etc/squid/squid.conf"]
 "#;
 
 const DOCKERIGNORE: &str = "target/\n.git/\n.bulkhead/\n**/*.tmp~\n";
@@ -46,6 +65,9 @@ pub fn emit(model: &Model, out: &mut Output) {
     let mut text = header("#", &sources);
     text.push_str(DOCKERFILE);
     out.add("docker/Dockerfile", text);
+    let mut proxy = header("#", &sources);
+    proxy.push_str(PROXY_DOCKERFILE);
+    out.add("docker/Dockerfile.proxy", proxy);
     let mut ignore = header("#", &sources);
     ignore.push_str(DOCKERIGNORE);
     out.add("docker/Dockerfile.dockerignore", ignore);

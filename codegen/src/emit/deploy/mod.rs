@@ -9,27 +9,34 @@ pub mod compose;
 pub mod config;
 pub mod diagram;
 pub mod docker;
+pub mod local;
 pub mod proxy;
 
 use super::Output;
-use crate::model::{DeployedServer, Deployment, Model};
-use crate::spec::Sensitivity;
+use crate::model::{Connector, DeployedServer, Deployment, Model, Server, Target};
+use crate::spec::{ConnectorKind, Permission, Sensitivity};
+use crate::vars;
+use serde_json::json;
+use std::collections::BTreeMap;
 
-/// Port of the egress proxy's HTTP listener (`HTTP_PROXY`/`HTTPS_PROXY`).
+/// Port of the egress proxy (`HTTP_PROXY`/`HTTPS_PROXY`: plain HTTP and CONNECT).
 pub const PROXY_PORT: u16 = 3128;
-/// Ports reached through `HTTP_PROXY`/`HTTPS_PROXY` (plain HTTP and CONNECT) only; every other
-/// allowlisted port also gets a TCP listener on the proxy.
-pub const WEB_PORTS: [u16; 2] = [80, 443];
-/// Where workspaces live in every instance.
+/// Where workspaces live in every instance (one folder per server and mode beneath).
 pub const WORKSPACES_DIR: &str = "/var/lib/bulkhead/workspaces";
 /// Where compliance state and the audit log live in every instance (not under the workspaces).
 pub const STATE_DIR: &str = "/var/lib/bulkhead/state";
+/// Where connector data (databases, log folders, CA files) is mounted, one folder per connector.
+pub const DATA_DIR: &str = "/var/lib/bulkhead/data";
+/// Where compose mounts secrets (read by the runtime through `<VAR>_FILE`).
+pub const SECRETS_DIR: &str = "/run/secrets";
 /// Where the runtime configuration is mounted.
 pub const CONFIG_PATH: &str = "/etc/bulkhead/config.yaml";
 /// The server image every instance runs.
 pub const IMAGE: &str = "bulkhead:latest";
-/// The egress proxy image, pinned.
-pub const ENVOY_IMAGE: &str = "envoyproxy/envoy:v1.33.8";
+/// The egress proxy image (Debian's squid, built from `docker/Dockerfile.proxy`).
+pub const PROXY_IMAGE: &str = "bulkhead-egress-proxy:latest";
+/// Where the egress proxy image reads the generated policy.
+pub const PROXY_POLICY_PATH: &str = "/etc/squid/policy.conf";
 
 /// The network mode of one instance (the runtime's `--mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,6 +50,28 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, least isolated first.
+    pub const ALL: [Mode; 3] = [Mode::Full, Mode::Proxied, Mode::None];
+
+    /// The least isolated mode that may run a tool of `sensitivity` (the runtime's rule:
+    /// confidential needs `proxied`, secret needs `none`).
+    pub fn for_sensitivity(sensitivity: Sensitivity) -> Mode {
+        match sensitivity {
+            Sensitivity::Public | Sensitivity::Internal => Mode::Full,
+            Sensitivity::Confidential => Mode::Proxied,
+            Sensitivity::Secret => Mode::None,
+        }
+    }
+
+    /// The folder of `server`'s workspaces written by an instance in this mode (the runtime's
+    /// `StateConfig::workspace_layer`): `<server>` for `full`, `<server>.<mode>` otherwise.
+    pub fn workspace_folder(self, server: &str) -> String {
+        match self {
+            Mode::Full => server.to_string(),
+            other => format!("{server}.{}", other.as_str()),
+        }
+    }
+
     /// The `--mode` value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,16 +105,62 @@ impl Allowed {
     pub fn authority(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
+}
 
-    /// A name usable in Envoy cluster and stat names.
-    pub fn cluster(&self) -> String {
-        let host: String = self
-            .host
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        format!("allow_{host}_{}", self.port)
-    }
+/// Where one tool runs: every instance from the least isolated mode its sensitivity allows.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    /// Tool name.
+    pub tool: String,
+    /// Its permission (`read`, `write`, `connect`).
+    pub permission: &'static str,
+    /// Its declared sensitivity.
+    pub sensitivity: Sensitivity,
+    /// `connector.operation`, `handler` or `text`.
+    pub runs: String,
+    /// The least isolated mode that runs it.
+    pub from: Mode,
+}
+
+/// One file or folder of connector data mounted into the instances that run its tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataMount {
+    /// Connector name.
+    pub connector: String,
+    /// The setting that names it (`path`, `dir`, `ca_file`).
+    pub setting: &'static str,
+    /// Host side: a compose expression (`${VAR:-../../default}`) or a path.
+    pub source: String,
+    /// Where the instance sees it.
+    pub target: String,
+    /// The variable the instance reads the path from (set to `target`), if the setting is one.
+    pub var: Option<String>,
+    /// Mounted read-only (nothing writes through the connector).
+    pub read_only: bool,
+    /// The least isolated mode whose instance mounts it.
+    pub from: Mode,
+}
+
+/// One variable an instance needs from the deployment's environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    /// Name.
+    pub name: String,
+    /// The compose value: the spec's own expression (same default or message).
+    pub value: String,
+    /// The least isolated mode whose instance needs it.
+    pub from: Mode,
+}
+
+/// One credential passed as a compose secret (a file at `/run/secrets/<name>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretVar {
+    /// The variable the connector reads (the runtime reads `<var>_FILE` when `<var>` is unset).
+    pub var: String,
+    /// The compose secret's name (the variable in lowercase).
+    pub name: String,
+    /// The least isolated mode whose instance needs it.
+    pub from: Mode,
 }
 
 /// What a deployed server needs: its instances and its proxied allowlist.
@@ -99,11 +174,19 @@ pub struct ServerPlan<'a> {
     pub instances: Vec<Instance>,
     /// The proxied allowlist, sorted and without repeats.
     pub allowed: Vec<Allowed>,
+    /// Where each tool runs, by tool name.
+    pub tools: Vec<Placement>,
+    /// Connector data to mount, by connector and setting.
+    pub data: Vec<DataMount>,
+    /// Connector variables to pass (not data paths, not secrets), by name.
+    pub env: Vec<EnvVar>,
+    /// Connector credentials to pass as compose secrets, by variable.
+    pub secrets: Vec<SecretVar>,
 }
 
 impl<'a> ServerPlan<'a> {
     /// Plans one deployed server.
-    pub fn new(server: &'a DeployedServer, index: usize) -> ServerPlan<'a> {
+    pub fn new(model: &Model, server: &'a DeployedServer, index: usize) -> ServerPlan<'a> {
         let mut instances = vec![Instance {
             service: server.name.clone(),
             mode: Mode::Full,
@@ -133,12 +216,118 @@ impl<'a> ServerPlan<'a> {
             .collect();
         allowed.sort();
         allowed.dedup();
-        ServerPlan {
+        let mut plan = ServerPlan {
             server,
             index,
             instances,
             allowed,
+            tools: Vec::new(),
+            data: Vec::new(),
+            env: Vec::new(),
+            secrets: Vec::new(),
+        };
+        if let Some(spec) = model.servers.iter().find(|s| s.name == server.name) {
+            plan.place(model, spec);
         }
+        plan
+    }
+
+    /// Fills `tools`, `data`, `env` and `secrets` from the server's tools and resources.
+    fn place(&mut self, model: &Model, spec: &Server) {
+        let tools = spec.tools.iter().chain(spec.resources.iter().map(|r| &r.tool));
+        // Per connector: the least isolated mode that uses it, and whether anything writes.
+        let mut used: BTreeMap<&str, (Mode, bool)> = BTreeMap::new();
+        for t in tools {
+            let from = Mode::for_sensitivity(t.sensitivity);
+            let runs = match &t.target {
+                Target::Connector {
+                    connector,
+                    operation,
+                } => {
+                    let e = used.entry(connector.as_str()).or_insert((from, false));
+                    e.0 = e.0.min(from);
+                    e.1 |= t.permission == Permission::Write;
+                    format!("{connector}.{operation}")
+                }
+                Target::Handler => "handler".to_string(),
+                Target::Static(_) => "text".to_string(),
+            };
+            self.tools.push(Placement {
+                tool: t.name.clone(),
+                permission: match t.permission {
+                    Permission::Read => "read",
+                    Permission::Write => "write",
+                    Permission::Connect => "connect",
+                },
+                sensitivity: t.sensitivity,
+                runs,
+                from,
+            });
+        }
+        self.tools.sort_by(|a, b| a.tool.cmp(&b.tool));
+        for (name, (from, writes)) in used {
+            let Some(c) = model.connectors.iter().find(|c| c.name == name) else {
+                continue;
+            };
+            let paths: &[(&'static str, bool)] = match c.kind {
+                ConnectorKind::Sqlite => &[("path", false)],
+                ConnectorKind::Logs => &[("dir", true)],
+                ConnectorKind::Http => &[("ca_file", false)],
+                ConnectorKind::Files => &[],
+            };
+            let mut path_vars = Vec::new();
+            for &(setting, is_dir) in paths {
+                let Some(written) = c.settings.get(setting).and_then(|v| v.as_str()) else {
+                    continue;
+                };
+                // An optional path (`${VAR:-}`): nothing to mount unless the operator sets it;
+                // the variable passes through like any other.
+                let optional = vars::references(&json!(written))
+                    .first()
+                    .is_some_and(|r| r.whole && r.default() == Some(""));
+                if optional {
+                    continue;
+                }
+                let mount = data_mount(c, setting, written, is_dir, !writes, from);
+                path_vars.extend(mount.var.clone());
+                self.data.push(mount);
+            }
+            for r in vars::references(&c.settings) {
+                if path_vars.contains(&r.name) {
+                    continue;
+                }
+                if c.secrets.contains(&r.name) {
+                    if !self.secrets.iter().any(|s| s.var == r.name) {
+                        self.secrets.push(SecretVar {
+                            name: r.name.to_ascii_lowercase(),
+                            var: r.name.clone(),
+                            from,
+                        });
+                    }
+                    continue;
+                }
+                let value = if r.op.is_empty() {
+                    format!("${{{}:?connector `{}` needs {}}}", r.name, c.name, r.name)
+                } else {
+                    r.written()
+                };
+                match self.env.iter_mut().find(|e| e.name == r.name) {
+                    Some(e) => e.from = e.from.min(from),
+                    None => self.env.push(EnvVar {
+                        name: r.name.clone(),
+                        value,
+                        from,
+                    }),
+                }
+            }
+        }
+        self.env.sort_by(|a, b| a.name.cmp(&b.name));
+        self.secrets.sort_by(|a, b| a.var.cmp(&b.var));
+    }
+
+    /// Whether the instance in `mode` runs tools (or reads data) first allowed from `from`.
+    pub fn reaches(mode: Mode, from: Mode) -> bool {
+        from <= mode
     }
 
     /// The instance of `mode`, if the server needs one.
@@ -156,47 +345,94 @@ impl<'a> ServerPlan<'a> {
     pub fn proxied_net(&self) -> String {
         format!("{}-proxied-net", self.server.name)
     }
+}
 
-    /// Entries that get a TCP listener on the proxy (and resolve to the proxy in the proxied
-    /// instance): ports other than 80/443 and the proxy port, used by exactly one host (a TCP
-    /// listener cannot tell two hosts on one port apart; those are reachable by CONNECT only).
-    pub fn tcp_forwards(&self) -> Vec<&Allowed> {
-        self.allowed
-            .iter()
-            .filter(|a| !WEB_PORTS.contains(&a.port) && a.port != PROXY_PORT)
-            .filter(|a| self.allowed.iter().filter(|b| b.port == a.port).count() == 1)
-            .collect()
-    }
-
-    /// The fixed subnet and proxy address on the proxied network, needed only when TCP
-    /// forwards exist (the proxied instance's `/etc/hosts` points their names at the proxy).
-    pub fn proxy_address(&self) -> Option<(String, String)> {
-        if self.instance(Mode::Proxied).is_none() || self.tcp_forwards().is_empty() {
-            return None;
+/// The mount of one data path setting. A setting that is one variable (`${VAR:-default}`)
+/// is mounted from the same variable on the host (relative defaults resolved from the repository
+/// root, two folders up from `generated/compose/`) and the instance gets `VAR=<target>`; a
+/// literal path is mounted where the instance (working in `/var/lib/bulkhead`) will look.
+fn data_mount(
+    c: &Connector,
+    setting: &'static str,
+    written: &str,
+    is_dir: bool,
+    read_only: bool,
+    from: Mode,
+) -> DataMount {
+    let host = |p: &str| {
+        if p.starts_with('/') {
+            p.to_string()
+        } else {
+            format!("../../{}", p.trim_start_matches("./"))
         }
-        let octet = 16 + self.index % 200;
-        Some((format!("10.231.{octet}.0/24"), format!("10.231.{octet}.2")))
+    };
+    let refs = vars::references(&json!(written));
+    match refs.first().filter(|r| r.whole) {
+        Some(r) => {
+            let default = r.default().unwrap_or("");
+            let base = default
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|b| !b.is_empty() && !is_dir)
+                .unwrap_or(if is_dir { "" } else { setting });
+            let target = if is_dir {
+                format!("{DATA_DIR}/{}", c.name)
+            } else {
+                format!("{DATA_DIR}/{}/{base}", c.name)
+            };
+            let source = if default.is_empty() {
+                format!("${{{}:?connector `{}` needs {}}}", r.name, c.name, r.name)
+            } else {
+                format!("${{{}:-{}}}", r.name, host(default))
+            };
+            DataMount {
+                connector: c.name.clone(),
+                setting,
+                source,
+                target,
+                var: Some(r.name.clone()),
+                read_only,
+                from,
+            }
+        }
+        None => {
+            let target = if written.starts_with('/') {
+                written.to_string()
+            } else {
+                format!("/var/lib/bulkhead/{}", written.trim_start_matches("./"))
+            };
+            DataMount {
+                connector: c.name.clone(),
+                setting,
+                source: host(written),
+                target,
+                var: None,
+                read_only,
+                from,
+            }
+        }
     }
 }
 
 /// Plans every server of a deployment.
-pub fn plan(deployment: &Deployment) -> Vec<ServerPlan<'_>> {
+pub fn plan<'a>(model: &Model, deployment: &'a Deployment) -> Vec<ServerPlan<'a>> {
     deployment
         .servers
         .iter()
         .enumerate()
-        .map(|(i, s)| ServerPlan::new(s, i))
+        .map(|(i, s)| ServerPlan::new(model, s, i))
         .collect()
 }
 
 /// Adds every deployment artifact of `model` to `out`.
 pub fn emit(model: &Model, out: &mut Output) {
     for d in &model.deployments {
-        compose::emit(d, out);
-        proxy::emit(d, out);
-        config::emit(d, out);
-        clients::emit(d, out);
-        diagram::emit(d, out);
+        compose::emit(model, d, out);
+        proxy::emit(model, d, out);
+        config::emit(model, d, out);
+        clients::emit(model, d, out);
+        diagram::emit(model, d, out);
     }
     docker::emit(model, out);
 }
