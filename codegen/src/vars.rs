@@ -120,15 +120,15 @@ mod tests {
         assert_eq!(
             names,
             [
+                ("RECORDS_DB", ":-", "data/records.db", true),
                 ("TOKEN", "", "", false),
                 ("A", "-", "b", false),
                 ("B", ":?", "say", false),
-                ("RECORDS_DB", ":-", "data/records.db", true),
             ]
         );
-        assert_eq!(r[0].pointer, "/headers/Authorization");
-        assert!(r[0].is_required() && r[2].is_required() && !r[3].is_required());
-        assert_eq!(r[3].default(), Some("data/records.db"));
-        assert_eq!(r[3].written(), "${RECORDS_DB:-data/records.db}");
+        assert_eq!(r[1].pointer, "/headers/Authorization");
+        assert!(r[1].is_required() && r[3].is_required() && !r[0].is_required());
+        assert_eq!(r[0].default(), Some("data/records.db"));
+        assert_eq!(r[0].written(), "${RECORDS_DB:-data/records.db}");
     }
 }

@@ -119,24 +119,52 @@ fn compose_violations(doc: &Value) -> Vec<String> {
                     Some((parts.next()?.to_string(), parts.next()?.to_string()))
                 })
                 .collect();
-            let target = |vol: &str| {
-                mounts
-                    .iter()
-                    .find(|(src, _)| src == vol)
-                    .map(|(_, t)| t.trim_end_matches('/').to_string())
+            let state = mounts
+                .iter()
+                .find(|(src, _)| src == "compliance")
+                .map(|(_, t)| t.trim_end_matches('/').to_string());
+            let Some(state) = state else {
+                bad.push(format!("{name}: compliance volume missing"));
+                continue;
             };
-            match (target("workspaces"), target("compliance")) {
-                (Some(ws), Some(state)) => {
-                    if state == ws
-                        || state.starts_with(&format!("{ws}/"))
-                        || ws.starts_with(&format!("{state}/"))
-                    {
-                        bad.push(format!(
-                            "{name}: compliance volume {state} nested with workspaces {ws}"
-                        ));
-                    }
+            let mode_rank = |m: &str| ["full", "proxied", "none"].iter().position(|x| *x == m);
+            let own = mode.as_deref().and_then(mode_rank).unwrap_or(0);
+            let mut writes_own = false;
+            for v in strs(&svc["volumes"]) {
+                let parts: Vec<&str> = v.split(':').collect();
+                let (src, target) = (parts[0], parts.get(1).copied().unwrap_or(""));
+                let read_only = parts.get(2) == Some(&"ro");
+                // Per-mode data: a workspace volume is written by the instance of its mode.
+                let Some((_, written_by)) = src.rsplit_once("-ws-") else {
+                    continue;
+                };
+                let Some(rank) = mode_rank(written_by) else {
+                    bad.push(format!("{name}: workspace volume {src} of unknown mode"));
+                    continue;
+                };
+                if rank > own {
+                    bad.push(format!(
+                        "{name}: mounts {src}, written by a more isolated instance"
+                    ));
+                } else if rank < own && !read_only {
+                    bad.push(format!(
+                        "{name}: mounts {src} of a less isolated instance read-write"
+                    ));
+                } else if rank == own {
+                    writes_own = !read_only;
                 }
-                _ => bad.push(format!("{name}: workspaces or compliance volume missing")),
+                let ws = target.trim_end_matches('/');
+                if state == ws
+                    || state.starts_with(&format!("{ws}/"))
+                    || ws.starts_with(&format!("{state}/"))
+                {
+                    bad.push(format!(
+                        "{name}: compliance volume {state} nested with workspaces {ws}"
+                    ));
+                }
+            }
+            if !writes_own {
+                bad.push(format!("{name}: no workspace volume of its own, read-write"));
             }
             if svc["read_only"] != Value::Bool(true) || strs(&svc["cap_drop"]) != ["ALL"] {
                 bad.push(format!("{name}: not hardened"));
@@ -165,7 +193,7 @@ fn the_property_check_catches_each_violation() {
     let (_, model) = models().remove(1);
     let doc = file(&model, "compose/prod.yaml");
     type Mutation = (&'static str, fn(&mut Value));
-    let mutations: [Mutation; 4] = [
+    let mutations: [Mutation; 7] = [
         ("network_mode", |d| {
             d["services"]["vault-isolated"]["network_mode"] = "none".into()
         }),
@@ -174,7 +202,19 @@ fn the_property_check_catches_each_violation() {
         }),
         ("nested", |d| {
             d["services"]["vault"]["volumes"][1] =
-                "compliance:/var/lib/bulkhead/workspaces/state".into()
+                "compliance:/var/lib/bulkhead/workspaces/vault/state".into()
+        }),
+        ("full mounts the proxied workspaces", |d| {
+            let v = d["services"]["vault"]["volumes"].as_array_mut().unwrap();
+            v.push("vault-ws-proxied:/var/lib/bulkhead/workspaces/vault.proxied:ro".into());
+        }),
+        ("proxied writes the full workspaces", |d| {
+            d["services"]["vault-proxied"]["volumes"][0] =
+                "vault-ws-full:/var/lib/bulkhead/workspaces/vault".into()
+        }),
+        ("isolated without its own workspaces", |d| {
+            let v = d["services"]["vault-isolated"]["volumes"].as_array_mut().unwrap();
+            v.retain(|m| !m.as_str().unwrap().starts_with("vault-ws-none:"));
         }),
         ("not hardened", |d| {
             d["services"]["notes"]["read_only"] = false.into()
@@ -214,86 +254,66 @@ fn instances_follow_the_highest_sensitivity() {
     assert_eq!(networks_of(&doc["services"]["vault-isolated"]), ["agents"]);
 }
 
-/// (authorities allowed by the HTTP listener, cluster endpoints, TCP listener ports).
-fn proxy_allowlist(cfg: &Value) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<u64>) {
-    let listeners = cfg["static_resources"]["listeners"]
-        .as_array()
-        .expect("listeners");
-    let mut vhost_domains = BTreeSet::new();
-    let mut tcp_ports = BTreeSet::new();
-    for l in listeners {
-        let port = l["address"]["socket_address"]["port_value"]
-            .as_u64()
-            .expect("port");
-        let filter = &l["filter_chains"][0]["filters"][0];
-        if filter["name"] == "envoy.filters.network.http_connection_manager" {
-            assert_eq!(port, 3128);
-            for vh in filter["typed_config"]["route_config"]["virtual_hosts"]
-                .as_array()
-                .expect("vhosts")
-            {
-                let domains = strs(&vh["domains"]);
-                if domains == ["*"] {
-                    for r in vh["routes"].as_array().expect("routes") {
-                        assert_eq!(r["direct_response"]["status"], 403, "the default must deny");
-                    }
-                    continue;
-                }
-                // A port-80 entry also matches its bare host; everything else carries its port.
-                vhost_domains.extend(domains.into_iter().filter(|d| d.contains(':')));
+/// The `host:port` pairs a squid policy allows: every `http_access allow` line must name one
+/// host ACL and one port ACL; the last access rule must deny everything.
+fn proxy_allowlist(conf: &str) -> BTreeSet<String> {
+    let mut hosts = std::collections::BTreeMap::new();
+    let mut ports = std::collections::BTreeMap::new();
+    let mut allowed = BTreeSet::new();
+    let mut last_access = String::new();
+    for line in conf.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["acl", name, "dstdomain" | "dst", "-n", host] => {
+                hosts.insert(name.to_string(), host.to_string());
             }
-        } else {
-            assert_eq!(filter["name"], "envoy.filters.network.tcp_proxy");
-            tcp_ports.insert(port);
+            ["acl", name, "port", port] => {
+                ports.insert(name.to_string(), port.to_string());
+            }
+            ["acl", ..] => {}
+            ["http_access", "allow", h, p] => {
+                allowed.insert(format!("{}:{}", hosts[*h], ports[*p]));
+                last_access = line.to_string();
+            }
+            ["http_access", "allow", ..] => panic!("an allow rule of another shape: {line}"),
+            ["http_access", ..] => last_access = line.to_string(),
+            [directive, ..] => assert!(
+                !["http_port", "include", "never_direct", "cache_peer"].contains(directive),
+                "the policy may not say where it listens or forward elsewhere: {line}"
+            ),
+            [] => {}
         }
     }
-    let mut endpoints = BTreeSet::new();
-    for c in cfg["static_resources"]["clusters"]
-        .as_array()
-        .expect("clusters")
-    {
-        assert_eq!(c["type"], "STRICT_DNS");
-        for e in c["load_assignment"]["endpoints"][0]["lb_endpoints"]
-            .as_array()
-            .expect("endpoints")
-        {
-            let a = &e["endpoint"]["address"]["socket_address"];
-            endpoints.insert(format!(
-                "{}:{}",
-                a["address"].as_str().expect("host"),
-                a["port_value"]
-            ));
-        }
-    }
-    assert!(cfg.get("admin").is_none(), "no admin listener");
-    (vhost_domains, endpoints, tcp_ports)
+    assert_eq!(last_access, "http_access deny all", "deny by default");
+    allowed
 }
 
 #[test]
 fn the_proxy_allows_exactly_proxied_egress() {
     let mut checked = 0;
     for (label, model) in models() {
+        let out = bulkhead_codegen::generate(&model);
         for d in &model.deployments {
             for s in &d.servers {
-                let rel = format!("proxy/{}-{}.yaml", d.name, s.name);
-                let out = bulkhead_codegen::generate(&model);
+                let rel = format!("proxy/{}-{}.squid.conf", d.name, s.name);
+                let compose = file(&model, &format!("compose/{}.yaml", d.name));
+                let proxied = compose["services"].get(format!("{}-proxied", s.name));
                 let Some(text) = out.files.get(Path::new(&rel)) else {
+                    assert!(proxied.is_none(), "{label}: {rel} missing");
                     continue;
                 };
-                let (domains, endpoints, tcp) = proxy_allowlist(&yaml(&rel, text));
                 let want: BTreeSet<String> = s.proxied_egress.iter().cloned().collect();
-                assert_eq!(domains, want, "{label}/{rel}: HTTP listener");
-                assert_eq!(endpoints, want, "{label}/{rel}: clusters");
-                for p in &tcp {
-                    assert!(
-                        ![80, 443, 3128].contains(p),
-                        "{label}/{rel}: TCP listener on {p}"
-                    );
-                    assert!(
-                        want.iter().any(|w| w.ends_with(&format!(":{p}"))),
-                        "{label}/{rel}: TCP {p}"
-                    );
-                }
+                assert_eq!(proxy_allowlist(text), want, "{label}/{rel}");
+                // compose mounts exactly this file into the proxy.
+                let proxy = &compose["services"][format!("{}-egress-proxy", s.name)];
+                assert_eq!(
+                    strs(&proxy["volumes"]),
+                    [format!("../{rel}:/etc/squid/policy.conf:ro")]
+                );
+                assert_eq!(
+                    proxied.expect("proxied instance")["environment"]["HTTPS_PROXY"],
+                    format!("http://{}-egress-proxy:3128", s.name)
+                );
                 checked += 1;
             }
         }
@@ -302,29 +322,38 @@ fn the_proxy_allows_exactly_proxied_egress() {
 }
 
 #[test]
-fn tcp_entries_resolve_to_the_proxy_in_the_proxied_instance_only() {
-    let (_, model) = models().remove(1);
-    let doc = file(&model, "compose/prod.yaml");
-    let proxied = &doc["services"]["vault-proxied"];
-    let ip = doc["services"]["vault-egress-proxy"]["networks"]["vault-proxied-net"]["ipv4_address"]
-        .as_str()
-        .expect("the proxy has a fixed address");
-    // One host per port gets a TCP listener; replica-a/-b share 7000 and are CONNECT-only.
-    assert_eq!(
-        strs(&proxied["extra_hosts"]),
-        [format!("cache.internal:{ip}"), format!("db.internal:{ip}")]
-    );
-    let (_, _, tcp) = proxy_allowlist(&file(&model, "proxy/prod-vault.yaml"));
-    assert_eq!(tcp, [5432, 6379].into());
-    assert!(
-        doc["services"]["vault-egress-proxy"]
-            .get("extra_hosts")
-            .is_none()
-    );
-    assert_eq!(
-        proxied["environment"]["HTTPS_PROXY"],
-        "http://vault-egress-proxy:3128"
-    );
+fn connector_data_reaches_only_the_instances_that_run_its_tools() {
+    let root = tests_dir().join("../..");
+    let model =
+        bulkhead_codegen::load(&root.join("specs"), &root).unwrap_or_else(|e| panic!("{e}"));
+    let doc = file(&model, "compose/local.yaml");
+    let mounts = |svc: &str| strs(&doc["services"][svc]["volumes"]);
+    let has = |svc: &str, target: &str| mounts(svc).iter().any(|m| m.contains(target));
+    // records (confidential tools): proxied and isolated only; security logs (secret): isolated.
+    for (target, full, proxied, isolated) in [
+        ("/var/lib/bulkhead/data/app_logs", true, true, true),
+        ("/var/lib/bulkhead/data/records/records.db", false, true, true),
+        ("/var/lib/bulkhead/data/security_logs", false, false, true),
+    ] {
+        assert_eq!(has("template", target), full, "template: {target}");
+        assert_eq!(has("template-proxied", target), proxied, "proxied: {target}");
+        assert_eq!(has("template-isolated", target), isolated, "isolated: {target}");
+    }
+    for m in mounts("template-isolated").iter().filter(|m| m.contains("/data/")) {
+        assert!(m.ends_with(":ro"), "data is read-only: {m}");
+    }
+    // The instance reads the path from the variable the connector names.
+    let env = &doc["services"]["template-isolated"]["environment"];
+    assert_eq!(env["SECURITY_LOG_DIR"], "/var/lib/bulkhead/data/security_logs");
+    assert_eq!(env["RECORDS_DB"], "/var/lib/bulkhead/data/records/records.db");
+    assert!(doc["services"]["template"]["environment"].get("SECURITY_LOG_DIR").is_none());
+    // Secrets are files, never values.
+    assert_eq!(env["WEBHOOK_TOKEN_FILE"], "/run/secrets/webhook_token");
+    assert!(env.get("WEBHOOK_TOKEN").is_none());
+    assert!(strs(&doc["services"]["template-isolated"]["secrets"]).contains(&"webhook_token".to_string()));
+    assert!(doc["secrets"]["webhook_token"]["file"].is_string());
+    // Variables keep the spec's own default.
+    assert_eq!(env["WEBHOOK_URL"], "${WEBHOOK_URL:-https://hooks.example.com}");
 }
 
 #[test]
@@ -350,14 +379,31 @@ fn client_entries_name_exactly_the_instances() {
                         assert_eq!(e[key], format!("http://{service}:{}/mcp", s.port));
                     }
                 }
-                let local = format!("http://localhost:{}/mcp", s.port);
+                // Desktop clients run `bulkhead connect` with one URL per instance.
                 let claude = file(&model, &format!("clients/{}.claude_desktop.json", d.name));
-                assert_eq!(claude["mcpServers"][&s.name]["args"][1], local.as_str());
                 let vscode = file(&model, &format!("clients/{}.vscode.json", d.name));
-                assert_eq!(vscode["servers"][&s.name]["type"], "http");
-                assert_eq!(vscode["servers"][&s.name]["url"], local.as_str());
                 let cursor = file(&model, &format!("clients/{}.cursor.json", d.name));
-                assert_eq!(cursor["mcpServers"][&s.name]["url"], local.as_str());
+                for entry in [
+                    &claude["mcpServers"][&s.name],
+                    &vscode["servers"][&s.name],
+                    &cursor["mcpServers"][&s.name],
+                ] {
+                    assert_eq!(entry["command"], "bulkhead");
+                    let args = strs(&entry["args"]);
+                    assert_eq!(args[..2], ["connect".to_string(), s.name.clone()]);
+                    for (flag, suffix) in [
+                        ("--url", ""),
+                        ("--url-proxied", "-proxied"),
+                        ("--url-isolated", "-isolated"),
+                    ] {
+                        let exists = compose["services"]
+                            .get(format!("{}{suffix}", s.name))
+                            .is_some();
+                        assert_eq!(args.contains(&flag.to_string()), exists, "{label}: {flag}");
+                    }
+                    assert!(entry["env"]["BULKHEAD_TOKEN"].is_string());
+                }
+                assert_eq!(vscode["servers"][&s.name]["type"], "stdio");
             }
         }
     }

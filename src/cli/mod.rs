@@ -1,6 +1,7 @@
 //! Command-line interface: parse arguments, run one command, map errors to exit codes.
 
 mod check;
+mod connect;
 mod demo;
 mod dev;
 mod new;
@@ -84,6 +85,21 @@ enum Command {
     },
     /// Walk the seeds' scenarios against local instances of `template`, printing each step.
     Demo,
+    /// A stdio MCP server for desktop clients that routes each call to the instance its data
+    /// needs (one way, as the isolating client does). Token from BULKHEAD_TOKEN.
+    Connect {
+        /// Server name.
+        server: String,
+        /// The full instance (default: the config's `mcp_servers.<server>.url`).
+        #[arg(long)]
+        url: Option<String>,
+        /// The proxied instance.
+        #[arg(long)]
+        url_proxied: Option<String>,
+        /// The isolated (`none`) instance.
+        #[arg(long)]
+        url_isolated: Option<String>,
+    },
     /// Create, check or recover a server's compliance store.
     State {
         #[command(subcommand)]
@@ -186,6 +202,23 @@ pub fn main() -> ExitCode {
                     listen,
                     mode,
                     unisolated,
+                },
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        Command::Connect {
+            server,
+            url,
+            url_proxied,
+            url_isolated,
+        } => load_config(cli.config).and_then(|c| {
+            connect::run(
+                &c,
+                connect::ConnectArgs {
+                    server,
+                    url,
+                    url_proxied,
+                    url_isolated,
                 },
             )
             .map(|()| ExitCode::SUCCESS)

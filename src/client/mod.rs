@@ -2,6 +2,7 @@
 //! `mcp_servers`, turn trusted `[FATAL] ` results into hard errors, and follow the session's
 //! sensitivity from the normal instance to the more isolated ones, one way.
 
+mod bridge;
 mod config;
 mod error;
 mod isolating;
@@ -9,6 +10,7 @@ mod reply;
 mod route;
 mod strict;
 
+pub use bridge::Bridge;
 pub use config::{get_mcp_client, instances};
 pub use error::ClientError;
 pub use isolating::IsolatingClient;
