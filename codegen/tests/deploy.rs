@@ -164,7 +164,9 @@ fn compose_violations(doc: &Value) -> Vec<String> {
                 }
             }
             if !writes_own {
-                bad.push(format!("{name}: no workspace volume of its own, read-write"));
+                bad.push(format!(
+                    "{name}: no workspace volume of its own, read-write"
+                ));
             }
             if svc["read_only"] != Value::Bool(true) || strs(&svc["cap_drop"]) != ["ALL"] {
                 bad.push(format!("{name}: not hardened"));
@@ -213,7 +215,9 @@ fn the_property_check_catches_each_violation() {
                 "vault-ws-full:/var/lib/bulkhead/workspaces/vault".into()
         }),
         ("isolated without its own workspaces", |d| {
-            let v = d["services"]["vault-isolated"]["volumes"].as_array_mut().unwrap();
+            let v = d["services"]["vault-isolated"]["volumes"]
+                .as_array_mut()
+                .unwrap();
             v.retain(|m| !m.as_str().unwrap().starts_with("vault-ws-none:"));
         }),
         ("not hardened", |d| {
@@ -261,7 +265,10 @@ fn proxy_allowlist(conf: &str) -> BTreeSet<String> {
     let mut ports = std::collections::BTreeMap::new();
     let mut allowed = BTreeSet::new();
     let mut last_access = String::new();
-    for line in conf.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in conf
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["acl", name, "dstdomain" | "dst", "-n", host] => {
@@ -332,28 +339,60 @@ fn connector_data_reaches_only_the_instances_that_run_its_tools() {
     // records (confidential tools): proxied and isolated only; security logs (secret): isolated.
     for (target, full, proxied, isolated) in [
         ("/var/lib/bulkhead/data/app_logs", true, true, true),
-        ("/var/lib/bulkhead/data/records/records.db", false, true, true),
+        (
+            "/var/lib/bulkhead/data/records/records.db",
+            false,
+            true,
+            true,
+        ),
         ("/var/lib/bulkhead/data/security_logs", false, false, true),
     ] {
         assert_eq!(has("template", target), full, "template: {target}");
-        assert_eq!(has("template-proxied", target), proxied, "proxied: {target}");
-        assert_eq!(has("template-isolated", target), isolated, "isolated: {target}");
+        assert_eq!(
+            has("template-proxied", target),
+            proxied,
+            "proxied: {target}"
+        );
+        assert_eq!(
+            has("template-isolated", target),
+            isolated,
+            "isolated: {target}"
+        );
     }
-    for m in mounts("template-isolated").iter().filter(|m| m.contains("/data/")) {
+    for m in mounts("template-isolated")
+        .iter()
+        .filter(|m| m.contains("/data/"))
+    {
         assert!(m.ends_with(":ro"), "data is read-only: {m}");
     }
     // The instance reads the path from the variable the connector names.
     let env = &doc["services"]["template-isolated"]["environment"];
-    assert_eq!(env["SECURITY_LOG_DIR"], "/var/lib/bulkhead/data/security_logs");
-    assert_eq!(env["RECORDS_DB"], "/var/lib/bulkhead/data/records/records.db");
-    assert!(doc["services"]["template"]["environment"].get("SECURITY_LOG_DIR").is_none());
+    assert_eq!(
+        env["SECURITY_LOG_DIR"],
+        "/var/lib/bulkhead/data/security_logs"
+    );
+    assert_eq!(
+        env["RECORDS_DB"],
+        "/var/lib/bulkhead/data/records/records.db"
+    );
+    assert!(
+        doc["services"]["template"]["environment"]
+            .get("SECURITY_LOG_DIR")
+            .is_none()
+    );
     // Secrets are files, never values.
     assert_eq!(env["WEBHOOK_TOKEN_FILE"], "/run/secrets/webhook_token");
     assert!(env.get("WEBHOOK_TOKEN").is_none());
-    assert!(strs(&doc["services"]["template-isolated"]["secrets"]).contains(&"webhook_token".to_string()));
+    assert!(
+        strs(&doc["services"]["template-isolated"]["secrets"])
+            .contains(&"webhook_token".to_string())
+    );
     assert!(doc["secrets"]["webhook_token"]["file"].is_string());
     // Variables keep the spec's own default.
-    assert_eq!(env["WEBHOOK_URL"], "${WEBHOOK_URL:-https://hooks.example.com}");
+    assert_eq!(
+        env["WEBHOOK_URL"],
+        "${WEBHOOK_URL:-https://hooks.example.com}"
+    );
 }
 
 #[test]

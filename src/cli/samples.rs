@@ -67,11 +67,20 @@ pub fn seed(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
             let mut text = String::new();
             for i in 0..120 {
                 let line = if i % 9 == 0 {
-                    format!("WARN login failed for {} from 10.20.{}.{}", OWNERS[i % 5], i % 7, i % 200)
+                    format!(
+                        "WARN login failed for {} from 10.20.{}.{}",
+                        OWNERS[i % 5],
+                        i % 7,
+                        i % 200
+                    )
                 } else {
                     format!("INFO login ok for {}", OWNERS[i % 5])
                 };
-                text.push_str(&format!("2026-11-22T{:02}:{:02}:00Z {line}\n", 9 + i / 60, i % 60));
+                text.push_str(&format!(
+                    "2026-11-22T{:02}:{:02}:00Z {line}\n",
+                    9 + i / 60,
+                    i % 60
+                ));
             }
             std::fs::write(logs.join("auth.log"), text)?;
         }

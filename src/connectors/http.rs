@@ -103,7 +103,9 @@ impl Http {
             let pem = std::fs::read(path)
                 .map_err(|e| err(format!("settings.ca_file `{path}` cannot be read: {e}")))?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                err(format!("settings.ca_file `{path}` holds no PEM certificates: {e}"))
+                err(format!(
+                    "settings.ca_file `{path}` holds no PEM certificates: {e}"
+                ))
             })?;
             if certs.is_empty() {
                 return Err(err(format!(

@@ -1,5 +1,5 @@
 //! An instance checks that its network matches its mode, at start and every
-//! [`RECHECK_EVERY`], and refuses to work while it does not:
+//! [`RECHECK_EVERY`] (`BULKHEAD_SELFCHECK_SECS`), and refuses to work while it does not:
 //!
 //! - `proxied` and `none`: no default route and no route through a gateway, IPv4 or IPv6 — only
 //!   loopback and directly connected links (its own namespace from `bulkhead up`, whose
@@ -18,8 +18,15 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// How often a serving instance checks again.
+/// How often a serving instance checks again (`BULKHEAD_SELFCHECK_SECS` overrides it, ≥ 1).
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
+
+fn recheck_every() -> Duration {
+    std::env::var("BULKHEAD_SELFCHECK_SECS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(RECHECK_EVERY, |s| Duration::from_secs(s.max(1)))
+}
 
 /// The address the proxy probe asks to reach (TEST-NET-1: documentation only, never routed).
 const PROBE_TARGET: &str = "192.0.2.1:443";
@@ -89,18 +96,13 @@ fn configured_proxy() -> Option<String> {
         })
 }
 
-/// The proxy part of the check: `Err` only when the proxy tunnels to an address no allowlist
-/// names. An unreachable proxy isolates too (nothing gets out); it is logged, not refused.
-pub async fn probe_proxy(mode: NetworkMode) -> Result<(), String> {
+/// The proxy part of the check: `Err` only when the proxy at `proxy` (`host:port`) tunnels to
+/// an address no allowlist names. An unreachable proxy isolates too (nothing gets out); it is
+/// logged, not refused.
+pub async fn probe_proxy(proxy: &str) -> Result<(), String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if mode != NetworkMode::Proxied {
-        return Ok(());
-    }
-    let Some(proxy) = configured_proxy() else {
-        return Ok(());
-    };
     let attempt = async {
-        let mut s = tokio::net::TcpStream::connect(&proxy).await?;
+        let mut s = tokio::net::TcpStream::connect(proxy).await?;
         s.write_all(
             format!("CONNECT {PROBE_TARGET} HTTP/1.1\r\nHost: {PROBE_TARGET}\r\n\r\n").as_bytes(),
         )
@@ -110,9 +112,13 @@ pub async fn probe_proxy(mode: NetworkMode) -> Result<(), String> {
         Ok::<String, std::io::Error>(String::from_utf8_lossy(&buf[..n]).into_owned())
     };
     match tokio::time::timeout(Duration::from_secs(3), attempt).await {
-        Ok(Ok(status)) if status.starts_with("HTTP/1.1 200") || status.starts_with("HTTP/1.0 200") => Err(format!(
-            "the egress proxy {proxy} tunnels to {PROBE_TARGET}, which no allowlist names: it does not filter egress"
-        )),
+        Ok(Ok(status))
+            if status.starts_with("HTTP/1.1 200") || status.starts_with("HTTP/1.0 200") =>
+        {
+            Err(format!(
+                "the egress proxy {proxy} tunnels to {PROBE_TARGET}, which no allowlist names: it does not filter egress"
+            ))
+        }
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => {
             tracing::warn!(%proxy, error = %e, "egress proxy unreachable (nothing gets out)");
@@ -125,10 +131,13 @@ pub async fn probe_proxy(mode: NetworkMode) -> Result<(), String> {
     }
 }
 
-/// Both parts of the check.
+/// Both parts of the check (the proxy part for `proxied` with a configured proxy).
 pub async fn full_check(mode: NetworkMode) -> Result<(), String> {
     check(mode)?;
-    probe_proxy(mode).await
+    match configured_proxy() {
+        Some(proxy) if mode == NetworkMode::Proxied => probe_proxy(&proxy).await,
+        _ => Ok(()),
+    }
 }
 
 /// The last check's result, shared by the call wrapper and `/healthz`.
@@ -181,7 +190,7 @@ pub async fn recheck_forever(
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(RECHECK_EVERY) => status.record(full_check(mode).await),
+            _ = tokio::time::sleep(recheck_every()) => status.record(full_check(mode).await),
         }
     }
 }

@@ -8,8 +8,8 @@ use super::IsolationError;
 use super::firewall::ruleset;
 use super::netns::{HostLink, Netns, run};
 use crate::policy::NetworkMode;
-use bulkhead_codegen::emit::deploy::{Allowed, Mode as PlanMode, local, proxy};
 use crate::tooldef::DeploymentDef;
+use bulkhead_codegen::emit::deploy::{Allowed, Mode as PlanMode, local, proxy};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -332,7 +332,11 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                     link.attach(running.bridge_link.as_ref().expect("bridge exists"))?;
                     let entries: Vec<String> = match &opts.proxied_egress {
                         Some(list) => list.clone(),
-                        None => server.proxied_egress.iter().map(|e| e.to_string()).collect(),
+                        None => server
+                            .proxied_egress
+                            .iter()
+                            .map(|e| e.to_string())
+                            .collect(),
                     };
                     let proxy_addr = local::proxy_addr(s, i);
                     let (child, dir, tmp) = start_proxy(&opts.prefix, i, proxy_addr, &entries)?;

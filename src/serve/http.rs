@@ -106,9 +106,10 @@ pub fn router(
                 let health = health.clone();
                 async move {
                     match health.broken_because() {
-                        None if health.is_unchecked() => {
-                            (axum::http::StatusCode::OK, format!("ok {mode} (unisolated)\n"))
-                        }
+                        None if health.is_unchecked() => (
+                            axum::http::StatusCode::OK,
+                            format!("ok {mode} (unisolated)\n"),
+                        ),
                         None => (axum::http::StatusCode::OK, format!("ok {mode}\n")),
                         Some(why) => (
                             axum::http::StatusCode::SERVICE_UNAVAILABLE,

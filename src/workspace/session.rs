@@ -162,41 +162,41 @@ impl SessionWorkspace {
 
 /// Lists `rel` in one layer (see [`SessionWorkspace::list`]).
 fn list_layer(dir: &Dir, rel: &RelPath) -> Result<Vec<DirEntryInfo>, WorkspaceError> {
-        let agent = rel.to_agent_path();
-        let io = |e| WorkspaceError::from_io(&agent, "list", e);
-        let sub = if rel.is_root() {
-            dir.try_clone().map_err(io)?
-        } else {
-            dir.open_dir(rel.fs_path()).map_err(io)?
+    let agent = rel.to_agent_path();
+    let io = |e| WorkspaceError::from_io(&agent, "list", e);
+    let sub = if rel.is_root() {
+        dir.try_clone().map_err(io)?
+    } else {
+        dir.open_dir(rel.fs_path()).map_err(io)?
+    };
+    let mut out = Vec::new();
+    for entry in sub.entries().map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue; // names that are not UTF-8 cannot be addressed by agents
         };
-        let mut out = Vec::new();
-        for entry in sub.entries().map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue; // names that are not UTF-8 cannot be addressed by agents
-            };
-            if write::is_temp_name(&name) {
-                continue;
-            }
-            // A symlink is resolved from the session root (not from `sub`) so that a relative
-            // link like `../x` that stays inside the session still resolves.
-            let meta = match entry.file_type() {
-                Ok(t) if t.is_symlink() => rel
-                    .join(&name)
-                    .ok()
-                    .and_then(|child| dir.metadata(child.fs_path()).ok()),
-                Ok(_) => entry.metadata().ok(),
-                Err(_) => None,
-            };
-            let (is_dir, size) = match meta {
-                Some(m) if m.is_dir() => (true, 0),
-                Some(m) if m.is_file() => (false, m.len()),
-                _ => (false, 0),
-            };
-            out.push(DirEntryInfo { name, is_dir, size });
+        if write::is_temp_name(&name) {
+            continue;
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        // A symlink is resolved from the session root (not from `sub`) so that a relative
+        // link like `../x` that stays inside the session still resolves.
+        let meta = match entry.file_type() {
+            Ok(t) if t.is_symlink() => rel
+                .join(&name)
+                .ok()
+                .and_then(|child| dir.metadata(child.fs_path()).ok()),
+            Ok(_) => entry.metadata().ok(),
+            Err(_) => None,
+        };
+        let (is_dir, size) = match meta {
+            Some(m) if m.is_dir() => (true, 0),
+            Some(m) if m.is_file() => (false, m.len()),
+            _ => (false, 0),
+        };
+        out.push(DirEntryInfo { name, is_dir, size });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 impl SessionWorkspace {

@@ -1,79 +1,49 @@
-//! Real network namespaces (run as root, in CI too): an "outside" HTTP server in its own namespace
-//! on the egress bridge; the full instance reaches it, the proxied one only on its allowlist, the
-//! none one not at all. Connections are attempted from inside each instance's own namespace.
+//! The example deployment under `bulkhead up` with real network namespaces, nftables and the real
+//! egress proxy (squid running the generated policy), run as root in CI too. An "outside" network
+//! namespace on the egress bridge holds two HTTPS stand-ins signed by a test CA: one on the
+//! proxied allowlist, one not.
+//!
+//! Proven here: every tool of the template server succeeds on the instance the client routes it
+//! to (through `bulkhead connect`, as desktop clients use it), with real data; the proxied
+//! instance reaches the allowlisted stand-in only through the proxy; the none instance reaches
+//! nothing; an instance whose namespace gains a route out stops serving within its recheck; an
+//! instance started with `--mode none` on a network with a route out refuses to serve.
 
-use bulkhead::codegen::{DeployedServerDef, DeploymentDef, Sensitivity};
+use bulkhead::codegen::{DeployedServerDef, DeploymentDef};
 use bulkhead::isolation::netns::{HostLink, Netns};
 use bulkhead::isolation::up::{UpOptions, up};
 use bulkhead::policy::NetworkMode;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-static SECRET_DEPLOYMENT: DeploymentDef = DeploymentDef {
-    name: "isolation_test",
-    servers: &[DeployedServerDef {
-        name: "template",
+#[path = "../support/tls.rs"]
+mod tls;
+
+const SUBNET: u8 = 241;
+
+/// The example deployment's one server (the same spec, sensitivity and instances) on a port of
+/// its own, with the allowlist pointed at the outside stand-in.
+fn example() -> &'static DeploymentDef {
+    let local = bulkhead::servers::DEPLOYMENTS
+        .iter()
+        .find(|d| d.name == "local")
+        .expect("the example deployment");
+    let t = &local.servers[0];
+    assert_eq!(t.name, "template");
+    let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
+        name: t.name,
         port: 8100,
-        egress: &[],
-        proxied_egress: &[],
-        max_sensitivity: Sensitivity::Secret,
-    }],
-};
-
-struct Outside {
-    servers: Vec<Child>,
-    _link: HostLink,
-    ns: Netns,
-}
-
-impl Drop for Outside {
-    fn drop(&mut self) {
-        for s in &mut self.servers {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-    }
-}
-
-/// Two HTTP servers (ports 8080 and 8081) on 10.<subnet>.0.200 in their own namespace on `bridge`.
-fn outside(subnet: u8, bridge: &HostLink) -> Outside {
-    let ns = Netns::create("bt-out").unwrap();
-    let link = HostLink::veth(
-        "bt-out",
-        "bt-outc",
-        &ns,
-        "",
-        &format!("10.{subnet}.0.200/24"),
-    )
-    .unwrap();
-    link.attach(bridge).unwrap();
-    let servers = [8080, 8081]
-        .into_iter()
-        .map(|port| {
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    "bt-out",
-                    "python3",
-                    "-m",
-                    "http.server",
-                    &port.to_string(),
-                    "--bind",
-                    &format!("10.{subnet}.0.200"),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(700));
-    Outside {
+        egress: t.egress,
+        proxied_egress: t.proxied_egress,
+        max_sensitivity: t.max_sensitivity,
+    }]));
+    Box::leak(Box::new(DeploymentDef {
+        name: "isolation_test",
         servers,
-        _link: link,
-        ns,
-    }
+    }))
 }
 
 /// Tries a TCP connection from inside `ns` (None: the host namespace) with a 2 s timeout.
@@ -82,115 +52,383 @@ fn connects_from(ns: Option<&str>, addr: &str) -> bool {
     let code = format!(
         "import socket,sys\ntry:\n socket.create_connection(('{host}',{port}),timeout=2).close()\nexcept Exception as e:\n sys.exit(1)\n"
     );
+    python_in(ns, &code).0
+}
+
+/// `CONNECT target` through `proxy` from inside `ns`: the proxy's status line.
+fn connect_via(ns: &str, proxy: &str, target: &str) -> String {
+    let (host, port) = proxy.split_once(':').unwrap();
+    let code = format!(
+        "import socket\ns=socket.create_connection(('{host}',{port}),timeout=5)\ns.sendall(b'CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n')\nprint(s.recv(200).decode().splitlines()[0])\n"
+    );
+    python_in(Some(ns), &code).1
+}
+
+fn python_in(ns: Option<&str>, code: &str) -> (bool, String) {
     let mut cmd = match ns {
         Some(ns) => {
             let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, "python3", "-c", &code]);
+            c.args(["netns", "exec", ns, "python3", "-c", code]);
             c
         }
         None => {
             let mut c = Command::new("python3");
-            c.args(["-c", &code]);
+            c.args(["-c", code]);
             c
         }
     };
-    cmd.status().unwrap().success()
+    let out = cmd.stderr(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+fn healthz(url: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let hostport = rest.split('/').next().unwrap();
+    let mut s = std::net::TcpStream::connect(hostport).unwrap();
+    write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        hostport.split(':').next().unwrap()
+    )
+    .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    let status = buf[9..12].parse().unwrap();
+    (
+        status,
+        buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string(),
+    )
+}
+
+fn dev_token(user: &str, session: &str) -> String {
+    let config = bulkhead::config::Config::load(Some(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml"),
+    ))
+    .unwrap();
+    let secret = config.auth.keys[0].secret.clone().unwrap();
+    let claims = bulkhead::auth::MintClaims {
+        sub: user.into(),
+        session_id: session.into(),
+        iss: config.auth.issuer,
+        aud: config.auth.audience,
+        ttl_secs: 600,
+    };
+    bulkhead::auth::mint::mint_hs256(secret.as_bytes(), &claims).unwrap()
+}
+
+/// The example's data: a records database and the two log folders, with known contents.
+fn seed(dir: &std::path::Path) -> Vec<(String, String)> {
+    let db = dir.join("records.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, title TEXT NOT NULL, owner TEXT NOT NULL);
+         INSERT INTO records (title, owner) VALUES ('Acme renewal #100', 'ana'), ('Globex audit #101', 'ben');",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("logs")).unwrap();
+    std::fs::write(
+        dir.join("logs/app.log"),
+        "2026-11-22T08:00:00Z ERROR request 0 failed\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("security-logs")).unwrap();
+    std::fs::write(
+        dir.join("security-logs/auth.log"),
+        "2026-11-22T09:00:00Z WARN login failed for ana from 10.20.0.1\n",
+    )
+    .unwrap();
+    vec![
+        ("RECORDS_DB".into(), db.display().to_string()),
+        ("APP_LOG_DIR".into(), dir.join("logs").display().to_string()),
+        (
+            "SECURITY_LOG_DIR".into(),
+            dir.join("security-logs").display().to_string(),
+        ),
+    ]
+}
+
+/// A client of `bulkhead connect` (the desktop clients' entry) over its stdio.
+struct Connected {
+    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    _child: tokio::process::Child,
+}
+
+async fn connect_bridge(urls: &[(&str, String)], token: &str) -> Connected {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"));
+    cmd.args(["connect", "template"]);
+    for (flag, url) in urls {
+        cmd.arg(flag).arg(url);
+    }
+    let mut child = cmd
+        .env("BULKHEAD_TOKEN", token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = ().serve((stdout, stdin)).await.expect("bulkhead connect");
+    Connected {
+        client,
+        _child: child,
+    }
+}
+
+async fn call(c: &Connected, tool: &str, args: Value) -> (bool, String) {
+    let mut p = CallToolRequestParams::new(tool.to_string());
+    if let Value::Object(m) = args {
+        p = p.with_arguments(m);
+    }
+    let r = tokio::time::timeout(Duration::from_secs(30), c.client.call_tool(p))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    let text = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect::<String>();
+    (r.is_error.unwrap_or(false), text)
 }
 
 #[test]
-fn full_reaches_out_proxied_only_its_allowlist_none_nothing() {
-    let subnet = 241;
+fn the_example_deployment_runs_as_reviewed_under_up() {
     let dir = tempfile::tempdir().unwrap();
-    let allowed = format!("10.{subnet}.0.200:8080");
-    let other = format!("10.{subnet}.0.200:8081");
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let outside_ip = format!("10.{SUBNET}.0.200");
+    tls::test_ca(&certs, &format!("IP:{outside_ip}"));
+    let allowed = format!("{outside_ip}:8443");
+    let other = format!("{outside_ip}:8444");
+    let mut env = seed(dir.path());
+    env.extend([
+        ("WEBHOOK_URL".to_string(), format!("https://{allowed}")),
+        (
+            "WEBHOOK_CA_FILE".to_string(),
+            certs.join("ca.pem").display().to_string(),
+        ),
+        (
+            "BULKHEAD_STATE_DIR".to_string(),
+            dir.path().join("state").display().to_string(),
+        ),
+        (
+            "BULKHEAD_WORKSPACES".to_string(),
+            dir.path().join("ws").display().to_string(),
+        ),
+        ("BULKHEAD_SELFCHECK_SECS".to_string(), "1".to_string()),
+    ]);
     let opts = UpOptions {
-        exe: env!("CARGO_BIN_EXE_bulkhead").into(),
         config: Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml")),
-        subnet,
+        subnet: SUBNET,
         prefix: "bt".into(),
         proxied_egress: Some(vec![allowed.clone()]),
-        env: vec![
-            (
-                "WEBHOOK_URL".into(),
-                format!("http://10.{subnet}.0.200:8080"),
-            ),
-            (
-                "BULKHEAD_STATE_DIR".into(),
-                dir.path().join("state").display().to_string(),
-            ),
-            (
-                "BULKHEAD_WORKSPACES".into(),
-                dir.path().join("ws").display().to_string(),
-            ),
-        ],
+        env,
+        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
     };
-    let running = up(&SECRET_DEPLOYMENT, &opts).expect("up (needs root)");
+    let running = up(example(), &opts).expect("up (needs root, ip, nft and squid)");
     assert_eq!(
         running.instances.iter().map(|i| i.mode).collect::<Vec<_>>(),
         [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None]
     );
-    let bridge = bulkhead_bridge(&running.bridge);
-    let out = outside(subnet, &bridge);
-    let _ = &out.ns;
+    let proxy = running.proxies[0].addr.to_string();
 
+    // The outside: two HTTPS stand-ins in their own namespace on the egress bridge.
+    let out_ns = Netns::create("bt-out").unwrap();
+    let link = HostLink::veth(
+        "bt-out",
+        "bt-outc",
+        &out_ns,
+        "",
+        &format!("{outside_ip}/24"),
+    )
+    .unwrap();
+    link.attach(&HostLink::existing(&running.bridge)).unwrap();
+    let prefix = ["ip", "netns", "exec", "bt-out"];
+    let _a = tls::https_stand_in(&prefix, &outside_ip, 8443, &certs);
+    let _b = tls::https_stand_in(&prefix, &outside_ip, 8444, &certs);
+
+    // The network, seen from each namespace.
     assert!(
         connects_from(None, &allowed),
-        "the full instance's network reaches the outside server"
+        "the host network reaches out"
     );
     assert!(
-        connects_from(None, &other),
-        "the full instance's network reaches any outside port"
+        connects_from(Some("bt-0p"), &proxy),
+        "proxied reaches its proxy"
     );
     assert!(
-        connects_from(Some("bt-0p"), &allowed),
-        "the proxied namespace reaches its allowlisted address"
+        !connects_from(Some("bt-0p"), &allowed),
+        "proxied cannot go around its proxy, even to an allowlisted address"
+    );
+    assert_eq!(
+        connect_via("bt-0p", &proxy, &allowed),
+        "HTTP/1.1 200 Connection established",
+        "the proxy tunnels to the allowlisted stand-in"
     );
     assert!(
-        !connects_from(Some("bt-0p"), &other),
-        "the proxied namespace is blocked from anything else"
+        connect_via("bt-0p", &proxy, &other).starts_with("HTTP/1.1 403"),
+        "the proxy refuses anything else"
     );
     assert!(
-        !connects_from(Some("bt-0n"), &allowed),
-        "the none namespace reaches nothing"
+        connect_via("bt-0p", &proxy, "169.254.169.254:80").starts_with("HTTP/1.1 403"),
+        "and the metadata address"
     );
-    assert!(
-        !connects_from(Some("bt-0n"), &format!("10.{subnet}.10.1:22")),
-        "not even the host end of its own link"
-    );
+    for target in [
+        allowed.as_str(),
+        other.as_str(),
+        proxy.as_str(),
+        "10.241.10.1:22",
+    ] {
+        assert!(
+            !connects_from(Some("bt-0n"), target),
+            "none reaches {target}"
+        );
+    }
+    // Every instance passes its own check.
+    for i in &running.instances {
+        assert_eq!(
+            healthz(&i.url),
+            (200, format!("ok {}\n", i.mode.as_str())),
+            "{}",
+            i.url
+        );
+    }
 
-    // The same through the instances themselves: `notify_team` (an http connector tool) posts to
-    // the outside server. A fresh session is public, so policy allows it; only the kernel decides.
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let token = dev_token("nick", "iso-1");
-    for (mode, reaches) in [
-        (NetworkMode::Full, true),
-        (NetworkMode::Proxied, true),
-        (NetworkMode::None, false),
-    ] {
-        let url = running.instance("template", mode).unwrap().url.clone();
-        let (is_error, text) = rt.block_on(notify(&url, &token));
-        // python's http.server answers POST with 501: reaching it shows as an HTTP status.
-        let reached = text.contains("501");
-        assert_eq!(reached, reaches, "{mode:?} instance: {text}");
-        assert!(is_error, "{mode:?}: {text}");
-        if !reaches {
-            assert!(
-                text.starts_with("[FATAL] "),
-                "a blocked call is fatal: {text}"
+    rt.block_on(async {
+        let urls: Vec<(&str, String)> = running
+            .instances
+            .iter()
+            .map(|i| {
+                let flag = match i.mode {
+                    NetworkMode::Full => "--url",
+                    NetworkMode::Proxied => "--url-proxied",
+                    NetworkMode::None => "--url-isolated",
+                };
+                (flag, i.url.clone())
+            })
+            .collect();
+
+        // The proxied instance's own egress: the webhook through the proxy, CA from ca_file.
+        {
+            let token = dev_token("nick", "iso-proxied");
+            let t = rmcp::transport::StreamableHttpClientTransport::from_config(
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                    running.instance("template", NetworkMode::Proxied).unwrap().url.clone(),
+                )
+                .auth_header(token),
             );
+            let c = ().serve(t).await.unwrap();
+            let r = c
+                .call_tool(
+                    CallToolRequestParams::new("notify_team").with_arguments(
+                        json!({"channel": "ops", "message": "via proxy"})
+                            .as_object()
+                            .unwrap()
+                            .clone(),
+                    ),
+                )
+                .await
+                .unwrap();
+            let text: String = r.content.iter().filter_map(|b| b.as_text().map(|t| t.text.clone())).collect();
+            assert!(!r.is_error.unwrap_or(false) && text.contains("\"delivered\":true"), "{text}");
+            let _ = c.cancel().await;
+            let log = std::fs::read_to_string(running.proxies[0].dir.join("access.log")).unwrap();
+            assert!(log.contains(&format!("CONNECT {allowed}")), "{log}");
         }
+
+        // One session through `bulkhead connect`, as a desktop client: every tool succeeds on
+        // the instance it is routed to, and the session only moves up.
+        let c = connect_bridge(&urls, &dev_token("alice", "iso-walk")).await;
+        let tools = c.client.list_all_tools().await.unwrap();
+        assert_eq!(tools.len(), 7, "{tools:?}");
+        let ok = |(is_error, text): (bool, String), what: &str| {
+            assert!(!is_error, "{what}: {text}");
+            text
+        };
+        ok(call(&c, "write_file", json!({"path": "/workspace/plan.txt", "content": "written on full"})).await, "write_file");
+        assert_eq!(ok(call(&c, "read_file", json!({"path": "/workspace/plan.txt"})).await, "read_file"), "written on full");
+        assert!(ok(call(&c, "search_logs", json!({"pattern": "ERROR"})).await, "search_logs").contains("request 0 failed"));
+        assert!(ok(call(&c, "notify_team", json!({"channel": "ops", "message": "hi"})).await, "notify_team").contains("delivered"));
+        // Confidential: the proxied instance, reading the real database.
+        let rows = ok(call(&c, "search_records", json!({"query": "Acme"})).await, "search_records");
+        assert!(rows.contains("Acme renewal #100"), "{rows}");
+        assert_eq!(
+            ok(call(&c, "read_file", json!({"path": "/workspace/plan.txt"})).await, "read_file up"),
+            "written on full",
+            "the session keeps its files after moving up"
+        );
+        ok(call(&c, "load_sensitive_dataset", json!({"dataset_name": "customers_2026"})).await, "load");
+        let (is_error, text) = call(&c, "notify_team", json!({"channel": "ops", "message": "leak"})).await;
+        assert!(is_error && text.starts_with("[FATAL] "), "connect is refused now: {text}");
+        // Secret: the isolated instance, reading the real security log.
+        let hits = ok(call(&c, "search_security_logs", json!({"pattern": "login failed"})).await, "secret");
+        assert!(hits.contains("login failed for ana"), "{hits}");
+        ok(call(&c, "write_file", json!({"path": "/workspace/found.txt", "content": "isolated"})).await, "write up");
+        assert_eq!(ok(call(&c, "read_file", json!({"path": "/workspace/plan.txt"})).await, "read"), "written on full");
+        let _ = c.client.cancel().await;
+
+        // On disk: each instance wrote its own layer; nothing isolated reached the full one.
+        let ws = dir.path().join("ws");
+        assert!(ws.join("template/alice/iso-walk/plan.txt").exists());
+        assert!(ws.join("template.none/alice/iso-walk/found.txt").exists());
+        assert!(!ws.join("template/alice/iso-walk/found.txt").exists());
+    });
+
+    // A route out appears in the none namespace: the instance notices within its recheck
+    // (1 s here) and stops serving; it serves again once the route is gone.
+    let none_url = running
+        .instance("template", NetworkMode::None)
+        .unwrap()
+        .url
+        .clone();
+    Command::new("ip")
+        .args([
+            "-n",
+            "bt-0n",
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.241.10.1",
+        ])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let broken = loop {
+        let (status, body) = healthz(&none_url);
+        if status == 503 {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still healthy with a default route"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(broken.contains("default route"), "{broken}");
+    Command::new("ip")
+        .args(["-n", "bt-0n", "route", "del", "default"])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while healthz(&none_url).0 != 200 {
+        assert!(Instant::now() < deadline, "did not recover");
+        std::thread::sleep(Duration::from_millis(200));
     }
 
-    // Every instance still answers its clients over its link.
-    for i in &running.instances {
-        let health = i.url.replace("/mcp", "/healthz");
-        let body = reqwest::blocking_get(&health);
-        assert_eq!(body, format!("ok {}\n", i.mode.as_str()), "{health}");
-    }
-    drop(out);
+    drop(link);
+    drop(out_ns);
     drop(running);
     let left = String::from_utf8(
         Command::new("ip")
@@ -206,71 +444,40 @@ fn full_reaches_out_proxied_only_its_allowlist_none_nothing() {
     );
 }
 
-fn dev_token(user: &str, session: &str) -> String {
-    let config = bulkhead::config::Config::load(Some(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml"),
-    ))
-    .unwrap();
-    let secret = config.auth.keys[0].secret.clone().unwrap();
-    let claims = bulkhead::auth::MintClaims {
-        sub: user.into(),
-        session_id: session.into(),
-        iss: config.auth.issuer,
-        aud: config.auth.audience,
-        ttl_secs: 300,
-    };
-    bulkhead::auth::mint::mint_hs256(secret.as_bytes(), &claims).unwrap()
-}
-
-async fn notify(url: &str, token: &str) -> (bool, String) {
-    use rmcp::ServiceExt;
-    let t = rmcp::transport::StreamableHttpClientTransport::from_config(
-        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            url.to_string(),
-        )
-        .auth_header(token.to_string()),
-    );
-    let c = ().serve(t).await.expect("connect to instance");
-    let args = serde_json::json!({"channel": "ops", "message": "hello"});
-    let r = c
-        .call_tool(
-            rmcp::model::CallToolRequestParams::new("notify_team")
-                .with_arguments(args.as_object().unwrap().clone()),
-        )
-        .await
+/// `--mode none` and `--mode proxied` on a network with a route out refuse to serve, naming the
+/// route; `--unisolated` is the explicit development escape.
+#[test]
+fn an_instance_on_a_network_with_a_route_out_refuses_to_serve() {
+    let ns = Netns::create("bt-hostlike").unwrap();
+    let _link = HostLink::veth("bt-hl", "bt-hlc", &ns, "10.242.0.1/30", "10.242.0.2/30").unwrap();
+    ns.ip(&["route", "add", "default", "via", "10.242.0.1"])
         .unwrap();
-    let text = r
-        .content
-        .iter()
-        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-        .collect::<String>();
-    let _ = c.cancel().await;
-    (r.is_error.unwrap_or(false), text)
-}
-
-/// A non-owning handle to the bridge `up` made (the `Running` owns and removes it).
-fn bulkhead_bridge(name: &str) -> HostLink {
-    HostLink::existing(name)
-}
-
-mod reqwest {
-    /// A tiny blocking GET (no extra client crate in sync tests).
-    pub fn blocking_get(url: &str) -> String {
-        use std::io::{Read, Write};
-        let rest = url.strip_prefix("http://").unwrap();
-        let (hostport, path) = rest
-            .split_once('/')
-            .map(|(h, p)| (h, format!("/{p}")))
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml");
+    for mode in ["none", "proxied"] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", "bt-hostlike"])
+            .arg(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&config)
+            .args([
+                "serve",
+                "template",
+                "--mode",
+                mode,
+                "--listen",
+                "10.242.0.2:8123",
+            ])
+            .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
+            .env("BULKHEAD_WORKSPACES", dir.path().join("ws"))
+            .stdin(Stdio::null())
+            .output()
             .unwrap();
-        let mut s = std::net::TcpStream::connect(hostport).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            hostport.split(':').next().unwrap()
-        )
-        .unwrap();
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).unwrap();
-        buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{mode}: served anyway: {stderr}");
+        assert!(
+            stderr.contains("refusing to serve") && stderr.contains("default route"),
+            "{mode}: {stderr}"
+        );
     }
 }

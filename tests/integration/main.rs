@@ -3,6 +3,7 @@
 mod cli;
 mod client;
 mod compose;
+mod egress;
 mod harness;
 mod http;
 mod in_memory;

@@ -183,6 +183,12 @@ impl Deployment {
         self.dir.path()
     }
 
+    /// Sets (or replaces) a variable of the instances started from now on.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
     /// `bulkhead serve template --mode <mode>` on a free port; `kill_at` names a failpoint where
     /// the process kills itself with SIGKILL.
     pub fn start(&self, mode: &str, kill_at: Option<&str>) -> Proc {

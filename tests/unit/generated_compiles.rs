@@ -53,7 +53,7 @@ fn servers_lists_template_with_the_tools_of_its_spec() {
         .collect();
     assert_eq!(generated, spec_tools());
     assert!(!t.instructions.is_empty());
-    assert_eq!(t.max_sensitivity(), Sensitivity::Confidential);
+    assert_eq!(t.max_sensitivity(), Sensitivity::Secret);
     let names: Vec<&str> = SERVERS.iter().map(|s| s.name).collect();
     let mut sorted = names.clone();
     sorted.sort();

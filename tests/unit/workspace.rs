@@ -1,6 +1,7 @@
 //! Workspace confinement on real directories: traversal payloads, a symlink-swap race, isolation
 //! between users and sessions, and the ordinary paths that must keep working.
 
+mod layers;
 mod legit;
 mod quota;
 mod race;

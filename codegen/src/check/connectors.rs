@@ -129,7 +129,9 @@ fn check_secrets(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
                         format!("secret `{name}` has a default value"),
                     )
                     .label("a credential may not be written in the spec")
-                    .help(format!("write `${{{name}}}` (required) or `${{{name}:-}}` (optional)")),
+                    .help(format!(
+                        "write `${{{name}}}` (required) or `${{{name}:-}}` (optional)"
+                    )),
                 );
             }
         }

@@ -108,7 +108,11 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
             env.insert(var.clone(), json!(m.target));
         }
     }
-    for s in p.secrets.iter().filter(|s| ServerPlan::reaches(mode, s.from)) {
+    for s in p
+        .secrets
+        .iter()
+        .filter(|s| ServerPlan::reaches(mode, s.from))
+    {
         env.insert(
             format!("{}_FILE", s.var),
             json!(format!("{SECRETS_DIR}/{}", s.name)),

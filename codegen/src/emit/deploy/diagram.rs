@@ -173,10 +173,18 @@ fn tables(p: &ServerPlan) -> String {
             i.service,
             i.mode.workspace_folder(name),
             i.service,
-            if ro.is_empty() { "—".to_string() } else { ro.join(", ") }
+            if ro.is_empty() {
+                "—".to_string()
+            } else {
+                ro.join(", ")
+            }
         );
     }
-    let all: Vec<String> = p.instances.iter().map(|i| format!("`{}`", i.service)).collect();
+    let all: Vec<String> = p
+        .instances
+        .iter()
+        .map(|i| format!("`{}`", i.service))
+        .collect();
     let _ = writeln!(
         t,
         "| compliance state and audit (volume `{COMPLIANCE_VOLUME}`: levels, dataset names, no results) | `{STATE_DIR}` | {} | — |",

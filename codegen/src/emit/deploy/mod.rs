@@ -234,7 +234,10 @@ impl<'a> ServerPlan<'a> {
 
     /// Fills `tools`, `data`, `env` and `secrets` from the server's tools and resources.
     fn place(&mut self, model: &Model, spec: &Server) {
-        let tools = spec.tools.iter().chain(spec.resources.iter().map(|r| &r.tool));
+        let tools = spec
+            .tools
+            .iter()
+            .chain(spec.resources.iter().map(|r| &r.tool));
         // Per connector: the least isolated mode that uses it, and whether anything writes.
         let mut used: BTreeMap<&str, (Mode, bool)> = BTreeMap::new();
         for t in tools {

@@ -1,0 +1,60 @@
+//! `bulkhead connect <server>`: a stdio MCP server for desktop clients that routes each call
+//! to the instance its data needs (see `bulkhead::client::Bridge`).
+
+use bulkhead::client::{Bridge, get_mcp_client};
+use bulkhead::config::{Config, McpServerEntry};
+use rmcp::ServiceExt;
+
+/// Where to connect.
+pub struct ConnectArgs {
+    /// Server name.
+    pub server: String,
+    /// Full instance (default: the `mcp_servers` entry's `url`).
+    pub url: Option<String>,
+    /// Proxied instance.
+    pub url_proxied: Option<String>,
+    /// Isolated instance.
+    pub url_isolated: Option<String>,
+}
+
+/// Serves stdio until the desktop client closes it. The bearer token comes from
+/// `BULKHEAD_TOKEN` (or the file `BULKHEAD_TOKEN_FILE` names).
+pub fn run(config: &Config, args: ConnectArgs) -> anyhow::Result<()> {
+    let token = bulkhead::config::env_lookup("BULKHEAD_TOKEN")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            anyhow::anyhow!("set BULKHEAD_TOKEN to a bearer token (`bulkhead token` prints one)")
+        })?;
+    let mut config = config.clone();
+    let entry = match (args.url, config.mcp_servers.get(&args.server)) {
+        (Some(url), _) => McpServerEntry {
+            kind: "client".into(),
+            url,
+            url_proxied: args.url_proxied,
+            url_isolated: args.url_isolated,
+            read_timeout: 60,
+            trusted: false,
+        },
+        (None, Some(e)) => McpServerEntry {
+            trusted: false,
+            ..e.clone()
+        },
+        (None, None) => anyhow::bail!(
+            "no URL for `{}`: pass --url (and --url-proxied, --url-isolated) or add an mcp_servers entry to config.yaml",
+            args.server
+        ),
+    };
+    config.mcp_servers.insert(args.server.clone(), entry);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = get_mcp_client(&args.server, &config, &token).await?;
+        let bridge = Bridge::new(&args.server, client);
+        let service = bridge.clone().serve(rmcp::transport::io::stdio()).await?;
+        service.waiting().await?;
+        bridge.close().await;
+        Ok(())
+    })
+}
