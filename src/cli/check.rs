@@ -3,11 +3,63 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Loads and checks `root/specs`; prints a summary or every diagnostic.
-pub fn run(root: &Path) -> anyhow::Result<ExitCode> {
+/// Loads and checks `root/specs`; prints a summary or every diagnostic. With `against`, also
+/// prints a warning block listing how the specs weaken policy compared with that git revision.
+pub fn run(root: &Path, against: Option<&str>) -> anyhow::Result<ExitCode> {
     let config_ok = check_config(root);
     let specs = check_specs(root)?;
+    if let Some(rev) = against
+        && specs == ExitCode::SUCCESS
+    {
+        compare(root, rev)?;
+    }
     Ok(if config_ok { specs } else { ExitCode::FAILURE })
+}
+
+/// Loads the specs of `rev` (from `git archive`) and prints what `root`'s specs weaken.
+fn compare(root: &Path, rev: &str) -> anyhow::Result<()> {
+    let base_dir = tempfile::tempdir()?;
+    let tar = base_dir.path().join("specs.tar");
+    let archived = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["archive", "--format=tar", "-o"])
+        .arg(&tar)
+        .arg(rev)
+        .arg("specs")
+        .output()?;
+    if !archived.status.success() {
+        anyhow::bail!(
+            "cannot read specs/ at `{rev}`: {}",
+            String::from_utf8_lossy(&archived.stderr).trim()
+        );
+    }
+    let unpacked = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(base_dir.path())
+        .status()?;
+    anyhow::ensure!(unpacked.success(), "cannot unpack specs/ of `{rev}`");
+    let head = bulkhead_codegen::load(&root.join("specs"), root)?;
+    let base = match bulkhead_codegen::load(&base_dir.path().join("specs"), base_dir.path()) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("note: specs/ at `{rev}` do not load ({e}); nothing to compare");
+            return Ok(());
+        }
+    };
+    let weaker = bulkhead_codegen::policy_diff::weakenings(&base, &head);
+    if weaker.is_empty() {
+        println!("policy: nothing weakened against `{rev}`");
+        return Ok(());
+    }
+    println!("warning: this change weakens policy against `{rev}`:");
+    for w in &weaker {
+        println!("  - {} ({})", w.what, w.file);
+    }
+    println!("  Reviewers: check each line above before approving.");
+    Ok(())
 }
 
 /// `config.yaml` at the root, when there is one: shape, keys, `${VAR}` expansion (with this

@@ -55,6 +55,10 @@ enum Command {
         /// The project folder holding specs/.
         #[arg(long, default_value = ".")]
         root: PathBuf,
+        /// A git revision to compare with: prints a warning block when the specs weaken policy
+        /// (sensitivity lowered, permission widened, instance removed, egress widened).
+        #[arg(long)]
+        against: Option<String>,
     },
     /// Serve one generated server.
     Serve {
@@ -178,7 +182,7 @@ pub fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { root } => check::run(&root),
+        Command::Check { root, against } => check::run(&root, against.as_deref()),
         Command::Up { deployment } => up::run(cli.config, &deployment),
         Command::Serve {
             server,

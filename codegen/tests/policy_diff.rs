@@ -1,0 +1,93 @@
+//! `bulkhead check --against`: each kind of weakening is reported, tightenings and unchanged
+//! specs are not. The project's own specs, copied and edited in a temporary folder.
+
+use bulkhead_codegen::policy_diff::weakenings;
+use std::path::Path;
+
+fn copy_specs(to: &Path) {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    for sub in ["servers", "connectors", "deployments", "schema"] {
+        let from = root.join("specs").join(sub);
+        std::fs::create_dir_all(to.join("specs").join(sub)).unwrap();
+        for e in std::fs::read_dir(&from).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join("specs").join(sub).join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn edit(dir: &Path, rel: &str, from: &str, to: &str) {
+    let p = dir.join(rel);
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains(from), "{rel} has no `{from}`");
+    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+}
+
+fn load(dir: &Path) -> bulkhead_codegen::model::Model {
+    bulkhead_codegen::load(&dir.join("specs"), dir).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn every_kind_of_weakening_is_reported_and_nothing_else() {
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    let base = load(base_dir.path());
+    assert!(weakenings(&base, &base).is_empty());
+
+    let head_dir = tempfile::tempdir().unwrap();
+    copy_specs(head_dir.path());
+    let h = head_dir.path();
+    // Secret → confidential: the isolated instance disappears with it.
+    edit(
+        h,
+        "specs/connectors/security_logs.yaml",
+        "sensitivity: secret",
+        "sensitivity: confidential",
+    );
+    edit(
+        h,
+        "specs/servers/template.yaml",
+        "    sensitivity: secret\n    uses: security_logs.search",
+        "    sensitivity: confidential\n    uses: security_logs.search",
+    );
+    edit(
+        h,
+        "specs/servers/template.yaml",
+        "    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read",
+        "    permission: write\n    context: default\n    sensitivity: internal\n    uses: workspace.read",
+    );
+    edit(
+        h,
+        "specs/deployments/local.yaml",
+        "proxied_egress: [hooks.example.com:443]",
+        "proxied_egress: [hooks.example.com:443, api.example.com:443]",
+    );
+    // A tightening is not reported.
+    edit(
+        h,
+        "specs/servers/template.yaml",
+        "    sensitivity: internal\n    uses: app_logs.search",
+        "    sensitivity: confidential\n    uses: app_logs.search",
+    );
+    edit(
+        h,
+        "specs/connectors/app_logs.yaml",
+        "sensitivity: internal",
+        "sensitivity: confidential",
+    );
+    let head = load(h);
+    let got: Vec<String> = weakenings(&base, &head)
+        .into_iter()
+        .map(|w| format!("{}: {}", w.file, w.what))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "specs/connectors/security_logs.yaml: connector `security_logs`: sensitivity lowered from secret to confidential",
+            "specs/deployments/local.yaml: deployment `local`, server `template`: instance `template-isolated` (--mode none) removed",
+            "specs/deployments/local.yaml: deployment `local`, server `template`: proxied egress widened: + api.example.com:443",
+            "specs/servers/template.yaml: tool `template.read_file`: permission widened from read to write",
+            "specs/servers/template.yaml: tool `template.search_security_logs`: sensitivity lowered from secret to confidential",
+        ]
+    );
+}
