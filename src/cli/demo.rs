@@ -194,11 +194,12 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         start_webhook(format!("{webhook_host}:{WEBHOOK_PORT}").parse()?, &stop).await?;
         if isolated {
             println!("Template server via `bulkhead up`: the proxied instance runs in its own network namespace;");
-            println!("nftables there allows outbound connections only to its allowlist (hooks.example.com:443).");
+            println!("nftables there allows outbound connections only to its squid egress proxy, which allows");
+            println!("only the allowlist (hooks.example.com:443).");
         } else {
             let why = permitted.as_ref().err().map(ToString::to_string).unwrap_or_default();
             println!("Template server, two in-process instances: no real isolation here ({why}).");
-            println!("Real isolation needs root plus `ip` and `nft` (scripts/test installs them); the policy below is the same.");
+            println!("Real isolation needs root plus `ip`, `nft` and `squid` (scripts/test installs them); the policy below is the same.");
         }
         println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: alice / session demo-1 (a real HS256 token)\n");
         // The agent's side: `get_mcp_client` reads the `mcp_servers` entry (url + url_proxied) and
@@ -232,7 +233,8 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
 
         if isolated {
             println!("\n5. Defence in depth: bob's session is public, so policy lets `notify_team` run on the proxied");
-            println!("   instance — and the kernel refuses the connection: the webhook is not on its allowlist.");
+            println!("   instance — and its egress proxy refuses: the webhook is not on its allowlist (and nftables");
+            println!("   lets the namespace reach nothing but that proxy).");
             let b = connect(&proxied_url, &bob).await?;
             show("notify_team from the proxied instance (bob, public session)", &call(&b, "notify_team", json!({"channel": "ops", "message": "hello"})).await?);
             b.cancel().await?;

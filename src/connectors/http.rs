@@ -166,6 +166,14 @@ impl Http {
         }
         let mut resp = req.send().await.map_err(|e| self.transport(&target, e))?;
         let status = resp.status();
+        // The egress proxy of a proxied instance refusing a target (squid marks its own error
+        // pages): a policy refusal, not the service's answer, and retrying cannot help.
+        if let Some(why) = resp.headers().get("x-squid-error") {
+            return Err(ToolError::fatal(format!(
+                "the egress proxy refused {target} ({}): it is not on this instance's allowlist",
+                why.to_str().unwrap_or("denied")
+            )));
+        }
         if status.is_redirection() {
             return Err(ToolError::fatal(format!(
                 "{target} answered with a redirect (HTTP {}), which connector `{}` does not follow",

@@ -420,7 +420,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
 }
 
 /// Whether real isolation can run here: root (namespaces are created and removed as a probe), `ip`
-/// (iproute2) and `nft` (nftables). The error says what is missing.
+/// (iproute2), `nft` (nftables) and `squid`. The error says what is missing.
 pub fn namespaces_permitted() -> Result<(), IsolationError> {
     let mut missing = Vec::new();
     for (tool, package) in [("ip", "iproute2"), ("nft", "nftables")] {
@@ -433,6 +433,9 @@ pub fn namespaces_permitted() -> Result<(), IsolationError> {
         if !found {
             missing.push(format!("`{tool}` (Debian package {package})"));
         }
+    }
+    if squid_binary().is_none() {
+        missing.push("`squid` (Debian package squid, the egress proxy)".to_string());
     }
     if !missing.is_empty() {
         return Err(IsolationError::NotPermitted(format!(

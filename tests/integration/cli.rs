@@ -32,9 +32,10 @@ fn demo_walks_the_four_scenarios() {
         assert!(text.contains(expect), "missing {expect:?} in:\n{text}");
     }
     if rustix::process::geteuid().is_root() {
-        // With namespaces the demo also shows the kernel refusing the proxied instance's connection.
+        // With namespaces the demo also shows the egress proxy refusing the proxied instance.
         assert!(
-            text.contains("bob, public session)\n    → fatal error"),
+            text.contains("bob, public session)\n    → fatal error")
+                && text.contains("the egress proxy refused"),
             "{text}"
         );
     }
@@ -65,7 +66,7 @@ fn check_reports_the_example_specs() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("config ok: "), "{text}");
-    assert!(text.contains("specs ok: 1 server(s), 6 tool(s)"), "{text}");
+    assert!(text.contains("specs ok: 1 server(s), 7 tool(s)"), "{text}");
 }
 
 /// `check` covers config.yaml: a misspelt key fails it with file:line:col and a help line.

@@ -53,11 +53,10 @@ async fn https_egress_goes_through_the_generated_policy_with_a_test_ca() {
     let r = notify(&d, "eg-1").await;
     assert!(!r.is_error, "{}", r.text);
     assert!(r.text.contains("\"delivered\":true"), "{}", r.text);
-    let log = squid.access_log();
-    assert!(
-        log.contains(&format!("CONNECT 127.0.0.1:{allowed}")) && log.contains("TCP_TUNNEL/200"),
-        "the call went through squid: {log}"
-    );
+    // The call went through squid.
+    squid.wait_log(|l| {
+        l.contains("TCP_TUNNEL/200") && l.contains(&format!("CONNECT 127.0.0.1:{allowed}"))
+    });
 
     // Not on the allowlist: squid refuses the tunnel and never contacts it.
     d.set_env("WEBHOOK_URL", &format!("https://127.0.0.1:{other}"));

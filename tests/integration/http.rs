@@ -162,6 +162,7 @@ async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
             "read_file",
             "search_logs",
             "search_records",
+            "search_security_logs",
             "write_file"
         ]
     );

@@ -343,8 +343,16 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
             let text: String = r.content.iter().filter_map(|b| b.as_text().map(|t| t.text.clone())).collect();
             assert!(!r.is_error.unwrap_or(false) && text.contains("\"delivered\":true"), "{text}");
             let _ = c.cancel().await;
-            let log = std::fs::read_to_string(running.proxies[0].dir.join("access.log")).unwrap();
-            assert!(log.contains(&format!("CONNECT {allowed}")), "{log}");
+            let log_file = running.proxies[0].dir.join("access.log");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+                if log.contains(&format!("CONNECT {allowed}")) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "squid logged no tunnel: {log}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
 
         // One session through `bulkhead connect`, as a desktop client: every tool succeeds on

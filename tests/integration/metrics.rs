@@ -147,33 +147,26 @@ async fn readiness_follows_the_connectors_and_names_no_paths() {
     assert_eq!(health.status(), 200, "alive throughout");
 }
 
-/// An instance started with `--mode none` where the process has routes (outside a namespace,
-/// as here) says so, and `/readyz` stays 503 naming the interfaces; without routes it is ready.
+/// An instance started with `--mode none --unisolated` (development on one host network) is
+/// never ready and says why; `/healthz` says it is alive but unchecked. (Without `--unisolated`
+/// it would not start here: see `isolation::an_instance_on_a_network_with_a_route_out_refuses_to_serve`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_none_instance_is_ready_only_without_a_network() {
+async fn an_unisolated_none_instance_is_never_ready() {
     use crate::procs::{Deployment, Store};
-    let routed =
-        bulkhead::isolation::selfcheck::check(bulkhead::policy::NetworkMode::None).is_err();
     let dep = Deployment::new(Store::Sqlite, "readyz-none").await;
     let proc = dep.start("none", None);
     let r = reqwest::get(format!("{}/readyz", proc.base)).await.unwrap();
     let status = r.status().as_u16();
     let body = r.text().await.unwrap();
-    if routed {
-        assert_eq!(status, 503, "{body}");
-        assert!(
-            body.contains(
-                "fail  mode none: network mode `none`, but this process has routes through"
-            ),
-            "{body}"
-        );
-        assert!(
-            proc.stderr().contains("/readyz answers 503"),
-            "{}",
-            proc.stderr()
-        );
-    } else {
-        assert_eq!(status, 200, "{body}");
-        assert!(body.contains("ok    mode none"), "{body}");
-    }
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("fail  mode none: started with --unisolated: its network is not checked"),
+        "{body}"
+    );
+    let health = reqwest::get(format!("{}/healthz", proc.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.text().await.unwrap(), "ok none (unisolated)\n");
+    assert!(proc.stderr().contains("--unisolated"), "{}", proc.stderr());
 }

@@ -164,9 +164,19 @@ impl Deployment {
         .unwrap();
         std::fs::create_dir_all(d.join("logs")).unwrap();
         std::fs::write(d.join("logs/app.log"), "2026-11-22T08:00:00Z INFO up\n").unwrap();
+        std::fs::create_dir_all(d.join("security-logs")).unwrap();
+        std::fs::write(
+            d.join("security-logs/auth.log"),
+            "2026-11-22T09:00:00Z WARN login failed for ana\n",
+        )
+        .unwrap();
         let env = vec![
             ("RECORDS_DB".into(), records.display().to_string()),
             ("APP_LOG_DIR".into(), d.join("logs").display().to_string()),
+            (
+                "SECURITY_LOG_DIR".into(),
+                d.join("security-logs").display().to_string(),
+            ),
             ("WEBHOOK_URL".into(), webhook.url.clone()),
             ("BULKHEAD_LOG".into(), "warn".into()),
         ];

@@ -196,4 +196,18 @@ impl Squid {
     pub fn access_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default()
     }
+
+    /// Waits up to 5 s for an access-log line matching `f` (squid writes its log lines after
+    /// the reply has gone out).
+    pub fn wait_log(&self, f: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.access_log().lines().any(&f) {
+            assert!(
+                Instant::now() < deadline,
+                "no such line in squid's access log:\n{}",
+                self.access_log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
