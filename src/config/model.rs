@@ -507,7 +507,14 @@ impl Config {
 
     /// Loads `path` with the process environment, or the embedded configuration when `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let env = |k: &str| super::env_lookup(k);
+        Config::load_with(path, &super::env_lookup)
+    }
+
+    /// [`load`](Config::load) with variables from `env`.
+    pub fn load_with(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
@@ -518,9 +525,9 @@ impl Config {
                     .ok()
                     .and_then(|a| a.parent().map(Path::to_path_buf))
                     .unwrap_or_else(|| PathBuf::from("."));
-                Config::parse_at(&text, &p.display().to_string(), &env, &base)
+                Config::parse_at(&text, &p.display().to_string(), env, &base)
             }
-            None => Config::parse(EMBEDDED, "config.yaml (embedded)", &env),
+            None => Config::parse(EMBEDDED, "config.yaml (embedded)", env),
         }
     }
 }

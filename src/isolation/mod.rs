@@ -8,6 +8,7 @@
 //!   outbound connection. Clients reach it over that link.
 
 pub mod firewall;
+pub mod layers;
 pub mod netns;
 pub mod selfcheck;
 pub mod up;

@@ -2,7 +2,8 @@
 //! their own network namespaces, filtered by nftables. Each proxied instance reaches out only
 //! through its egress proxy: Debian's squid on the host side of the egress bridge, running the
 //! policy that `generated/proxy/` shows (rendered by the same function). Each instance writes
-//! its own workspace layer and reads the less isolated ones. Everything is torn down on drop.
+//! its own workspace layer and reads the less isolated ones, in its own mount namespace
+//! (`isolation::layers`). Everything is torn down on drop.
 
 use super::IsolationError;
 use super::firewall::ruleset;
@@ -67,6 +68,8 @@ pub struct Instance {
     pub mode: NetworkMode,
     /// Where clients reach it.
     pub url: String,
+    /// Its process id (in its own mount namespace; see `isolation::layers`).
+    pub pid: u32,
 }
 
 /// A deployment that is up; dropping it stops the processes and removes the namespaces.
@@ -295,6 +298,17 @@ fn start_proxy(
 /// Brings `dep` up. Needs root (namespaces, links, nftables) and, for proxied instances, squid.
 pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationError> {
     let s = opts.subnet;
+    // The instances' configuration, with `opts.env` over the process environment (to find the
+    // workspace layers they will use).
+    let config = crate::config::Config::load_with(opts.config.as_deref(), &|k: &str| {
+        opts.env
+            .iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .or_else(|| crate::config::env_lookup(k))
+    })
+    .map_err(|e| IsolationError::Other(format!("configuration: {e}")))?;
     let bridge_host = local::bridge_host(s);
     let bridge_name = format!("{}-eg", opts.prefix);
     let bridge_link = HostLink::bridge(&bridge_name, &format!("{bridge_host}/24"))?;
@@ -311,7 +325,11 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
     };
     for (i, server) in dep.servers.iter().enumerate() {
         let i = u8::try_from(i).map_err(|_| IsolationError::Other("too many servers".into()))?;
-        for mode in server.modes() {
+        let modes = server.modes();
+        super::layers::create_all(&config, server.name, &modes).map_err(|e| {
+            IsolationError::Other(format!("workspace layers of `{}`: {e}", server.name))
+        })?;
+        for mode in modes.iter().copied() {
             let mut extra_env: Vec<(String, String)> = Vec::new();
             let (listen, prefix, ns_ip) = match mode {
                 NetworkMode::Full => (
@@ -379,6 +397,9 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 }
             };
             let mut args: Vec<String> = prefix;
+            // Its own mount namespace: the layers above hidden, the ones below read-only.
+            let view = super::layers::view(&config, server.name, mode, &modes);
+            args.extend(super::layers::prefix(&view));
             args.push(opts.exe.display().to_string());
             if let Some(c) = &opts.config {
                 args.extend(["--config".into(), c.display().to_string()]);
@@ -407,12 +428,14 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 detail: e.to_string(),
             })?;
             let healthy = wait_healthy(listen, &mut child);
+            let pid = child.id();
             running.children.push(child);
             healthy?;
             running.instances.push(Instance {
                 server: server.name.to_string(),
                 mode,
                 url: format!("http://{listen}/mcp"),
+                pid,
             });
         }
     }

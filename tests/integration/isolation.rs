@@ -4,7 +4,8 @@
 //! proxied allowlist, one not.
 //!
 //! Proven here: every tool of the template server succeeds on the instance the client routes it
-//! to (through `bulkhead connect`, as desktop clients use it), with real data; the proxied
+//! to (through `bulkhead connect`, as desktop clients use it), with real data; each instance's
+//! mount namespace hides the workspace layers above it and mounts the ones below read-only; the proxied
 //! instance reaches the allowlisted stand-in only through the proxy; the none instance reaches
 //! nothing; an instance whose namespace gains a route out stops serving within its recheck; an
 //! instance started with `--mode none` on a network with a route out refuses to serve.
@@ -391,6 +392,32 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
         assert!(ws.join("template/alice/iso-walk/plan.txt").exists());
         assert!(ws.join("template.none/alice/iso-walk/found.txt").exists());
         assert!(!ws.join("template/alice/iso-walk/found.txt").exists());
+
+        // And in each instance's own mount namespace, as the kernel enforces it: the full
+        // instance cannot see what the isolated one wrote; the proxied one cannot change the
+        // full one's files.
+        let in_ns = |mode: NetworkMode, args: &[&str]| {
+            let pid = running.instance("template", mode).unwrap().pid.to_string();
+            Command::new("nsenter")
+                .args(["-t", &pid, "-m", "--"])
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let found = ws.join("template.none/alice/iso-walk/found.txt");
+        let plan = ws.join("template/alice/iso-walk/plan.txt");
+        let seen = in_ns(NetworkMode::Full, &["cat", found.to_str().unwrap()]);
+        assert!(!seen.status.success(), "the full instance sees the isolated layer");
+        let seen = in_ns(NetworkMode::Proxied, &["cat", found.to_str().unwrap()]);
+        assert!(!seen.status.success(), "the proxied instance sees the isolated layer");
+        let read = in_ns(NetworkMode::None, &["cat", plan.to_str().unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&read.stdout), "written on full");
+        let write = in_ns(NetworkMode::Proxied, &["sh", "-c", &format!("echo x >> '{}'", plan.display())]);
+        assert!(
+            !write.status.success() && String::from_utf8_lossy(&write.stderr).contains("Read-only"),
+            "{}",
+            String::from_utf8_lossy(&write.stderr)
+        );
     });
 
     // A route out appears in the none namespace: the instance notices within its recheck
