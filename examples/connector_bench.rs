@@ -26,7 +26,7 @@ static DEFS: &[ConnectorDef] = &[
         operations: &[OperationDef {
             name: "all",
             params_schema: r#"{"type":"object","properties":{"min_size":{"type":"integer"}}}"#,
-            body: OperationBody::Sqlite {
+            body: OperationBody::Sql {
                 sql: "SELECT id, title, size FROM records WHERE size >= :min_size ORDER BY id",
                 writes: false,
             },

@@ -144,8 +144,8 @@ pub enum OperationBody {
         /// The action.
         action: &'static str,
     },
-    /// Parameterised SQL.
-    Sqlite {
+    /// Parameterised SQL (`sqlite` and `postgres` connectors).
+    Sql {
         /// The statement, with `:name` placeholders.
         sql: &'static str,
         /// Whether it writes.

@@ -242,7 +242,7 @@ impl Operation {
     pub fn writes(&self) -> bool {
         match &self.body {
             OperationBody::Files { action } => *action == FileAction::Write,
-            OperationBody::Sqlite { writes, .. } => *writes,
+            OperationBody::Sql { writes, .. } => *writes,
             OperationBody::Http { method, .. } => *method != HttpMethod::Get,
             OperationBody::Logs { .. } => false,
         }
@@ -262,8 +262,8 @@ pub enum OperationBody {
         /// The action.
         action: FileAction,
     },
-    /// Parameterised SQL.
-    Sqlite {
+    /// Parameterised SQL (`sqlite` and `postgres` connectors).
+    Sql {
         /// The statement.
         sql: String,
         /// Whether it writes (anything but SELECT/WITH … SELECT/EXPLAIN).

@@ -35,7 +35,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "get",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The record's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sqlite {
+                body: bh::OperationBody::Sql {
                     sql: "SELECT id, title, owner FROM records WHERE id = :id",
                     writes: false,
                 },
@@ -43,7 +43,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most records to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in record titles","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sqlite {
+                body: bh::OperationBody::Sql {
                     sql: "SELECT id, title, owner FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
                     writes: false,
                 },

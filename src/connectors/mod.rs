@@ -9,6 +9,7 @@ mod files;
 mod grep;
 mod http;
 mod logs;
+mod postgres;
 mod settings;
 mod sqlite;
 mod stream;
@@ -47,6 +48,7 @@ pub enum ConnectorError {
 enum Instance {
     Files,
     Sqlite(sqlite::Sqlite),
+    Postgres(postgres::Postgres),
     Http(http::Http),
     Logs(logs::Logs),
 }
@@ -77,6 +79,7 @@ impl Connectors {
             let instance = match def.kind {
                 "files" => Instance::Files,
                 "sqlite" => Instance::Sqlite(sqlite::Sqlite::new(def, value)?),
+                "postgres" => Instance::Postgres(postgres::Postgres::new(def, value)?),
                 "http" => Instance::Http(http::Http::new(def, value)?),
                 "logs" => Instance::Logs(logs::Logs::new(def, value)?),
                 kind => {
@@ -124,6 +127,7 @@ impl Connectors {
             let (_, instance) = &self.by_name[name];
             let result = match instance {
                 Instance::Sqlite(db) => db.probe().await,
+                Instance::Postgres(db) => db.probe().await,
                 Instance::Logs(l) => l.probe(),
                 Instance::Files | Instance::Http(_) => continue,
             };
@@ -160,9 +164,12 @@ pub async fn call(
         (OperationBody::Files { action }, Instance::Files) => {
             files::run(action, ws.workspace()?, &args, budget, signals).await
         }
-        (OperationBody::Sqlite { sql, writes }, Instance::Sqlite(db)) => {
+        (OperationBody::Sql { sql, writes }, Instance::Sqlite(db)) => {
             db.run(sql, *writes, op.params_schema, args, budget, signals)
                 .await
+        }
+        (OperationBody::Sql { sql, writes }, Instance::Postgres(db)) => {
+            db.run(sql, *writes, args, budget, signals).await
         }
         (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
         (OperationBody::Logs { action }, Instance::Logs(l)) => {

@@ -16,6 +16,7 @@ mod procs;
 mod progress;
 mod python_sdk;
 mod ratchet;
+mod replicas;
 mod scaffold;
 mod scopes;
 mod soak;

@@ -193,6 +193,17 @@ impl Deployment {
         self.dir.path()
     }
 
+    /// Serves statelessly from now on (`http.stateful: false`): what replicas behind a load
+    /// balancer run, every request on its own.
+    pub fn set_stateless(&self) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        std::fs::write(
+            &self.config,
+            text.replace("stateful: true", "stateful: false"),
+        )
+        .unwrap();
+    }
+
     /// Sets (or replaces) a variable of the instances started from now on.
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.env.retain(|(k, _)| k != key);

@@ -5,6 +5,7 @@
 mod files;
 mod http;
 mod logs;
+mod postgres;
 mod settings;
 mod sqlite;
 

@@ -5,7 +5,7 @@ use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
 use crate::spec::{
     ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, OperationSpec, ParamSpec,
-    ParamType, SqliteSettings,
+    ParamType, PostgresSettings, SqliteSettings,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,6 +72,18 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
         ConnectorKind::Logs => serde_json::from_value::<LogsSettings>(value)
             .map(drop)
             .map_err(|e| format!("logs settings: {e}")),
+        ConnectorKind::Postgres => serde_json::from_value::<PostgresSettings>(value)
+            .map_err(|e| format!("postgres settings: {e}"))
+            .and_then(|s| {
+                if s.url.starts_with("postgres://")
+                    || s.url.starts_with("postgresql://")
+                    || s.url.starts_with("${")
+                {
+                    Ok(())
+                } else {
+                    Err("`url` must start with postgres:// (or be a `${VAR}`)".to_string())
+                }
+            }),
         ConnectorKind::Http => serde_json::from_value::<HttpSettings>(value)
             .map_err(|e| format!("http settings: {e}"))
             .and_then(|s| {
@@ -157,7 +169,7 @@ fn operation(
     }
     let allowed: &[&str] = match kind {
         ConnectorKind::Files | ConnectorKind::Logs => &["action"],
-        ConnectorKind::Sqlite => &["sql", "params"],
+        ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
         ConnectorKind::Http => &["method", "path", "params", "query", "body"],
     };
     let present = [
@@ -223,14 +235,14 @@ fn operation(
             };
             (body, implied_params(kind, action))
         }
-        ConnectorKind::Sqlite => {
+        ConnectorKind::Sqlite | ConnectorKind::Postgres => {
             let sql = op.sql.clone().unwrap_or_else(|| {
                 missing("sql", errors);
                 String::new()
             });
             check_sql(l, &at, &sql, &declared, errors);
             (
-                OperationBody::Sqlite {
+                OperationBody::Sql {
                     writes: sql_writes(&sql),
                     sql,
                 },
@@ -270,7 +282,17 @@ fn operation(
 
 /// `:name` placeholders of an SQL statement (outside quoted strings).
 pub fn sql_placeholders(sql: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+    sql_named_params(sql)
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Every `:name` placeholder of `sql` with its byte offset (of the `:`), in order. Quoted text
+/// (`'…'`, `"…"`) and PostgreSQL casts (`::type`) are not placeholders. The runtime numbers
+/// them the same way for PostgreSQL (`$1`, `$2`, …).
+pub fn sql_named_params(sql: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
     let bytes = sql.as_bytes();
     let (mut i, mut quote) = (0, None);
     while i < bytes.len() {
@@ -279,6 +301,10 @@ pub fn sql_placeholders(sql: &str) -> BTreeSet<String> {
             Some(q) if b == q => quote = None,
             Some(_) => {}
             None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b':' && bytes.get(i + 1) == Some(&b':') => {
+                i += 2;
+                continue;
+            }
             None if b == b':'
                 && i + 1 < bytes.len()
                 && (bytes[i + 1].is_ascii_alphabetic() || bytes[i + 1] == b'_') =>
@@ -290,7 +316,7 @@ pub fn sql_placeholders(sql: &str) -> BTreeSet<String> {
                 {
                     end += 1;
                 }
-                out.insert(sql[start..end].to_string());
+                out.push((i, sql[start..end].to_string()));
                 i = end;
                 continue;
             }

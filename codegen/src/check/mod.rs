@@ -9,6 +9,8 @@ mod returns;
 mod servers;
 mod warnings;
 
+pub use connectors::sql_named_params;
+
 use crate::diag::Diagnostic;
 use crate::model::Model;
 use crate::source::{SourceFile, Span};

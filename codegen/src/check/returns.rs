@@ -50,9 +50,7 @@ pub fn returns(
                 .iter()
                 .find(|o| o.name == *operation)?;
             match &op.body {
-                OperationBody::Sqlite { sql, writes: false } => {
-                    select_columns(sql).map(Returns::Rows)
-                }
+                OperationBody::Sql { sql, writes: false } => select_columns(sql).map(Returns::Rows),
                 _ => None,
             }
         }

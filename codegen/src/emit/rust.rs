@@ -393,7 +393,7 @@ fn connector_def(c: &Connector) -> TokenStream {
                 let a = action.as_str();
                 quote!(bh::OperationBody::Logs { action: #a })
             }
-            OperationBody::Sqlite { sql, writes } => quote!(bh::OperationBody::Sqlite { sql: #sql, writes: #writes }),
+            OperationBody::Sql { sql, writes } => quote!(bh::OperationBody::Sql { sql: #sql, writes: #writes }),
             OperationBody::Http { method, path, query, body } => {
                 let m = format!("{method:?}").to_ascii_uppercase();
                 quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })

@@ -42,6 +42,8 @@ pub enum ConnectorKind {
     Http,
     /// A directory of log files searched with regexes.
     Logs,
+    /// A PostgreSQL database with named, parameterised SQL (reads in read-only transactions).
+    Postgres,
 }
 
 impl ConnectorKind {
@@ -52,6 +54,7 @@ impl ConnectorKind {
             ConnectorKind::Sqlite => "sqlite",
             ConnectorKind::Http => "http",
             ConnectorKind::Logs => "logs",
+            ConnectorKind::Postgres => "postgres",
         }
     }
 }
@@ -175,6 +178,23 @@ pub struct HttpSettings {
     /// PEM file of the certificate authorities trusted for `https://` (default: the system's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+}
+
+/// Settings of a `postgres` connector.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresSettings {
+    /// Connection URL, `postgres://user@host:port/db` (keep the password in a `secrets:` variable).
+    pub url: String,
+    /// Milliseconds to wait for a connection (default 5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<Count>,
+    /// Milliseconds a statement may run before the server cancels it (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement_timeout_ms: Option<Count>,
+    /// Connections kept open per instance (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<Count>,
 }
 
 /// Settings of a `logs` connector.

@@ -8,7 +8,7 @@ mod server;
 
 pub use connector::{
     ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings,
-    LogsSettings, OperationSpec, SqliteSettings,
+    LogsSettings, OperationSpec, PostgresSettings, SqliteSettings,
 };
 pub use deployment::{DeploymentServer, DeploymentSpec};
 pub use param::{ParamSpec, ParamType};

@@ -13,7 +13,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "search",
         params_schema: SEARCH_SCHEMA,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             sql: "SELECT id, title, size FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
             writes: false,
         },
@@ -21,7 +21,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "all",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             sql: "SELECT id FROM records ORDER BY id",
             writes: false,
         },
@@ -29,7 +29,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "sneaky_delete",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             sql: "DELETE FROM records",
             writes: false,
         },
@@ -37,7 +37,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "add",
         params_schema: ADD_SCHEMA,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             sql: "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)",
             writes: true,
         },
@@ -45,7 +45,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "endless",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             // Minutes of work that produces no row until the end.
             sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000) SELECT count(*) FROM c",
             writes: false,
@@ -54,7 +54,7 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "undeclared",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sqlite {
+        body: OperationBody::Sql {
             sql: "SELECT id FROM records WHERE id = :secret_id",
             writes: false,
         },

@@ -8,7 +8,7 @@ use bulkhead::state::{InitPolicy, StateErrorKind, StoreLocation};
 use std::io::{BufRead, BufReader};
 
 #[path = "../../support/pg.rs"]
-mod pg;
+pub(crate) mod pg;
 
 #[derive(Clone, Copy, Debug)]
 enum Backend {

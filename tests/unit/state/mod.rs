@@ -1,7 +1,7 @@
 //! The state store against real files and real processes: never lowers, concurrent writers from
 //! several processes, writers killed mid-write, damaged and tampered files, never starting over.
 
-mod backends;
+pub(crate) mod backends;
 mod damage;
 mod init;
 mod ratchet;

@@ -276,7 +276,7 @@ impl<'a> ServerPlan<'a> {
                 ConnectorKind::Sqlite => &[("path", false)],
                 ConnectorKind::Logs => &[("dir", true)],
                 ConnectorKind::Http => &[("ca_file", false)],
-                ConnectorKind::Files => &[],
+                ConnectorKind::Files | ConnectorKind::Postgres => &[],
             };
             let mut path_vars = Vec::new();
             for &(setting, is_dir) in paths {

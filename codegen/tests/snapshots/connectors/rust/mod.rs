@@ -35,7 +35,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "rename",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"Record id"},"title":{"type":"string","description":"New title"}},"required":["id","title"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sqlite {
+                body: bh::OperationBody::Sql {
                     sql: "UPDATE records SET title = :title WHERE id = :id",
                     writes: true,
                 },
@@ -43,7 +43,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most rows","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for","minLength":1}},"required":["query"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sqlite {
+                body: bh::OperationBody::Sql {
                     sql: "SELECT id, title FROM records WHERE title LIKE '%' || :query || '%' LIMIT :limit",
                     writes: false,
                 },

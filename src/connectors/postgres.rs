@@ -1,0 +1,383 @@
+//! The `postgres` connector: parameterised SQL against PostgreSQL with named `:param` binding
+//! (numbered `$n` for the server, typed by the statement's own parameter types). Operations that
+//! read run in a `READ ONLY` transaction, so a read tool cannot change data even if its SQL
+//! tried; every statement runs under `statement_timeout`. Rows stream out header first through
+//! the same sink as SQLite's; nothing holds the whole result. Connections are pooled per
+//! instance (deadpool).
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures::StreamExt as _;
+use serde_json::Value;
+use tokio_postgres::types::{ToSql, Type};
+
+use super::stream::{self, Stop};
+use super::{ConnectorError, settings};
+use crate::errors::ToolError;
+use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
+use crate::signals::{CallSignals, Unit};
+use crate::tooldef::ConnectorDef;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    url: String,
+    #[serde(default, deserialize_with = "settings::number")]
+    connect_timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    statement_timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    max_connections: Option<u64>,
+}
+
+/// A built `postgres` connector: its connection pool and limits.
+pub struct Postgres {
+    name: &'static str,
+    pool: Pool,
+    statement_timeout_ms: u64,
+}
+
+/// `sql` with each `:name` replaced by `$n` (one number per distinct name, in order of first
+/// use), and the names by number. The placeholder rules are the spec checker's.
+pub fn numbered(sql: &str) -> (String, Vec<String>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut out = String::with_capacity(sql.len());
+    let mut last = 0;
+    for (at, name) in bulkhead_codegen::check::sql_named_params(sql) {
+        out.push_str(&sql[last..at]);
+        let n = match names.iter().position(|x| *x == name) {
+            Some(i) => i + 1,
+            None => {
+                names.push(name.clone());
+                names.len()
+            }
+        };
+        out.push_str(&format!("${n}"));
+        last = at + 1 + name.len();
+    }
+    out.push_str(&sql[last..]);
+    (out, names)
+}
+
+impl Postgres {
+    /// Reads the settings and builds the pool (connections open on first use).
+    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Postgres, ConnectorError> {
+        let err = |reason: String| ConnectorError::Settings {
+            connector: def.name,
+            reason,
+        };
+        let s: Settings = settings::parse(def, value)?;
+        let mut config: tokio_postgres::Config = s
+            .url
+            .parse()
+            .map_err(|e| err(format!("settings.url is not a PostgreSQL URL: {e}")))?;
+        let connect_timeout = Duration::from_millis(s.connect_timeout_ms.unwrap_or(5000));
+        config.connect_timeout(connect_timeout);
+        config.application_name("bulkhead");
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(s.max_connections.unwrap_or(4).clamp(1, 64) as usize)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(connect_timeout))
+            .create_timeout(Some(connect_timeout))
+            .build()
+            .map_err(|e| err(format!("cannot build the connection pool: {e}")))?;
+        Ok(Postgres {
+            name: def.name,
+            pool,
+            statement_timeout_ms: s.statement_timeout_ms.unwrap_or(30_000),
+        })
+    }
+
+    /// Whether the server answers (for readiness).
+    pub async fn probe(&self) -> Result<(), String> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| pool_error(self.name, &e))?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| db_error(self.name, &e).to_string())
+    }
+
+    /// Runs `sql` with the arguments bound by name: a write reports the rows changed; a read
+    /// streams its rows (header first) in a read-only transaction.
+    pub async fn run(
+        &self,
+        sql: &'static str,
+        writes: bool,
+        args: JsonObject,
+        budget: stream::StreamBudget,
+        signals: &CallSignals,
+    ) -> ToolResult {
+        let name = self.name;
+        let (text, names) = numbered(sql);
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ToolError::fatal(pool_error(name, &e)))?;
+        if writes {
+            let tx = client
+                .build_transaction()
+                .start()
+                .await
+                .map_err(|e| db_error(name, &e))?;
+            tx.batch_execute(&format!(
+                "SET LOCAL statement_timeout = {}",
+                self.statement_timeout_ms
+            ))
+            .await
+            .map_err(|e| db_error(name, &e))?;
+            let stmt = tx.prepare(&text).await.map_err(|e| db_error(name, &e))?;
+            let params = bind(name, stmt.params(), &names, &args)?;
+            let changed = tx
+                .execute_raw(
+                    &stmt,
+                    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)),
+                )
+                .await
+                .map_err(|e| db_error(name, &e))?;
+            tx.commit().await.map_err(|e| db_error(name, &e))?;
+            let noun = if changed == 1 { "row" } else { "rows" };
+            return Ok(ToolOutput::Text(format!("{changed} {noun} changed")));
+        }
+        // Reads: this task talks to the server and hands rows over a bounded channel to the
+        // sink's thread; when the consumer stops (cut, cancelled), the channel closes and this
+        // task drops the stream and the transaction (rolled back).
+        let (tx_rows, mut rx_rows) =
+            tokio::sync::mpsc::channel::<Result<Vec<String>, ToolError>>(64);
+        let timeout = self.statement_timeout_ms;
+        tokio::spawn(async move {
+            let work = async {
+                let tx = client
+                    .build_transaction()
+                    .read_only(true)
+                    .start()
+                    .await
+                    .map_err(|e| db_error(name, &e))?;
+                tx.batch_execute(&format!("SET LOCAL statement_timeout = {timeout}"))
+                    .await
+                    .map_err(|e| db_error(name, &e))?;
+                let stmt = tx.prepare(&text).await.map_err(|e| db_error(name, &e))?;
+                let columns: Vec<(String, Type)> = stmt
+                    .columns()
+                    .iter()
+                    .map(|c| (c.name().to_string(), c.type_().clone()))
+                    .collect();
+                for (col, ty) in &columns {
+                    if !renderable(ty) {
+                        return Err(ToolError::fatal(format!(
+                            "connector `{name}`: column `{col}` has type `{ty}`, which this connector does not render; cast it in the SQL (`{col}::text`)"
+                        )));
+                    }
+                }
+                let params = bind(name, stmt.params(), &names, &args)?;
+                let rows = tx
+                    .query_raw(
+                        &stmt,
+                        params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)),
+                    )
+                    .await
+                    .map_err(|e| db_error(name, &e))?;
+                let header: Vec<String> = columns.iter().map(|(c, _)| c.clone()).collect();
+                if tx_rows.send(Ok(header)).await.is_err() {
+                    return Ok(());
+                }
+                futures::pin_mut!(rows);
+                while let Some(row) = rows.next().await {
+                    let row = row.map_err(|e| db_error(name, &e))?;
+                    let cells = (0..columns.len())
+                        .map(|i| render(&row, i, &columns[i].1))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| db_error(name, &e))?;
+                    if tx_rows.send(Ok(cells)).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            };
+            if let Err(e) = work.await {
+                let _ = tx_rows.send(Err(e)).await;
+            }
+        });
+        stream::run_blocking(budget, signals, move |sink| {
+            sink.set_total(Unit::Rows, None);
+            let mut header = None;
+            while let Some(msg) = rx_rows.blocking_recv() {
+                let cells = msg.map_err(Stop::Failed)?;
+                if header.is_none() {
+                    header = Some(cells);
+                    continue;
+                }
+                // The header goes out with the first row, so an error before it is plain.
+                if let Some(h) = header
+                    .as_mut()
+                    .and_then(|h: &mut Vec<String>| (!h.is_empty()).then(|| std::mem::take(h)))
+                {
+                    sink.push(Chunk::Row(h))?;
+                }
+                sink.push(Chunk::Row(cells))?;
+                sink.tick(1)?;
+            }
+            if let Some(h) = header.filter(|h| !h.is_empty()) {
+                sink.push(Chunk::Row(h))?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Types [`render`] knows; others must be cast in the SQL.
+fn renderable(ty: &Type) -> bool {
+    [
+        Type::BOOL,
+        Type::INT2,
+        Type::INT4,
+        Type::INT8,
+        Type::FLOAT4,
+        Type::FLOAT8,
+        Type::TEXT,
+        Type::VARCHAR,
+        Type::BPCHAR,
+        Type::NAME,
+        Type::OID,
+    ]
+    .contains(ty)
+}
+
+/// One cell as text (SQL NULL: empty, as in the CSV the context presets write).
+fn render(row: &tokio_postgres::Row, i: usize, ty: &Type) -> Result<String, tokio_postgres::Error> {
+    fn text<T: ToString>(v: Option<T>) -> String {
+        v.map(|v| v.to_string()).unwrap_or_default()
+    }
+    Ok(match *ty {
+        Type::BOOL => text(row.try_get::<_, Option<bool>>(i)?),
+        Type::INT2 => text(row.try_get::<_, Option<i16>>(i)?),
+        Type::INT4 => text(row.try_get::<_, Option<i32>>(i)?),
+        Type::INT8 => text(row.try_get::<_, Option<i64>>(i)?),
+        Type::FLOAT4 => text(row.try_get::<_, Option<f32>>(i)?),
+        Type::FLOAT8 => text(row.try_get::<_, Option<f64>>(i)?),
+        Type::OID => text(row.try_get::<_, Option<u32>>(i)?),
+        _ => row.try_get::<_, Option<String>>(i)?.unwrap_or_default(),
+    })
+}
+
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// Each `$n` from the argument named `names[n-1]`, converted to the type the statement expects.
+/// An optional parameter that was not given binds NULL; a value of the wrong type is retryable.
+fn bind(
+    connector: &str,
+    types: &[Type],
+    names: &[String],
+    args: &JsonObject,
+) -> Result<Vec<Param>, ToolError> {
+    let mut out: Vec<Param> = Vec::with_capacity(types.len());
+    for (ty, key) in types.iter().zip(names) {
+        let v = args.get(key).filter(|v| !v.is_null());
+        let wrong = || ToolError::retry(format!("`{key}` must be {}", expected(ty)));
+        let p: Param = match *ty {
+            Type::BOOL => Box::new(v.map(|v| v.as_bool().ok_or_else(wrong)).transpose()?),
+            Type::INT2 => Box::new(
+                v.map(|v| {
+                    v.as_i64()
+                        .and_then(|n| i16::try_from(n).ok())
+                        .ok_or_else(wrong)
+                })
+                .transpose()?,
+            ),
+            Type::INT4 => Box::new(
+                v.map(|v| {
+                    v.as_i64()
+                        .and_then(|n| i32::try_from(n).ok())
+                        .ok_or_else(wrong)
+                })
+                .transpose()?,
+            ),
+            Type::INT8 => Box::new(v.map(|v| v.as_i64().ok_or_else(wrong)).transpose()?),
+            Type::FLOAT4 => Box::new(
+                v.map(|v| v.as_f64().map(|f| f as f32).ok_or_else(wrong))
+                    .transpose()?,
+            ),
+            Type::FLOAT8 => Box::new(v.map(|v| v.as_f64().ok_or_else(wrong)).transpose()?),
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
+                Box::new(v.map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }))
+            }
+            _ => {
+                return Err(ToolError::fatal(format!(
+                    "connector `{connector}`: parameter `{key}` has type `{ty}`, which this connector does not bind; cast it in the SQL (`:{key}::{ty}` from text)"
+                )));
+            }
+        };
+        out.push(p);
+    }
+    Ok(out)
+}
+
+fn expected(ty: &Type) -> &'static str {
+    match *ty {
+        Type::BOOL => "true or false",
+        Type::INT2 | Type::INT4 | Type::INT8 => "a whole number in range",
+        Type::FLOAT4 | Type::FLOAT8 => "a number",
+        _ => "text",
+    }
+}
+
+fn pool_error(name: &str, e: &deadpool_postgres::PoolError) -> String {
+    format!("database of connector `{name}` is unreachable: {e}")
+}
+
+/// Bad input (constraint violations, invalid values, a cancelled statement) is retryable;
+/// everything else means the database or the operation is broken, which the model cannot fix.
+/// Messages are the server's, which never carry the connection URL.
+fn db_error(name: &str, e: &tokio_postgres::Error) -> ToolError {
+    let Some(db) = e.as_db_error() else {
+        return ToolError::fatal(format!("database of connector `{name}`: {e}"));
+    };
+    let class = &db.code().code()[..2];
+    let msg = db.message();
+    match class {
+        // 22 data exception, 23 integrity constraint violation, 57 cancelled (statement_timeout),
+        // 40 transaction rollback (serialization, deadlock): the model or a retry can fix it.
+        "22" | "23" => ToolError::retry(format!("rejected by the database: {msg}")),
+        "57" | "40" => ToolError::retry(format!(
+            "the database stopped the statement, try again: {msg}"
+        )),
+        "25" => ToolError::fatal(format!(
+            "database of connector `{name}`: {msg} (a read tool runs in a read-only transaction)"
+        )),
+        _ => ToolError::fatal(format!("database of connector `{name}`: {msg}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered;
+
+    #[test]
+    fn named_placeholders_become_numbered_once_per_name() {
+        let (sql, names) = numbered(
+            "SELECT id, title::text FROM t WHERE a = :q OR b = :q AND c > :n AND d = ':nope'",
+        );
+        assert_eq!(
+            sql,
+            "SELECT id, title::text FROM t WHERE a = $1 OR b = $1 AND c > $2 AND d = ':nope'"
+        );
+        assert_eq!(names, ["q", "n"]);
+    }
+}
