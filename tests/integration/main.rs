@@ -12,6 +12,7 @@ mod isolation;
 mod jwks;
 mod limits;
 mod metrics;
+mod postgres_tool;
 mod procs;
 mod progress;
 mod python_sdk;

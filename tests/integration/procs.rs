@@ -218,6 +218,16 @@ impl Deployment {
     }
 
     pub fn try_start(&self, mode: &str, kill_at: Option<&str>) -> Result<Proc, String> {
+        self.try_start_server("template", mode, kill_at)
+    }
+
+    /// `bulkhead serve <server> --mode <mode>` on a free port.
+    pub fn try_start_server(
+        &self,
+        server: &str,
+        mode: &str,
+        kill_at: Option<&str>,
+    ) -> Result<Proc, String> {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = self.path().join(format!("{mode}-{n}.log"));
@@ -226,7 +236,7 @@ impl Deployment {
             "--config",
             self.config.to_str().unwrap(),
             "serve",
-            "template",
+            server,
             "--mode",
             mode,
         ])

@@ -63,7 +63,10 @@ async fn three_replicas_on_postgres_share_the_ratchet_and_lose_nothing_when_one_
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while on_two.load(std::sync::atomic::Ordering::SeqCst) < 5 {
-        assert!(std::time::Instant::now() < deadline, "replica 2 acknowledged too few");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica 2 acknowledged too few"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     replicas[2].child.kill().unwrap();
@@ -91,7 +94,11 @@ async fn three_replicas_on_postgres_share_the_ratchet_and_lose_nothing_when_one_
             "{s}: acknowledged, then lost"
         );
     }
-    assert!(acked.len() >= sessions * 2 / 3 + acked_by_two_before_kill, "acked {}", acked.len());
+    assert!(
+        acked.len() >= sessions * 2 / 3 + acked_by_two_before_kill,
+        "acked {}",
+        acked.len()
+    );
     assert!(lost_calls > 0, "the kill cut no call");
     println!(
         "{} escalations acknowledged and committed ({acked_by_two_before_kill} by the killed replica before its death), {lost_calls} calls failed with it, 0 lost",

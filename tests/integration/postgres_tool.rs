@@ -1,0 +1,50 @@
+//! The example `crm` server's tools, backed by the `postgres` connector, end to end: a real
+//! PostgreSQL database, `bulkhead serve crm` as a process, the official rmcp client. The tool
+//! answers rows with their declared shape, raises the session, and the connection URL (a
+//! `secrets:` variable) is read from a file, never an inline value.
+
+use super::procs::{Deployment, Store, call, client};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_backed_tool_answers_through_the_server() {
+    let url = super::procs::pg::database("crm");
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute(
+        "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
+         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben'), (3, 'acme labs', 'chen');",
+    )
+    .await
+    .unwrap();
+    let mut dep = Deployment::new(Store::Sqlite, "crm").await;
+    // The URL as a compose secret would pass it: a file named by `<VAR>_FILE`.
+    let secret = dep.path().join("crm_database_url");
+    std::fs::write(&secret, format!("{url}\n")).unwrap();
+    dep.set_env("CRM_DATABASE_URL_FILE", secret.to_str().unwrap());
+    let p = dep.try_start_server("crm", "proxied", None).unwrap();
+    let c = client(&p.url, "ana", "crm-1").await;
+    let r = call(&c, "search_accounts", json!({"query": "ACME"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text);
+    assert!(
+        r.text.contains("1,Acme Corp,ana") && r.text.contains("3,acme labs,chen"),
+        "{}",
+        r.text
+    );
+    assert!(!r.text.contains("Globex"), "{}", r.text);
+    assert_eq!(r.level, "confidential");
+    let r = call(&c, "get_account", json!({"id": 2})).await.unwrap();
+    assert!(r.text.contains("2,Globex,ben"), "{}", r.text);
+    let r = call(&c, "get_account", json!({"id": "two"})).await.unwrap();
+    assert!(
+        r.is_error && !r.text.starts_with("[FATAL]"),
+        "bad input is retryable: {}",
+        r.text
+    );
+    let _ = c.cancel().await;
+    drop(p);
+}
