@@ -1,7 +1,7 @@
 //! The `postgres` connector: parameterised SQL against PostgreSQL with named `:param` binding
 //! (numbered `$n` for the server, typed by the statement's own parameter types). Operations that
 //! read run in a `READ ONLY` transaction, so a read tool cannot change data even if its SQL
-//! tried; every statement runs under `statement_timeout`. Rows stream out header first through
+//! tried; every statement runs under `statement_timeout` (a startup option of each connection). Rows stream out header first through
 //! the same sink as SQLite's; nothing holds the whole result. Connections are pooled per
 //! instance (deadpool).
 
@@ -35,7 +35,6 @@ struct Settings {
 pub struct Postgres {
     name: &'static str,
     pool: Pool,
-    statement_timeout_ms: u64,
 }
 
 /// `sql` with each `:name` replaced by `$n` (one number per distinct name, in order of first
@@ -75,6 +74,11 @@ impl Postgres {
         let connect_timeout = Duration::from_millis(s.connect_timeout_ms.unwrap_or(5000));
         config.connect_timeout(connect_timeout);
         config.application_name("bulkhead");
+        // Set once per connection (startup options), not per statement: one round trip less.
+        config.options(format!(
+            "-c statement_timeout={}",
+            s.statement_timeout_ms.unwrap_or(30_000)
+        ));
         let manager = Manager::from_config(
             config,
             tokio_postgres::NoTls,
@@ -92,7 +96,6 @@ impl Postgres {
         Ok(Postgres {
             name: def.name,
             pool,
-            statement_timeout_ms: s.statement_timeout_ms.unwrap_or(30_000),
         })
     }
 
@@ -133,13 +136,10 @@ impl Postgres {
                 .start()
                 .await
                 .map_err(|e| db_error(name, &e))?;
-            tx.batch_execute(&format!(
-                "SET LOCAL statement_timeout = {}",
-                self.statement_timeout_ms
-            ))
-            .await
-            .map_err(|e| db_error(name, &e))?;
-            let stmt = tx.prepare(&text).await.map_err(|e| db_error(name, &e))?;
+            let stmt = tx
+                .prepare_cached(&text)
+                .await
+                .map_err(|e| db_error(name, &e))?;
             let params = bind(name, stmt.params(), &names, &args)?;
             let changed = tx
                 .execute_raw(
@@ -157,7 +157,6 @@ impl Postgres {
         // task drops the stream and the transaction (rolled back).
         let (tx_rows, mut rx_rows) =
             tokio::sync::mpsc::channel::<Result<Vec<String>, ToolError>>(64);
-        let timeout = self.statement_timeout_ms;
         tokio::spawn(async move {
             let work = async {
                 let tx = client
@@ -166,10 +165,11 @@ impl Postgres {
                     .start()
                     .await
                     .map_err(|e| db_error(name, &e))?;
-                tx.batch_execute(&format!("SET LOCAL statement_timeout = {timeout}"))
+                // Prepared once per connection (deadpool's statement cache).
+                let stmt = tx
+                    .prepare_cached(&text)
                     .await
                     .map_err(|e| db_error(name, &e))?;
-                let stmt = tx.prepare(&text).await.map_err(|e| db_error(name, &e))?;
                 let columns: Vec<(String, Type)> = stmt
                     .columns()
                     .iter()
