@@ -296,6 +296,8 @@ pub struct Deployment {
     pub source: String,
     /// Servers, sorted by name.
     pub servers: Vec<DeployedServer>,
+    /// What to generate for it.
+    pub targets: Vec<crate::spec::DeployTarget>,
 }
 
 /// A server in a deployment.
@@ -311,4 +313,6 @@ pub struct DeployedServer {
     pub proxied_egress: Vec<String>,
     /// Highest sensitivity any of its tools reaches.
     pub max_sensitivity: Sensitivity,
+    /// Replicas of each instance on Kubernetes.
+    pub replicas: u16,
 }

@@ -10,6 +10,7 @@ mod in_memory;
 mod inspector;
 mod isolation;
 mod jwks;
+mod kubernetes;
 mod limits;
 mod metrics;
 mod postgres_tool;

@@ -89,12 +89,22 @@ pub fn check(
                 egress: s.egress.clone(),
                 proxied_egress: s.proxied_egress.clone(),
                 max_sensitivity: server.max_sensitivity(),
+                replicas: s.replicas.unwrap_or(1).max(1),
             });
         }
         out.push(Deployment {
             name: d.name.clone(),
             source: l.file.display.clone(),
             servers: deployed,
+            targets: {
+                let mut t = d
+                    .targets
+                    .clone()
+                    .unwrap_or_else(|| vec![crate::spec::DeployTarget::Compose]);
+                t.sort();
+                t.dedup();
+                t
+            },
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -12,6 +12,21 @@ pub struct DeploymentSpec {
     pub name: String,
     /// Servers in this deployment, by server name.
     pub servers: BTreeMap<String, DeploymentServer>,
+    /// What to generate (default: compose only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<DeployTarget>>,
+}
+
+/// A kind of deployment output.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DeployTarget {
+    /// `generated/compose/<deployment>.yaml` (and the proxy, config and client files).
+    Compose,
+    /// `generated/kubernetes/<deployment>/`: manifests and a `kustomization.yaml`.
+    Kubernetes,
 }
 
 /// One server in a deployment.
@@ -26,4 +41,8 @@ pub struct DeploymentServer {
     /// `host:port` the proxied instance may reach through the egress proxy; nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proxied_egress: Vec<String>,
+    /// Replicas of each instance on Kubernetes (default 1; more than 1 serves statelessly on the
+    /// shared PostgreSQL store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u16>,
 }

@@ -134,7 +134,7 @@ fn instances_from(p: &ServerPlan, from: super::Mode) -> String {
 }
 
 /// The tool, data and network tables of one server.
-fn tables(p: &ServerPlan) -> String {
+pub(super) fn tables(p: &ServerPlan) -> String {
     let mut t = String::new();
     let name = &p.server.name;
     let _ = write!(

@@ -9,6 +9,7 @@ pub mod compose;
 pub mod config;
 pub mod diagram;
 pub mod docker;
+pub mod kubernetes;
 pub mod local;
 pub mod proxy;
 
@@ -431,11 +432,16 @@ pub fn plan<'a>(model: &Model, deployment: &'a Deployment) -> Vec<ServerPlan<'a>
 /// Adds every deployment artifact of `model` to `out`.
 pub fn emit(model: &Model, out: &mut Output) {
     for d in &model.deployments {
-        compose::emit(model, d, out);
-        proxy::emit(model, d, out);
-        config::emit(model, d, out);
-        clients::emit(model, d, out);
-        diagram::emit(model, d, out);
+        if d.targets.contains(&crate::spec::DeployTarget::Compose) {
+            compose::emit(model, d, out);
+            proxy::emit(model, d, out);
+            config::emit(model, d, out);
+            clients::emit(model, d, out);
+            diagram::emit(model, d, out);
+        }
+        if d.targets.contains(&crate::spec::DeployTarget::Kubernetes) {
+            kubernetes::emit(model, d, out);
+        }
     }
     docker::emit(model, out);
 }

@@ -1,0 +1,548 @@
+//! `kubernetes/<deployment>/`: plain manifests and a `kustomization.yaml` for a deployment that
+//! opts in (`targets: [kubernetes]`), from the same plan as compose: one Deployment and Service per
+//! instance, the egress proxy with the same squid policy, the runtime configuration, per-mode
+//! workspace claims with the per-mode data rule, Secret *references* (never values), and
+//! NetworkPolicies that give each mode exactly its way out:
+//!
+//! - every pod: nothing in or out (`default-deny`), except DNS (`dns`);
+//! - every instance: the PostgreSQL state store on 5432 (`state-store`; the ratchet is shared by
+//!   all instances and replicas, so even `none` must reach it; nothing else), and ingress from the
+//!   agents' namespace on its port;
+//! - `full`: the TCP ports of the deployment's `egress`, to any public address (a NetworkPolicy
+//!   cannot name hosts);
+//! - `proxied`: only its egress proxy on 3128; the proxy alone reaches out, on the allowlist's
+//!   ports, and squid checks the `host:port` pairs;
+//! - `none`: nothing more.
+//!
+//! Every instance serves statelessly (`http.stateful: false`), so replicas need no session
+//! affinity: a session's level lives in the store, and cancellation works per request.
+
+use super::compose::workspace_volume;
+use super::{
+    CONFIG_PATH, IMAGE, Mode, PROXY_IMAGE, PROXY_POLICY_PATH, PROXY_PORT, STATE_DIR, ServerPlan,
+    WORKSPACES_DIR, plan, proxy,
+};
+use crate::emit::yaml_text::to_yaml;
+use crate::emit::{Output, header};
+use crate::model::{Deployment, Model};
+use serde_json::{Map, Value, json};
+
+/// The Secret holding the state store's URL (key `url`); created by the operator.
+pub const STATE_SECRET: &str = "bulkhead-state";
+/// The Secret holding credentials as files (the signing key, each connector secret).
+pub const FILES_SECRET: &str = "bulkhead-secrets";
+/// Label of the namespace(s) agents run in: the only source of ingress to instances.
+pub const AGENTS_LABEL: &str = "bulkhead.dev/agents";
+/// Label of the namespace the PostgreSQL state store runs in.
+pub const STORE_LABEL: &str = "bulkhead.dev/state-store";
+/// Where secret files are mounted.
+const SECRET_DIR: &str = "/run/secrets/bulkhead";
+/// Address ranges the full instance and the proxy never reach (link-local: cloud metadata).
+const NEVER: [&str; 1] = ["169.254.0.0/16"];
+/// Private ranges the full instance does not reach through its egress rule.
+const PRIVATE: [&str; 4] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+];
+
+/// DNS-1123 form of a name (`_` → `-`).
+fn dns(name: &str) -> String {
+    name.replace('_', "-")
+}
+
+fn labels(p: &ServerPlan, role: &str, mode: Option<Mode>) -> Value {
+    let mut l = json!({
+        "app.kubernetes.io/part-of": "bulkhead",
+        "bulkhead.dev/server": dns(&p.server.name),
+        "bulkhead.dev/role": role,
+    });
+    if let Some(m) = mode {
+        l["bulkhead.dev/mode"] = json!(m.as_str());
+    }
+    l
+}
+
+/// Adds the manifests of `d` when it targets Kubernetes.
+pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
+    let plans = plan(model, d);
+    let ns = format!("bulkhead-{}", dns(&d.name));
+    let dir = format!("kubernetes/{}", d.name);
+    let mut files: Vec<(String, Value)> = Vec::new();
+    files.push((
+        "namespace.yaml".into(),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    ));
+    files.push(("config.yaml".into(), config_map(d, &plans)));
+    files.extend(common_policies());
+    for p in &plans {
+        let name = dns(&p.server.name);
+        for inst in &p.instances {
+            let svc = dns(&inst.service);
+            files.push((
+                format!(
+                    "pvc-{}.yaml",
+                    dns(&workspace_volume(&p.server.name, inst.mode))
+                ),
+                claim(&dns(&workspace_volume(&p.server.name, inst.mode)), "10Gi"),
+            ));
+            files.push((
+                format!("{svc}-deployment.yaml"),
+                instance(p, inst.mode, &svc),
+            ));
+            files.push((
+                format!("{svc}-service.yaml"),
+                service(&svc, p, "instance", Some(inst.mode), p.server.port),
+            ));
+            files.push((
+                format!("netpol-{svc}.yaml"),
+                instance_policy(p, inst.mode, &svc),
+            ));
+        }
+        for m in &p.data {
+            let claim_name = format!("{name}-data-{}", dns(&m.connector));
+            files.push((format!("pvc-{claim_name}.yaml"), claim(&claim_name, "1Gi")));
+        }
+        if let Some(proxy) = p.proxy_service() {
+            let proxy = dns(&proxy);
+            files.push((
+                format!("{proxy}-policy.yaml"),
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": format!("{proxy}-policy")},
+                    "data": {"policy.conf": proxy::squid_policy(&p.allowed)},
+                }),
+            ));
+            files.push((format!("{proxy}-deployment.yaml"), egress_proxy(p, &proxy)));
+            files.push((
+                format!("{proxy}-service.yaml"),
+                service(&proxy, p, "egress-proxy", None, PROXY_PORT),
+            ));
+            files.push((format!("netpol-{proxy}.yaml"), proxy_policy(p, &proxy)));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let sources = [d.source.as_str()];
+    for (file, doc) in &files {
+        let mut text = header("#", &sources);
+        text.push_str(&to_yaml(doc));
+        out.add(format!("{dir}/{file}"), text);
+    }
+    let mut k = header("#", &sources);
+    k.push_str(&format!(
+        "# Apply with `kubectl apply -k generated/kubernetes/{}` after creating the Secrets\n\
+         # `{STATE_SECRET}` (key `url`: the PostgreSQL state store) and `{FILES_SECRET}` (one key per\n\
+         # credential file) in namespace `{ns}`. See README.md here for what runs where.\n",
+        d.name
+    ));
+    k.push_str(&to_yaml(&json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": ns,
+        "resources": files.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(),
+    })));
+    out.add(format!("{dir}/kustomization.yaml"), k);
+    out.add(format!("{dir}/README.md"), review(d, &plans, &ns));
+}
+
+fn config_map(d: &Deployment, plans: &[ServerPlan]) -> Value {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    for p in plans {
+        for i in &p.instances {
+            let s = dns(&i.service);
+            hosts.push(s.clone());
+            hosts.push(format!("{s}.bulkhead-{}.svc", dns(&d.name)));
+            hosts.push(format!("{s}.bulkhead-{}.svc.cluster.local", dns(&d.name)));
+        }
+    }
+    let config = json!({
+        "environment": "${BULKHEAD_ENV:-production}",
+        "auth": {
+            "issuer": "${BULKHEAD_ISSUER:-bulkhead-dev}",
+            "audience": "${BULKHEAD_AUDIENCE:-bulkhead}",
+            "keys": [{"kid": "dev", "alg": "HS256", "secret": "${BULKHEAD_DEV_SECRET:?put the signing key in Secret bulkhead-secrets, key bulkhead_dev_secret}"}],
+        },
+        "http": {"allowed_hosts": hosts, "stateful": false},
+        "state": {
+            "dir": STATE_DIR,
+            "workspaces": WORKSPACES_DIR,
+            "store": "${BULKHEAD_STATE_STORE:?set Secret bulkhead-state, key url, to the PostgreSQL store}",
+        },
+    });
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bulkhead-config"},
+        "data": {"config.yaml": to_yaml(&config)},
+    })
+}
+
+fn claim(name: &str, size: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        // Replicas and the more isolated instances share it: ReadWriteMany.
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}},
+    })
+}
+
+fn service(name: &str, p: &ServerPlan, role: &str, mode: Option<Mode>, port: u16) -> Value {
+    let sel = labels(p, role, mode);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": sel},
+        "spec": {"selector": sel, "ports": [{"name": "http", "port": port, "targetPort": port}]},
+    })
+}
+
+fn container_security() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "privileged": false,
+        "capabilities": {"drop": ["ALL"]},
+    })
+}
+
+fn instance(p: &ServerPlan, mode: Mode, name: &str) -> Value {
+    let port = p.server.port;
+    let mut env = vec![
+        json!({"name": "BULKHEAD_STATE_STORE", "valueFrom": {"secretKeyRef": {"name": STATE_SECRET, "key": "url"}}}),
+        json!({"name": "BULKHEAD_DEV_SECRET_FILE", "value": format!("{SECRET_DIR}/bulkhead_dev_secret")}),
+        json!({"name": "BULKHEAD_LOG", "value": "warn"}),
+    ];
+    let mut secret_items =
+        vec![json!({"key": "bulkhead_dev_secret", "path": "bulkhead_dev_secret"})];
+    for v in p.env.iter().filter(|v| ServerPlan::reaches(mode, v.from)) {
+        // The spec's default, or empty (the runtime then names the missing variable).
+        let value = crate::vars::references(&json!(v.value))
+            .first()
+            .and_then(|r| r.default().map(str::to_string))
+            .unwrap_or_default();
+        env.push(json!({"name": v.name, "value": value}));
+    }
+    for m in p.data.iter().filter(|m| ServerPlan::reaches(mode, m.from)) {
+        if let Some(var) = &m.var {
+            env.push(json!({"name": var, "value": m.target}));
+        }
+    }
+    for s in p
+        .secrets
+        .iter()
+        .filter(|s| ServerPlan::reaches(mode, s.from))
+    {
+        env.push(
+            json!({"name": format!("{}_FILE", s.var), "value": format!("{SECRET_DIR}/{}", s.name)}),
+        );
+        secret_items.push(json!({"key": s.name, "path": s.name}));
+    }
+    if mode == Mode::Proxied {
+        let proxy = format!(
+            "http://{}:{PROXY_PORT}",
+            dns(&p.proxy_service().unwrap_or_default())
+        );
+        for var in ["HTTP_PROXY", "HTTPS_PROXY"] {
+            env.push(json!({"name": var, "value": proxy}));
+        }
+        env.push(json!({"name": "NO_PROXY", "value": "localhost,127.0.0.1"}));
+    }
+    let mut mounts = vec![
+        json!({"name": "config", "mountPath": "/etc/bulkhead", "readOnly": true}),
+        json!({"name": "secrets", "mountPath": SECRET_DIR, "readOnly": true}),
+        json!({"name": "state", "mountPath": STATE_DIR}),
+        json!({"name": "tmp", "mountPath": "/tmp"}),
+    ];
+    let mut volumes = vec![
+        json!({"name": "config", "configMap": {"name": "bulkhead-config"}}),
+        json!({"name": "secrets", "secret": {"secretName": FILES_SECRET, "items": secret_items}}),
+        json!({"name": "state", "emptyDir": {}}),
+        json!({"name": "tmp", "emptyDir": {}}),
+    ];
+    // Per-mode data: its own workspaces read-write, the less isolated ones read-only, none above.
+    for lower in Mode::ALL.into_iter().filter(|m| *m <= mode) {
+        if p.instance(lower).is_none() {
+            continue;
+        }
+        let vol = dns(&workspace_volume(&p.server.name, lower));
+        mounts.push(json!({
+            "name": vol,
+            "mountPath": format!("{WORKSPACES_DIR}/{}", lower.workspace_folder(&p.server.name)),
+            "readOnly": lower != mode,
+        }));
+        volumes.push(json!({"name": vol, "persistentVolumeClaim": {"claimName": vol, "readOnly": lower != mode}}));
+    }
+    for m in p.data.iter().filter(|m| ServerPlan::reaches(mode, m.from)) {
+        let vol = format!("{}-data-{}", dns(&p.server.name), dns(&m.connector));
+        let dir = m
+            .target
+            .rsplit_once('/')
+            .map_or(m.target.as_str(), |(d, _)| d);
+        let path = if m.setting == "dir" {
+            m.target.as_str()
+        } else {
+            dir
+        };
+        mounts.push(json!({"name": vol, "mountPath": path, "readOnly": m.read_only}));
+        volumes.push(json!({"name": vol, "persistentVolumeClaim": {"claimName": vol, "readOnly": m.read_only}}));
+    }
+    let probe = |path: &str| {
+        json!({
+            "httpGet": {"path": path, "port": port, "httpHeaders": [{"name": "Host", "value": "localhost"}]},
+            "periodSeconds": 10,
+            "timeoutSeconds": 3,
+        })
+    };
+    let sel = labels(p, "instance", Some(mode));
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": sel},
+        "spec": {
+            "replicas": p.server.replicas,
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": sel},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 10001,
+                        "runAsGroup": 10001,
+                        "fsGroup": 10001,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [{
+                        "name": "bulkhead",
+                        "image": IMAGE,
+                        "args": ["serve", p.server.name, "--listen", format!("0.0.0.0:{port}"),
+                                 "--mode", mode.as_str(), "--config", CONFIG_PATH],
+                        "ports": [{"name": "http", "containerPort": port}],
+                        "env": env,
+                        "volumeMounts": mounts,
+                        "readinessProbe": probe("/readyz"),
+                        "livenessProbe": probe("/healthz"),
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "128Mi"},
+                            "limits": {"cpu": "1", "memory": "512Mi"},
+                        },
+                        "securityContext": container_security(),
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    })
+}
+
+fn egress_proxy(p: &ServerPlan, name: &str) -> Value {
+    let sel = labels(p, "egress-proxy", None);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": sel},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": sel},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 13,
+                        "runAsGroup": 13,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [{
+                        "name": "squid",
+                        "image": PROXY_IMAGE,
+                        "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
+                        "volumeMounts": [
+                            {"name": "policy", "mountPath": PROXY_POLICY_PATH, "subPath": "policy.conf", "readOnly": true},
+                            {"name": "shm", "mountPath": "/dev/shm"},
+                        ],
+                        "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10},
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "64Mi"},
+                            "limits": {"cpu": "500m", "memory": "256Mi"},
+                        },
+                        "securityContext": container_security(),
+                    }],
+                    "volumes": [
+                        {"name": "policy", "configMap": {"name": format!("{name}-policy")}},
+                        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+                    ],
+                },
+            },
+        },
+    })
+}
+
+fn policy(
+    name: &str,
+    selector: Value,
+    types: &[&str],
+    ingress: Option<Value>,
+    egress: Option<Value>,
+) -> Value {
+    let mut spec = Map::new();
+    spec.insert("podSelector".into(), selector);
+    spec.insert("policyTypes".into(), json!(types));
+    if let Some(i) = ingress {
+        spec.insert("ingress".into(), i);
+    }
+    if let Some(e) = egress {
+        spec.insert("egress".into(), e);
+    }
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+/// Default deny, DNS for every pod, the state store for every instance.
+fn common_policies() -> Vec<(String, Value)> {
+    let part_of = json!({"matchLabels": {"app.kubernetes.io/part-of": "bulkhead"}});
+    let instances = json!({"matchLabels": {"app.kubernetes.io/part-of": "bulkhead", "bulkhead.dev/role": "instance"}});
+    vec![
+        (
+            "netpol-default-deny.yaml".into(),
+            policy(
+                "default-deny",
+                json!({}),
+                &["Ingress", "Egress"],
+                None,
+                None,
+            ),
+        ),
+        (
+            "netpol-dns.yaml".into(),
+            policy(
+                "dns",
+                part_of,
+                &["Egress"],
+                None,
+                Some(json!([{
+                    "to": [{
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                }])),
+            ),
+        ),
+        (
+            "netpol-state-store.yaml".into(),
+            policy(
+                "state-store",
+                instances,
+                &["Egress"],
+                None,
+                Some(json!([{
+                    "to": [{"namespaceSelector": {"matchLabels": {STORE_LABEL: "true"}}}],
+                    "ports": [{"protocol": "TCP", "port": 5432}],
+                }])),
+            ),
+        ),
+    ]
+}
+
+fn ports_of(entries: &[String]) -> Vec<u16> {
+    let mut ports: Vec<u16> = entries
+        .iter()
+        .filter_map(|e| e.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+        .collect();
+    ports.sort();
+    ports.dedup();
+    ports
+}
+
+fn instance_policy(p: &ServerPlan, mode: Mode, name: &str) -> Value {
+    let sel = json!({"matchLabels": labels(p, "instance", Some(mode))});
+    let ingress = json!([{
+        "from": [{"namespaceSelector": {"matchLabels": {AGENTS_LABEL: "true"}}}],
+        "ports": [{"protocol": "TCP", "port": p.server.port}],
+    }]);
+    let egress = match mode {
+        Mode::Full => {
+            let ports = ports_of(&p.server.egress);
+            (!ports.is_empty()).then(|| json!([{
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE}}],
+                "ports": ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>(),
+            }]))
+        }
+        Mode::Proxied => Some(json!([{
+            "to": [{"podSelector": {"matchLabels": labels(p, "egress-proxy", None)}}],
+            "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
+        }])),
+        Mode::None => None,
+    };
+    let types: &[&str] = if egress.is_some() {
+        &["Ingress", "Egress"]
+    } else {
+        &["Ingress"]
+    };
+    policy(name, sel, types, Some(ingress), egress)
+}
+
+fn proxy_policy(p: &ServerPlan, name: &str) -> Value {
+    let sel = json!({"matchLabels": labels(p, "egress-proxy", None)});
+    let ingress = json!([{
+        "from": [{"podSelector": {"matchLabels": labels(p, "instance", Some(Mode::Proxied))}}],
+        "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
+    }]);
+    let entries: Vec<String> = p.allowed.iter().map(|a| a.authority()).collect();
+    let ports = ports_of(&entries);
+    let egress = (!ports.is_empty()).then(|| json!([{
+        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": NEVER}}],
+        "ports": ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>(),
+    }]));
+    let types: &[&str] = if egress.is_some() {
+        &["Ingress", "Egress"]
+    } else {
+        &["Ingress"]
+    };
+    policy(name, sel, types, Some(ingress), egress)
+}
+
+/// `README.md` beside the manifests: what to provide, and the same policy tables as compose.
+fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::from("<!--\n");
+    for line in header("", &[&d.source]).lines() {
+        t.push_str(line.trim_start());
+        t.push('\n');
+    }
+    t.push_str("-->\n");
+    let _ = write!(
+        t,
+        "# Deployment `{}` on Kubernetes\n\n\
+         `kubectl apply -k .` into namespace `{ns}`, after providing:\n\n\
+         - the images `{IMAGE}` (`generated/docker/Dockerfile`) and `{PROXY_IMAGE}` (`generated/docker/Dockerfile.proxy`) in your registry (set them with `kustomize edit set image`);\n\
+         - Secret `{STATE_SECRET}` with key `url`: the PostgreSQL state store every instance and replica shares (`postgres://user:pass@host:5432/db`; a managed PostgreSQL or an operator-run one such as CloudNativePG), in a namespace labelled `{STORE_LABEL}=true`;\n\
+         - Secret `{FILES_SECRET}` with key `bulkhead_dev_secret` (the signing key) and one key per connector secret listed below;\n\
+         - the label `{AGENTS_LABEL}=true` on the namespace your agents run in (the only source of traffic to the instances);\n\
+         - data for the `*-data-*` claims (the connector files each instance mounts read-only).\n\n\
+         Instances serve statelessly, so replicas need no session affinity: a session's level lives in the store, read on every call.\n\n\
+         ## Network policies\n\n\
+         | pods | in | out |\n|---|---|---|\n\
+         | every pod | nothing (`default-deny`) | DNS (`dns`) |\n\
+         | every instance | agents' namespace, its port | + PostgreSQL store on 5432 (`state-store`) |\n\
+         | `full` | | + the ports of `egress` to public addresses |\n\
+         | `proxied` | | + its egress proxy on {PROXY_PORT} only |\n\
+         | `none` | | nothing more (DNS and the store: the ratchet is shared state) |\n\
+         | egress proxy | its proxied instance on {PROXY_PORT} | + the allowlist's ports (squid checks each `host:port`; never 169.254.0.0/16) |\n",
+        d.name
+    );
+    for p in plans {
+        t.push_str(&super::diagram::tables(p));
+        let _ = writeln!(t, "\nReplicas per instance: {}.", p.server.replicas);
+    }
+    t
+}
