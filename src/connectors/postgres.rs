@@ -79,13 +79,19 @@ impl Postgres {
             "-c statement_timeout={}",
             s.statement_timeout_ms.unwrap_or(30_000)
         ));
-        let manager = Manager::from_config(
-            config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        // A proxied instance reaches its database only through its egress proxy (a CONNECT
+        // tunnel, allowed when the database's `host:port` is on `proxied_egress`).
+        let manager = match tunnel::proxy_for(&config) {
+            Some((proxy, host, port)) => Manager::from_connect(
+                config,
+                tunnel::ThroughProxy { proxy, host, port },
+                manager_config,
+            ),
+            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+        };
         let pool = Pool::builder(manager)
             .max_size(s.max_connections.unwrap_or(4).clamp(1, 64) as usize)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -239,6 +245,160 @@ impl Postgres {
     }
 }
 
+mod tunnel {
+    //! Connections through an HTTP CONNECT proxy (`HTTPS_PROXY`/`HTTP_PROXY`, minus `NO_PROXY`):
+    //! how a proxied instance's database traffic passes its egress proxy.
+
+    use deadpool_postgres::Connect;
+    use futures::future::BoxFuture;
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+    use tokio::net::TcpStream;
+    use tokio_postgres::config::Host;
+
+    /// `(proxy host:port, database host, database port)` when this process has an egress proxy
+    /// and the database is not exempt by `NO_PROXY`.
+    pub fn proxy_for(config: &tokio_postgres::Config) -> Option<(String, String, u16)> {
+        let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+            .iter()
+            .find_map(|k| crate::config::env_lookup(k).filter(|v| !v.is_empty()))?;
+        let proxy = proxy
+            .split_once("://")
+            .map_or(proxy.as_str(), |(_, r)| r)
+            .trim_end_matches('/')
+            .to_string();
+        let host = match config.get_hosts().first()? {
+            Host::Tcp(h) => h.clone(),
+            _ => return None, // a Unix socket is local
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let exempt = ["NO_PROXY", "no_proxy"]
+            .iter()
+            .filter_map(|k| crate::config::env_lookup(k))
+            .flat_map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .any(|n| {
+                !n.is_empty()
+                    && (n == host || host.ends_with(&format!(".{}", n.trim_start_matches('.'))))
+            });
+        (!exempt).then_some((proxy, host, port))
+    }
+
+    /// Opens `CONNECT host:port` on the proxy; the stream after a 200.
+    async fn open(proxy: &str, host: &str, port: u16) -> io::Result<TcpStream> {
+        let mut s = TcpStream::connect(proxy).await?;
+        let authority = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        s.write_all(
+            format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+        )
+        .await?;
+        // Read the reply head byte by byte (it is short, and nothing after it may be consumed).
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            if head.len() > 8192 {
+                return Err(io::Error::other("the egress proxy's reply is too long"));
+            }
+            let b = s.read_u8().await?;
+            head.push(b);
+        }
+        let status = String::from_utf8_lossy(&head);
+        let line = status.lines().next().unwrap_or("").to_string();
+        if line.split_whitespace().nth(1) == Some("200") {
+            Ok(s)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "the egress proxy refused {authority} ({line}): it is not on this instance's allowlist"
+                ),
+            ))
+        }
+    }
+
+    /// A stream that fails with one error: how a tunnel failure becomes a `tokio_postgres::Error`
+    /// (which has no public constructor).
+    struct Failed(Option<io::Error>);
+
+    impl AsyncRead for Failed {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Ready(Err(self
+                .0
+                .take()
+                .unwrap_or_else(|| io::Error::other("closed"))))
+        }
+    }
+
+    impl AsyncWrite for Failed {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Ready(Err(self
+                .0
+                .take()
+                .unwrap_or_else(|| io::Error::other("closed"))))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Every pooled connection opened through the proxy.
+    pub struct ThroughProxy {
+        pub proxy: String,
+        pub host: String,
+        pub port: u16,
+    }
+
+    impl Connect for ThroughProxy {
+        fn connect(
+            &self,
+            pg_config: &tokio_postgres::Config,
+        ) -> BoxFuture<
+            '_,
+            Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
+        > {
+            let config = pg_config.clone();
+            Box::pin(async move {
+                match open(&self.proxy, &self.host, self.port).await {
+                    Ok(stream) => {
+                        let (client, connection) =
+                            config.connect_raw(stream, tokio_postgres::NoTls).await?;
+                        let task = tokio::spawn(async move {
+                            let _ = connection.await;
+                        });
+                        Ok((client, task))
+                    }
+                    Err(e) => match config
+                        .connect_raw(Failed(Some(e)), tokio_postgres::NoTls)
+                        .await
+                    {
+                        Err(err) => Err(err),
+                        Ok(_) => unreachable!("a failed stream cannot connect"),
+                    },
+                }
+            })
+        }
+    }
+}
+
 /// Types [`render`] knows; others must be cast in the SQL.
 fn renderable(ty: &Type) -> bool {
     [
@@ -339,7 +499,22 @@ fn expected(ty: &Type) -> &'static str {
 }
 
 fn pool_error(name: &str, e: &deadpool_postgres::PoolError) -> String {
-    format!("database of connector `{name}` is unreachable: {e}")
+    format!("database of connector `{name}` is unreachable: {}", chain(e))
+}
+
+/// An error with its causes (`a: b: c`), each once. PostgreSQL's and the proxy's messages never
+/// carry the connection URL.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
 }
 
 /// Bad input (constraint violations, invalid values, a cancelled statement) is retryable;
@@ -347,7 +522,7 @@ fn pool_error(name: &str, e: &deadpool_postgres::PoolError) -> String {
 /// Messages are the server's, which never carry the connection URL.
 fn db_error(name: &str, e: &tokio_postgres::Error) -> ToolError {
     let Some(db) = e.as_db_error() else {
-        return ToolError::fatal(format!("database of connector `{name}`: {e}"));
+        return ToolError::fatal(format!("database of connector `{name}`: {}", chain(e)));
     };
     let class = &db.code().code()[..2];
     let msg = db.message();

@@ -6,6 +6,9 @@
 use super::procs::{Deployment, Store, call, client};
 use serde_json::json;
 
+#[path = "../support/tls.rs"]
+mod tls;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_backed_tool_answers_through_the_server() {
     let url = super::procs::pg::database("crm");
@@ -47,4 +50,71 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
     );
     let _ = c.cancel().await;
     drop(p);
+}
+
+/// A proxied instance reaches its database only through its egress proxy: with the database's
+/// `host:port` on the allowlist the connector tunnels through squid (CONNECT); without it, squid
+/// refuses and the call says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
+    use bulkhead_codegen::emit::deploy::{Allowed, proxy::squid_policy};
+    let url = super::procs::pg::database("crm_proxied");
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute(
+        "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
+         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana');",
+    )
+    .await
+    .unwrap();
+    let port: u16 = url
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let allow = |p: u16| {
+        squid_policy(&[Allowed {
+            host: "127.0.0.1".into(),
+            port: p,
+        }])
+    };
+    let open = tls::Squid::start(&allow(port));
+    let closed = tls::Squid::start(&allow(port + 1));
+
+    let mut dep = Deployment::new(Store::Sqlite, "crm-proxied").await;
+    dep.set_env("CRM_DATABASE_URL", &url);
+    dep.set_env("HTTPS_PROXY", &format!("http://127.0.0.1:{}", open.port));
+    let p = dep.try_start_server("crm", "proxied", None).unwrap();
+    let c = client(&p.url, "ana", "crm-p1").await;
+    let r = call(&c, "get_account", json!({"id": 1})).await.unwrap();
+    assert!(
+        !r.is_error && r.text.contains("1,Acme Corp,ana"),
+        "{}",
+        r.text
+    );
+    let _ = c.cancel().await;
+    drop(p);
+    // squid logs a tunnel when it closes (the pooled connection lived until the process ended).
+    open.wait_log(|l| l.contains(&format!("CONNECT 127.0.0.1:{port}")) && l.contains("TCP_TUNNEL"));
+
+    dep.set_env("HTTPS_PROXY", &format!("http://127.0.0.1:{}", closed.port));
+    let p = dep.try_start_server("crm", "proxied", None).unwrap();
+    let c = client(&p.url, "ana", "crm-p2").await;
+    let r = call(&c, "get_account", json!({"id": 1})).await.unwrap();
+    assert!(r.is_error && r.text.starts_with("[FATAL] "), "{}", r.text);
+    assert!(
+        r.text.contains("the egress proxy refused 127.0.0.1"),
+        "{}",
+        r.text
+    );
+    assert!(
+        !r.text.contains("postgres://"),
+        "no URL in the message: {}",
+        r.text
+    );
+    closed.wait_log(|l| l.contains("TCP_DENIED/403"));
+    let _ = c.cancel().await;
 }
