@@ -499,7 +499,10 @@ fn expected(ty: &Type) -> &'static str {
 }
 
 fn pool_error(name: &str, e: &deadpool_postgres::PoolError) -> String {
-    format!("database of connector `{name}` is unreachable: {}", chain(e))
+    format!(
+        "database of connector `{name}` is unreachable: {}",
+        chain(e)
+    )
 }
 
 /// An error with its causes (`a: b: c`), each once. PostgreSQL's and the proxy's messages never
