@@ -69,13 +69,9 @@ async fn https_egress_goes_through_the_generated_policy_with_a_test_ca() {
         "{}",
         r.text
     );
-    let log = squid.access_log();
-    assert!(
-        log.lines()
-            .any(|l| l.contains("TCP_DENIED/403")
-                && l.contains(&format!("CONNECT 127.0.0.1:{other}"))),
-        "{log}"
-    );
+    squid.wait_log(|l| {
+        l.contains("TCP_DENIED/403") && l.contains(&format!("CONNECT 127.0.0.1:{other}"))
+    });
 
     // Allowlisted but the CA is not trusted (system roots only): TLS is verified and refused.
     d.set_env("WEBHOOK_URL", &format!("https://127.0.0.1:{allowed}"));
@@ -96,11 +92,7 @@ async fn the_proxy_probe_accepts_the_policy_and_flags_an_open_proxy() {
     probe_proxy(&format!("127.0.0.1:{}", squid.port))
         .await
         .expect("the generated policy refuses the probe");
-    assert!(
-        squid.access_log().contains("TCP_DENIED/403"),
-        "{}",
-        squid.access_log()
-    );
+    squid.wait_log(|l| l.contains("TCP_DENIED/403") && l.contains("CONNECT 192.0.2.1:443"));
 
     // A proxy that tunnels anything: the probe says so.
     let open = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
