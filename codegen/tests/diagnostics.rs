@@ -152,3 +152,60 @@ fn results_that_no_tool_can_read_back_are_warned_about() {
     .expect("valid specs");
     assert!(model.warnings.is_empty());
 }
+
+/// A `postgres` connector, and the spec checks that know it: `::casts` are not placeholders,
+/// and a secret tool over it (which could only run where no database is reachable) is warned
+/// about at its `sensitivity`.
+#[test]
+fn postgres_specs_are_checked_and_secret_tools_over_them_warned_about() {
+    use bulkhead_codegen::spec::SpecKind;
+    let pg = "name: crm\nkind: postgres\nsensitivity: confidential\nsettings: { url: \"${CRM_URL}\" }\nsecrets: [CRM_URL]\noperations:\n  get:\n    params:\n      id: { type: integer, description: Id }\n    sql: SELECT id::text AS id, name FROM accounts WHERE id = :id\n";
+    let files = "name: workspace\nkind: files\nsensitivity: internal\noperations:\n  read:\n    action: read\n";
+    let server = |level: &str| {
+        format!(
+            "name: crm\ninstructions: CRM.\ntools:\n  get_account:\n    description: One account.\n    permission: read\n    context: sql_query\n    sensitivity: {level}\n    uses: crm.get\n  read_file:\n    description: Read a file.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read\n"
+        )
+    };
+    let load = |srv: &str| {
+        bulkhead_codegen::load_sources(vec![
+            (SpecKind::Connector, "connectors/crm.yaml", pg),
+            (SpecKind::Connector, "connectors/workspace.yaml", files),
+            (SpecKind::Server, "servers/crm.yaml", srv),
+        ])
+    };
+    let model = load(&server("confidential")).expect("valid specs");
+    assert!(
+        model.warnings.is_empty(),
+        "{:?}",
+        model
+            .warnings
+            .iter()
+            .map(|w| w.render())
+            .collect::<Vec<_>>()
+    );
+    let model = load(&server("secret")).expect("valid specs");
+    assert_eq!(model.warnings.len(), 1);
+    let w = model.warnings[0].render();
+    assert!(
+        w.contains("tool `get_account` is secret, so it runs only on `none` instances"),
+        "{w}"
+    );
+    assert!(w.contains("servers/crm.yaml:8:18"), "{w}");
+    // A secret with a default is refused.
+    let leaky = pg.replace("${CRM_URL}", "${CRM_URL:-postgres://u:pw@db/crm}");
+    let err = bulkhead_codegen::load_sources(vec![
+        (SpecKind::Connector, "connectors/crm.yaml", leaky.as_str()),
+        (SpecKind::Connector, "connectors/workspace.yaml", files),
+        (
+            SpecKind::Server,
+            "servers/crm.yaml",
+            &server("confidential"),
+        ),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("secret `CRM_URL` has a default value"),
+        "{err}"
+    );
+}

@@ -34,8 +34,18 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
         "\nclient entries for config.yaml:\n{}",
         running.client_entries()
     );
+    let mut servers: Vec<&str> = running
+        .instances
+        .iter()
+        .map(|i| i.server.as_str())
+        .collect();
+    servers.dedup();
+    println!("desktop clients (Claude Desktop, VS Code, Cursor) start, with BULKHEAD_TOKEN set:");
+    for s in servers {
+        println!("  bulkhead {}", running.connect_args(s).join(" "));
+    }
     println!(
-        "get a token with `bulkhead token`; Ctrl-C stops everything and removes the namespaces."
+        "\nget a token with `bulkhead token`; Ctrl-C stops everything and removes the namespaces."
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

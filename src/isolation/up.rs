@@ -110,6 +110,20 @@ impl Running {
         out
     }
 
+    /// `bulkhead connect` arguments reaching every instance of `server` (desktop clients).
+    pub fn connect_args(&self, server: &str) -> Vec<String> {
+        let mut args = vec!["connect".to_string(), server.to_string()];
+        for i in self.instances.iter().filter(|i| i.server == server) {
+            let flag = match i.mode {
+                NetworkMode::Full => "--url",
+                NetworkMode::Proxied => "--url-proxied",
+                NetworkMode::None => "--url-isolated",
+            };
+            args.extend([flag.to_string(), i.url.clone()]);
+        }
+        args
+    }
+
     /// The instance of `server` in `mode`.
     pub fn instance(&self, server: &str, mode: NetworkMode) -> Option<&Instance> {
         self.instances

@@ -71,7 +71,12 @@ pub fn check(
     let servers_model = servers::check(servers, &connectors_model, declared, &mut errors);
     let deployments_model = deployments::check(deployments, &servers_model, declared, &mut errors);
     if errors.is_empty() {
-        let warnings = warnings::results_unreadable(servers, &servers_model, &connectors_model);
+        let mut warnings = warnings::results_unreadable(servers, &servers_model, &connectors_model);
+        warnings.extend(warnings::unreachable_from_none(
+            servers,
+            &servers_model,
+            &connectors_model,
+        ));
         Ok(Model {
             connectors: connectors_model,
             servers: servers_model,

@@ -54,3 +54,46 @@ pub fn results_unreadable(
     }
     out
 }
+
+/// A `secret` tool over a connector that needs the network (`postgres`): secret tools run only
+/// on `none` instances, which reach nothing but the state store, so every call would fail.
+pub fn unreachable_from_none(
+    specs: &[Loaded<ServerSpec>],
+    servers: &[Server],
+    connectors: &[Connector],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for s in servers {
+        let Some(l) = specs.iter().find(|l| l.spec.name == s.name) else {
+            continue;
+        };
+        for t in s
+            .tools
+            .iter()
+            .filter(|t| t.sensitivity == crate::spec::Sensitivity::Secret)
+        {
+            let Target::Connector { connector, .. } = &t.target else {
+                continue;
+            };
+            let Some(c) = connectors.iter().find(|c| &c.name == connector) else {
+                continue;
+            };
+            if c.kind != crate::spec::ConnectorKind::Postgres {
+                continue;
+            }
+            out.push(
+                Diagnostic::warning(
+                    &l.file,
+                    l.value_at(&format!("/tools/{}/sensitivity", super::ptr(&t.name))),
+                    format!(
+                        "tool `{}` is secret, so it runs only on `none` instances, which cannot reach the `{}` database",
+                        t.name, c.name
+                    ),
+                )
+                .label("every call would fail there")
+                .help("declare it `confidential` (proxied instances reach the database through the egress proxy), or keep secret data in a connector the isolated instance mounts"),
+            );
+        }
+    }
+    out
+}
