@@ -25,11 +25,6 @@ impl VarRef {
         format!("${{{}{}{}}}", self.name, self.op, self.arg)
     }
 
-    /// Whether the runtime refuses to start when the variable is unset.
-    pub fn is_required(&self) -> bool {
-        self.op.is_empty() || self.op.contains('?')
-    }
-
     /// The default text, if the reference has one.
     pub fn default(&self) -> Option<&str> {
         self.op.contains('-').then_some(self.arg.as_str())
@@ -127,7 +122,6 @@ mod tests {
             ]
         );
         assert_eq!(r[1].pointer, "/headers/Authorization");
-        assert!(r[1].is_required() && r[3].is_required() && !r[0].is_required());
         assert_eq!(r[0].default(), Some("data/records.db"));
         assert_eq!(r[0].written(), "${RECORDS_DB:-data/records.db}");
     }

@@ -21,6 +21,17 @@ pub fn lookup(name: &str) -> Option<String> {
     }
 }
 
+/// The egress proxy this process is given (`HTTPS_PROXY`, then `HTTP_PROXY`, either case), as
+/// `host:port`. The http connector (through reqwest), the postgres connector's tunnel and the
+/// isolation self-check all go by it.
+pub fn egress_proxy() -> Option<String> {
+    let url = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+        .iter()
+        .find_map(|k| lookup(k).filter(|v| !v.is_empty()))?;
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    Some(rest.trim_end_matches('/').to_string())
+}
+
 fn read(path: &str) -> Result<String, String> {
     use std::io::Read as _;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;

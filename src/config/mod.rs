@@ -6,7 +6,7 @@ mod env;
 mod expand;
 mod yaml;
 
-pub use env::lookup as env_lookup;
+pub use env::{egress_proxy, lookup as env_lookup};
 pub use expand::expand;
 pub use yaml::{Positions, load_yaml, load_yaml_with_positions};
 

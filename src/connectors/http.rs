@@ -281,17 +281,9 @@ impl Http {
     }
 }
 
-/// The error's causes, innermost last, without the request URL.
+/// The error's causes without the request URL (see [`super::error_causes`]).
 fn causes(e: &reqwest::Error) -> String {
-    let mut parts = Vec::new();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p: &String| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
+    let parts = super::error_causes(e);
     if parts.is_empty() {
         "connection failed".to_string()
     } else {

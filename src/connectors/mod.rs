@@ -182,6 +182,22 @@ pub async fn call(
     }
 }
 
+/// An error's causes (its `source()` chain, without the error's own message), innermost last,
+/// each once. Connector errors name what failed from these, never from a message that could
+/// carry a URL.
+pub(crate) fn error_causes(e: &dyn std::error::Error) -> Vec<String> {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts
+}
+
 /// A string argument that the schema made required.
 pub(crate) fn arg_str<'a>(args: &'a JsonObject, name: &str) -> Result<&'a str, ToolError> {
     args.get(name)

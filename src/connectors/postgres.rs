@@ -261,14 +261,7 @@ mod tunnel {
     /// `(proxy host:port, database host, database port)` when this process has an egress proxy
     /// and the database is not exempt by `NO_PROXY`.
     pub fn proxy_for(config: &tokio_postgres::Config) -> Option<(String, String, u16)> {
-        let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
-            .iter()
-            .find_map(|k| crate::config::env_lookup(k).filter(|v| !v.is_empty()))?;
-        let proxy = proxy
-            .split_once("://")
-            .map_or(proxy.as_str(), |(_, r)| r)
-            .trim_end_matches('/')
-            .to_string();
+        let proxy = crate::config::egress_proxy()?;
         let host = match config.get_hosts().first()? {
             Host::Tcp(h) => h.clone(),
             _ => return None, // a Unix socket is local
@@ -360,6 +353,21 @@ mod tunnel {
         }
     }
 
+    /// The PostgreSQL handshake over `stream`; its connection task runs until the client drops.
+    async fn handshake<S>(
+        config: &tokio_postgres::Config,
+        stream: S,
+    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (client, connection) = config.connect_raw(stream, tokio_postgres::NoTls).await?;
+        let task = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok((client, task))
+    }
+
     /// Every pooled connection opened through the proxy.
     pub struct ThroughProxy {
         pub proxy: String,
@@ -378,21 +386,9 @@ mod tunnel {
             let config = pg_config.clone();
             Box::pin(async move {
                 match open(&self.proxy, &self.host, self.port).await {
-                    Ok(stream) => {
-                        let (client, connection) =
-                            config.connect_raw(stream, tokio_postgres::NoTls).await?;
-                        let task = tokio::spawn(async move {
-                            let _ = connection.await;
-                        });
-                        Ok((client, task))
-                    }
-                    Err(e) => match config
-                        .connect_raw(Failed(Some(e)), tokio_postgres::NoTls)
-                        .await
-                    {
-                        Err(err) => Err(err),
-                        Ok(_) => unreachable!("a failed stream cannot connect"),
-                    },
+                    Ok(stream) => handshake(&config, stream).await,
+                    // A refused tunnel surfaces as the handshake's I/O error.
+                    Err(e) => handshake(&config, Failed(Some(e))).await,
                 }
             })
         }
@@ -508,15 +504,10 @@ fn pool_error(name: &str, e: &deadpool_postgres::PoolError) -> String {
 /// An error with its causes (`a: b: c`), each once. PostgreSQL's and the proxy's messages never
 /// carry the connection URL.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
+    let top = e.to_string();
+    let mut parts = super::error_causes(e);
+    parts.retain(|c| !top.contains(c.as_str()));
+    parts.insert(0, top);
     parts.join(": ")
 }
 

@@ -85,17 +85,6 @@ pub fn check(mode: NetworkMode) -> Result<(), String> {
     ))
 }
 
-/// The egress proxy this process is given, as `host:port`, if any.
-fn configured_proxy() -> Option<String> {
-    ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
-        .map(|url| {
-            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-            rest.trim_end_matches('/').to_string()
-        })
-}
-
 /// The proxy part of the check: `Err` only when the proxy at `proxy` (`host:port`) tunnels to
 /// an address no allowlist names. An unreachable proxy isolates too (nothing gets out); it is
 /// logged, not refused.
@@ -134,7 +123,7 @@ pub async fn probe_proxy(proxy: &str) -> Result<(), String> {
 /// Both parts of the check (the proxy part for `proxied` with a configured proxy).
 pub async fn full_check(mode: NetworkMode) -> Result<(), String> {
     check(mode)?;
-    match configured_proxy() {
+    match crate::config::egress_proxy() {
         Some(proxy) if mode == NetworkMode::Proxied => probe_proxy(&proxy).await,
         _ => Ok(()),
     }

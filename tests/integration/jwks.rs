@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+#[path = "../support/tls.rs"]
+mod tls;
+
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/auth");
 const RSA_KID: &str = "jwks-rs-1";
 const EC_KID: &str = "jwks-es-1";
@@ -287,77 +290,12 @@ fn remote_key_sources_must_be_https_or_local() {
     }
 }
 
-/// A test CA and a `localhost` certificate signed by it (openssl, as installed by scripts/test).
-fn test_ca(dir: &std::path::Path) {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=bulkhead test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "srv.key",
-        "-out",
-        "srv.csr",
-        "-subj",
-        "/CN=localhost",
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "srv.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "srv.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "san.ext",
-    ]);
-}
-
 /// The provider over HTTPS with an internal CA: trusted through `jwks_ca_file`, refused without
 /// it (TLS is verified; an untrusted provider gives no keys, so every token is refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_file() {
     let tls = tempfile::tempdir().unwrap();
-    test_ca(tls.path());
+    tls::test_ca(tls.path(), "DNS:localhost,IP:127.0.0.1");
     let all: Value =
         serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURES}/jwks.json")).unwrap())
             .unwrap();
