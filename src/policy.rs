@@ -145,6 +145,25 @@ mod tests {
         assert_eq!(Sensitivity::parse("SECRET"), None);
     }
 
+    /// The deployment emitters (codegen cannot link the runtime) restate `required_mode` to
+    /// decide which instance runs a tool: the two must never disagree.
+    #[test]
+    fn the_emitters_place_tools_where_the_runtime_serves_them() {
+        use bulkhead_codegen::emit::deploy::Mode;
+        use bulkhead_codegen::spec::Sensitivity as Spec;
+        for (spec, rt) in [
+            (Spec::Public, Sensitivity::Public),
+            (Spec::Internal, Sensitivity::Internal),
+            (Spec::Confidential, Sensitivity::Confidential),
+            (Spec::Secret, Sensitivity::Secret),
+        ] {
+            assert_eq!(
+                Mode::for_sensitivity(spec).as_str(),
+                rt.required_mode().as_str()
+            );
+        }
+    }
+
     #[test]
     fn modes_serve_levels_one_way() {
         assert!(NetworkMode::Full.serves(Sensitivity::Internal));
