@@ -110,6 +110,9 @@ pub enum NetworkMode {
 }
 
 impl NetworkMode {
+    /// Every mode, least isolated first.
+    pub const ALL: [NetworkMode; 3] = [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None];
+
     /// The lowercase name used on the command line and in deployment files.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -81,9 +81,13 @@ pub async fn router(
     let config = Config::parse(&text, "bench", &|_| None)?;
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
-    let store =
-        bulkhead::serve::open_state(&config, "bench", bulkhead::state::InitPolicy::FirstStart)
-            .await?;
+    let store = bulkhead::serve::open_state(
+        &config,
+        "bench",
+        bulkhead::policy::NetworkMode::Full,
+        bulkhead::state::InitPolicy::FirstStart,
+    )
+    .await?;
     let audit = bulkhead::serve::open_audit(&config, "bench")?;
     let rt = Runtime::new(
         Server::new(&BENCH, &[], EchoHandlers),

@@ -5,6 +5,7 @@ mod connect;
 mod demo;
 mod dev;
 mod new;
+mod relay;
 mod samples;
 mod serve;
 mod state;
@@ -15,7 +16,6 @@ mod up;
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -67,9 +67,13 @@ enum Command {
         /// Transport.
         #[arg(long, value_enum, default_value = "http")]
         transport: Transport,
-        /// Listen address for HTTP.
+        /// Where HTTP is served: `host:port` or `unix:/path/to.sock`.
         #[arg(long, default_value = "127.0.0.1:8000")]
-        listen: SocketAddr,
+        listen: bulkhead::endpoint::Endpoint,
+        /// A relay to run beside serving, `LISTEN=TARGET` (repeatable): a `network_mode: none`
+        /// instance reaches its egress proxy with `127.0.0.1:3128=unix:/run/bulkhead/egress/proxy.sock`.
+        #[arg(long)]
+        forward: Vec<bulkhead::relay::Route>,
         /// Network mode of this instance; it refuses sessions that need a more isolated one.
         #[arg(long, value_enum, default_value = "full")]
         mode: Mode,
@@ -80,6 +84,16 @@ enum Command {
         /// (development and tests on one host network; /readyz then answers 503).
         #[arg(long)]
         unisolated: bool,
+    },
+    /// Relay connections between TCP and Unix-socket endpoints (how a compose deployment reaches
+    /// its `network_mode: none` instances and how a proxied one reaches its egress proxy).
+    Relay {
+        /// `LISTEN=TARGET`, each `host:port`, `tcp:host:port` or `unix:/path` (repeatable).
+        #[arg(long = "route", required = true)]
+        routes: Vec<bulkhead::relay::Route>,
+        /// Most connections relayed at once per route.
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
     },
     /// Run a deployment locally: every instance, the isolated ones in network namespaces (needs root).
     Up {
@@ -188,6 +202,7 @@ pub fn main() -> ExitCode {
             server,
             transport,
             listen,
+            forward,
             mode,
             allow_hosts,
             unisolated,
@@ -204,6 +219,7 @@ pub fn main() -> ExitCode {
                     server,
                     stdio: matches!(transport, Transport::Stdio),
                     listen,
+                    forward,
                     mode,
                     unisolated,
                 },
@@ -227,6 +243,10 @@ pub fn main() -> ExitCode {
             )
             .map(|()| ExitCode::SUCCESS)
         }),
+        Command::Relay {
+            routes,
+            max_connections,
+        } => relay::run(routes, max_connections).map(|()| ExitCode::SUCCESS),
         Command::Demo => {
             let path = config_path(cli.config.clone());
             load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))

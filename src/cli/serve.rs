@@ -2,10 +2,11 @@
 
 use bulkhead::auth::Verifier;
 use bulkhead::config::Config;
+use bulkhead::endpoint::{Bound, Endpoint};
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
+use bulkhead::relay::Route;
 use bulkhead::serve;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -15,8 +16,11 @@ pub struct ServeArgs {
     pub server: String,
     /// `http` or `stdio`.
     pub stdio: bool,
-    /// Listen address for HTTP.
-    pub listen: SocketAddr,
+    /// Where HTTP is served: a TCP address or a Unix socket.
+    pub listen: Endpoint,
+    /// Relays this process runs beside serving (a `network_mode: none` instance reaches its egress
+    /// proxy through a loopback port forwarded to a socket).
+    pub forward: Vec<Route>,
     /// Network mode of this instance.
     pub mode: NetworkMode,
     /// Skip the isolation self-check (development and tests on one host network).
@@ -29,6 +33,12 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     tokio.block_on(async move {
+        // The forwards come first: the isolation self-check probes the egress proxy through them.
+        let forwards_stop = CancellationToken::new();
+        let _stop_forwards = forwards_stop.clone().drop_guard();
+        for (route, listener) in bulkhead::relay::bind(&args.forward).await? {
+            tokio::spawn(bulkhead::relay::run(route, listener, Default::default(), forwards_stop.clone()));
+        }
         let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
         let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
         let checks_stop = CancellationToken::new();
@@ -58,12 +68,17 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             return serve::stdio::serve(rt, id).await;
         }
         let verifier = Verifier::new(&config.auth)?;
-        let listener = tokio::net::TcpListener::bind(args.listen).await?;
-        let addr = listener.local_addr()?;
-        let public_url = config.http.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let listener = Bound::bind(&args.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        // Behind a relay (a Unix socket) the instance cannot know the address clients use.
+        let public_url = config.http.public_url.clone().unwrap_or_else(|| match listener.local() {
+            Ok(Endpoint::Tcp(addr)) => format!("http://{addr}"),
+            _ => "http://localhost".to_string(),
+        });
         let shutdown = CancellationToken::new();
         let app = serve::http::router(rt, verifier, &config.auth.issuer, &config.http, &public_url, shutdown.clone());
-        eprintln!("bulkhead: serving `{}` ({} mode) at {public_url}/mcp  (health: {public_url}/healthz)", args.server, args.mode);
+        eprintln!("bulkhead: serving `{}` ({} mode) at {public_url}/mcp on {}  (health: {public_url}/healthz)", args.server, args.mode, args.listen);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
@@ -79,7 +94,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

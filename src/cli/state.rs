@@ -2,6 +2,7 @@
 //! lost one (never silently: see `bulkhead::state::init`).
 
 use bulkhead::config::Config;
+use bulkhead::policy::NetworkMode;
 use bulkhead::state::InitPolicy;
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -36,7 +37,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
         match action {
             Action::Init { server, force: false } => {
                 let store =
-                    bulkhead::serve::open_state(config, &server, InitPolicy::Create).await?;
+                    bulkhead::serve::open_state(config, &server, NetworkMode::Full, InitPolicy::Create).await?;
                 println!(
                     "compliance store of `{server}` is {} at {}",
                     store.store_id(),
@@ -47,7 +48,8 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                 let recovered = bulkhead::state::init::force_init(
                     &config.state.location(&server),
                     bulkhead::serve::store_options(config, &server),
-                    &config.state.workspace_root(&server),
+                    &NetworkMode::ALL
+                        .map(|m| config.state.workspace_layer(&server, m)),
                 )
                 .await?;
                 println!(
@@ -63,7 +65,7 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
             }
             Action::Check { server } => {
                 let store =
-                    bulkhead::serve::open_state(config, &server, InitPolicy::MustExist).await?;
+                    bulkhead::serve::open_state(config, &server, NetworkMode::Full, InitPolicy::MustExist).await?;
                 store.check().await?;
                 println!("compliance store of `{server}` ({}) is in place", store.store_id());
             }

@@ -180,11 +180,11 @@ pub async fn serve(
 
 /// Serves `app` on `listener` within `limits` until `shutdown` is cancelled.
 pub async fn serve_with(
-    listener: tokio::net::TcpListener,
+    listener: impl Into<crate::endpoint::Bound>,
     app: Router,
     shutdown: CancellationToken,
     limits: ConnLimits,
     stats: Arc<ConnStats>,
 ) -> std::io::Result<()> {
-    super::listener::serve(listener, app, shutdown, limits, stats).await
+    super::listener::serve(listener.into(), app, shutdown, limits, stats).await
 }

@@ -1,7 +1,7 @@
 //! The HTTP/1 accept loop, bounded: at most `max_connections` at once, a header-read timeout
 //! (which is also the idle keep-alive timeout), at most `max_unauthenticated` connections that
 //! have not yet sent a valid token (the oldest is dropped to admit a new one), TCP_NODELAY, and a
-//! graceful shutdown bounded in time. `axum::serve` sets none of these limits.
+//! graceful shutdown bounded in time. On TCP or a Unix socket ([`crate::endpoint`]). `axum::serve` sets none of these limits.
 
 use axum::Router;
 use hyper::server::conn::http1;
@@ -114,7 +114,7 @@ pub struct ConnStats {
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, within `limits`.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: crate::endpoint::Bound,
     app: Router,
     shutdown: CancellationToken,
     limits: ConnLimits,
@@ -133,9 +133,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut next_id = 0u64;
     loop {
-        let tcp = tokio::select! {
+        let stream = tokio::select! {
             r = listener.accept() => match r {
-                Ok((tcp, _)) => tcp,
+                Ok(stream) => stream,
                 Err(e) => {
                     use std::io::ErrorKind::*;
                     if !matches!(e.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset) {
@@ -160,9 +160,6 @@ pub async fn serve(
                 }
             }
         };
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
-        }
         next_id += 1;
         let conn = Arc::new(ConnState {
             id: next_id,
@@ -182,7 +179,7 @@ pub async fn serve(
                 async move { tower::Service::call(&mut app, req).await }
             })
         };
-        let served = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
+        let served = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         let stats = stats.clone();
         stats.open.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {

@@ -43,17 +43,20 @@ pub fn store_options(config: &Config, server: &str) -> StoreOptions {
     }
 }
 
-/// Opens the state store of `server` under `policy` (see [`crate::state::init`]).
+/// Opens the state store of `server` under `policy` as its instance in `mode` does, checked
+/// against the markers of the workspace layers that instance sees (see [`crate::state::init`]).
 pub async fn open_state(
     config: &Config,
     server: &str,
+    mode: NetworkMode,
     policy: InitPolicy,
 ) -> Result<StateStore, ServeError> {
     let location = config.state.location(server);
     crate::state::init::open_store(
         &location,
         store_options(config, server),
-        &config.state.workspace_root(server),
+        &config.state.workspace_layer(server, mode),
+        &config.state.workspace_lower(server, mode),
         policy,
     )
     .await
@@ -97,7 +100,7 @@ pub async fn runtime(
         .with_lower(config.state.workspace_lower(name, mode))
         .with_max_read_bytes(config.workspace.max_read_bytes)
         .with_limits(config.workspace.disk_limits());
-    let state = open_state(config, name, InitPolicy::FirstStart).await?;
+    let state = open_state(config, name, mode, InitPolicy::FirstStart).await?;
     let audit = open_audit(config, name)?;
     let limits = crate::call::CallLimits {
         max_concurrent_calls: config.limits.max_concurrent_calls,

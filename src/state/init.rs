@@ -1,9 +1,13 @@
 //! A store never silently starts over. A store comes into being only on the first start of a
 //! fresh deployment (no marker, no session data in the workspaces) or by `bulkhead state init`;
-//! its id is then recorded in a marker file in the server's workspace root (out of every
-//! session's reach). From then on a missing store, or a store with another id, refuses to serve:
-//! starting over would forget which sessions hold private data while their files (and the
-//! agents' memories) still do.
+//! its id is then recorded in a marker file in each workspace layer an instance writes (the
+//! server's root for `full`, `<server>.<mode>` for the others; out of every session's reach).
+//! From then on a missing store, or a store with another id than any marker the instance can
+//! see (its own layer's and the read-only lower ones'), refuses to serve: starting over would
+//! forget which sessions hold private data while their files (and the agents' memories) still do.
+//!
+//! Each instance writes only its own layer's marker: the lower layers are mounted read-only in
+//! compose and `bulkhead up`, and on a fresh deployment the instances start in any order.
 
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
@@ -119,17 +123,35 @@ pub fn sessions_with_files(root: &Path) -> Result<Vec<Identity>, StateError> {
     Ok(out)
 }
 
-/// Opens the store of a server under `policy`, checking it against the marker in its workspace
-/// root (and writing the marker for a new store).
+/// The markers an instance sees: its own layer's first, then the lower layers', each with the
+/// store id it names (`None`: no marker there).
+fn read_markers(
+    own: &Path,
+    lower: &[PathBuf],
+) -> Result<Vec<(PathBuf, Option<String>)>, StateError> {
+    std::iter::once(own)
+        .chain(lower.iter().map(PathBuf::as_path))
+        .map(|root| Ok((root.to_path_buf(), StoreMarker::at(root).read()?)))
+        .collect()
+}
+
+/// Opens the store of a server under `policy`, checking it against the markers of the workspace
+/// layer `own` (which the instance writes) and of the `lower` layers (which it reads), and
+/// writing `own`'s marker when it has none.
 pub async fn open_store(
     location: &StoreLocation,
     options: StoreOptions,
-    workspace_root: &Path,
+    own: &Path,
+    lower: &[PathBuf],
     policy: InitPolicy,
 ) -> Result<StateStore, StateError> {
-    let marker = StoreMarker::at(workspace_root);
-    let named = marker.read()?;
-    let has_data = !sessions_with_files(workspace_root)?.is_empty();
+    let markers = read_markers(own, lower)?;
+    let named: Option<String> = markers.iter().find_map(|(_, id)| id.clone());
+    let workspace_root = own;
+    let mut has_data = false;
+    for root in std::iter::once(own).chain(lower.iter().map(PathBuf::as_path)) {
+        has_data |= !sessions_with_files(root)?.is_empty();
+    }
     let may_create = match policy {
         InitPolicy::Create => true,
         InitPolicy::FirstStart => named.is_none() && !has_data,
@@ -175,33 +197,41 @@ pub async fn open_store(
             other => StateStore::Postgres(other?),
         },
     };
-    match named {
-        Some(id) if id != store.store_id() => Err(StateError::new(
-            StateErrorKind::Tampered,
-            format!(
-                "the compliance store {} is {}, but the workspaces at {} belong to store {id}: it was replaced; restore the original, or run `bulkhead state init --server {} --force`",
-                location.describe(),
-                store.store_id(),
-                workspace_root.display(),
-                options.server
-            ),
-        )),
-        Some(_) => Ok(store),
-        None => {
-            marker.write(store.store_id(), &location.describe())?;
-            Ok(store)
+    for (root, id) in &markers {
+        if let Some(id) = id.as_ref().filter(|id| *id != store.store_id()) {
+            return Err(StateError::new(
+                StateErrorKind::Tampered,
+                format!(
+                    "the compliance store {} is {}, but the workspaces at {} belong to store {id}: it was replaced; restore the original, or run `bulkhead state init --server {} --force`",
+                    location.describe(),
+                    store.store_id(),
+                    root.display(),
+                    options.server
+                ),
+            ));
         }
     }
+    if markers[0].1.is_none() {
+        StoreMarker::at(own).write(store.store_id(), &location.describe())?;
+    }
+    Ok(store)
 }
 
-/// `bulkhead state init --force`: a new store over existing workspaces. Every session with files is
-/// recorded at `secret` first (its history is unknown, so it fails closed), then the marker is
-/// rewritten. Returns the sessions recovered.
+/// `bulkhead state init --force`: a new store over existing workspaces. Every session with files
+/// in any of the server's `layers` (the full root first) is recorded at `secret` first (its
+/// history is unknown, so it fails closed), then every existing layer's marker is rewritten.
+/// Returns the sessions recovered.
 pub async fn force_init(
     location: &StoreLocation,
     options: StoreOptions,
-    workspace_root: &Path,
+    layers: &[PathBuf],
 ) -> Result<Vec<Identity>, StateError> {
+    let Some(workspace_root) = layers.first() else {
+        return Err(StateError::new(
+            StateErrorKind::Bug,
+            "no workspace layer given",
+        ));
+    };
     if let StoreLocation::Sqlite { db } = location
         && SqliteStore::exists(db)
     {
@@ -218,11 +248,14 @@ pub async fn force_init(
         // every call once it is gone.
         let _ = std::fs::remove_file(super::sqlite::lock_path(db));
     }
-    let marker = StoreMarker::at(workspace_root);
-    let sessions = sessions_with_files(workspace_root)?;
+    let mut sessions = Vec::new();
+    for layer in layers {
+        sessions.extend(sessions_with_files(layer)?);
+    }
+    sessions.sort();
+    sessions.dedup();
     let tmp_root = workspace_root.join(".bulkhead-init");
-    let _ = std::fs::remove_file(marker.path.clone());
-    let store = open_store(location, options, &tmp_root, InitPolicy::Create).await?;
+    let store = open_store(location, options, &tmp_root, &[], InitPolicy::Create).await?;
     let _ = std::fs::remove_dir_all(&tmp_root);
     for id in &sessions {
         let mut pass = store.enter_exclusive(id).await?;
@@ -231,6 +264,8 @@ pub async fn force_init(
             .await?;
         store.leave(pass).await;
     }
-    marker.write(store.store_id(), &location.describe())?;
+    for layer in layers.iter().filter(|l| *l == workspace_root || l.is_dir()) {
+        StoreMarker::at(layer).write(store.store_id(), &location.describe())?;
+    }
     Ok(sessions)
 }

@@ -292,9 +292,14 @@ impl Deployment {
 
     pub async fn open_store(&self) -> bulkhead::state::StateStore {
         let config = bulkhead::config::Config::load(Some(&self.config)).unwrap();
-        bulkhead::serve::open_state(&config, "template", bulkhead::state::InitPolicy::MustExist)
-            .await
-            .unwrap()
+        bulkhead::serve::open_state(
+            &config,
+            "template",
+            bulkhead::policy::NetworkMode::Full,
+            bulkhead::state::InitPolicy::MustExist,
+        )
+        .await
+        .unwrap()
     }
 
     /// Every audit record of the deployment (file or table), in write order.

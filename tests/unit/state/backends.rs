@@ -41,7 +41,7 @@ impl Fixture {
     }
 
     fn try_open(&self, policy: InitPolicy) -> Result<StateStore, StateError> {
-        rt().block_on(open_store(&self.loc, options(), &self.ws, policy))
+        rt().block_on(open_store(&self.loc, options(), &self.ws, &[], policy))
     }
 
     fn env(&self) -> Vec<(&'static str, String)> {
@@ -75,7 +75,7 @@ fn child_store(lock_timeout: Duration) -> Option<StateStore> {
     let mut o = options();
     o.lock_timeout = lock_timeout;
     Some(
-        rt().block_on(open_store(&loc, o, &ws, InitPolicy::MustExist))
+        rt().block_on(open_store(&loc, o, &ws, &[], InitPolicy::MustExist))
             .unwrap(),
     )
 }
@@ -178,7 +178,7 @@ fn a_shared_pass_holds_off_another_stores_escalation(b: Backend) {
     let mut opts = options();
     opts.lock_timeout = Duration::from_millis(400);
     let other = rt()
-        .block_on(open_store(&f.loc, opts, &f.ws, InitPolicy::MustExist))
+        .block_on(open_store(&f.loc, opts, &f.ws, &[], InitPolicy::MustExist))
         .unwrap();
     let rt = rt();
     let who = id("alice", "held");

@@ -22,7 +22,7 @@ fn deployment() -> Deployment {
 
 fn start(d: &Deployment, policy: InitPolicy) -> Result<StateStore, StateError> {
     let loc = StoreLocation::Sqlite { db: d.db.clone() };
-    rt().block_on(open_store(&loc, options(), &d.ws, policy))
+    rt().block_on(open_store(&loc, options(), &d.ws, &[], policy))
 }
 
 fn session_files(d: &Deployment, who: &Identity) {
@@ -91,9 +91,95 @@ fn recovery_starts_every_session_with_files_at_secret() {
     std::fs::remove_file(&d.db).unwrap();
     std::fs::remove_file(bulkhead::state::sqlite::lock_path(&d.db)).unwrap();
     let loc = StoreLocation::Sqlite { db: d.db.clone() };
-    let recovered = rt().block_on(force_init(&loc, options(), &d.ws)).unwrap();
+    let recovered = rt()
+        .block_on(force_init(&loc, options(), std::slice::from_ref(&d.ws)))
+        .unwrap();
     assert_eq!(recovered, vec![a.clone(), b.clone()]);
     let store = start(&d, InitPolicy::MustExist).unwrap();
+    for who in [&a, &b] {
+        assert_eq!(level(&store, who).unwrap(), Sensitivity::Secret, "{who}");
+    }
+}
+
+/// The layer of `d`'s instance in `mode` (`t.proxied`, `t.none` beside `t`).
+fn layer(d: &Deployment, mode: &str) -> PathBuf {
+    d.ws.with_file_name(format!("t.{mode}"))
+}
+
+fn start_as(d: &Deployment, own: &Path, lower: &[PathBuf]) -> Result<StateStore, StateError> {
+    let loc = StoreLocation::Sqlite { db: d.db.clone() };
+    rt().block_on(open_store(
+        &loc,
+        options(),
+        own,
+        lower,
+        InitPolicy::FirstStart,
+    ))
+}
+
+#[test]
+fn instances_start_in_any_order_and_write_only_their_own_layer() {
+    // Compose starts a fresh deployment's instances in any order, and the lower layers are
+    // read-only in the more isolated ones: the isolated instance first, then proxied, then full.
+    let d = deployment();
+    let (proxied, none) = (layer(&d, "proxied"), layer(&d, "none"));
+    let first = start_as(&d, &none, &[proxied.clone(), d.ws.clone()]).unwrap();
+    assert!(none.join(MARKER).exists());
+    assert!(
+        !proxied.join(MARKER).exists() && !d.ws.join(MARKER).exists(),
+        "wrote a lower layer"
+    );
+    let second = start_as(&d, &proxied, std::slice::from_ref(&d.ws)).unwrap();
+    let third = start_as(&d, &d.ws, &[]).unwrap();
+    assert_eq!(first.store_id(), second.store_id());
+    assert_eq!(first.store_id(), third.store_id());
+    // Session files in a lower layer count: a deleted store is not recreated from above.
+    let who = id("alice", "s1");
+    session_files(&d, &who);
+    drop((first, second, third));
+    std::fs::remove_file(&d.db).unwrap();
+    std::fs::remove_file(none.join(MARKER)).unwrap();
+    let e = start_as(&d, &none, &[proxied, d.ws.clone()])
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), StateErrorKind::Missing, "{e}");
+}
+
+#[test]
+fn a_lower_layer_naming_another_store_is_refused() {
+    let d = deployment();
+    let proxied = layer(&d, "proxied");
+    drop(start_as(&d, &d.ws, &[]).unwrap());
+    std::fs::create_dir_all(&proxied).unwrap();
+    // The full layer names store A; the proxied layer was made for store B.
+    bulkhead::state::StoreMarker::at(&proxied)
+        .write("someotherstore", "elsewhere")
+        .unwrap();
+    let e = start_as(&d, &proxied, std::slice::from_ref(&d.ws))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), StateErrorKind::Tampered, "{e}");
+    assert!(e.detail().contains("t.proxied"), "{e}");
+}
+
+#[test]
+fn recovery_covers_every_layer() {
+    let d = deployment();
+    let proxied = layer(&d, "proxied");
+    let (a, b) = (id("alice", "s1"), id("bob", "s2"));
+    drop(start_as(&d, &proxied, std::slice::from_ref(&d.ws)).unwrap());
+    session_files(&d, &a);
+    let p = proxied.join(b.user()).join(b.session());
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::remove_file(&d.db).unwrap();
+    std::fs::remove_file(bulkhead::state::sqlite::lock_path(&d.db)).unwrap();
+    let loc = StoreLocation::Sqlite { db: d.db.clone() };
+    let layers = [d.ws.clone(), proxied.clone(), layer(&d, "none")];
+    let recovered = rt().block_on(force_init(&loc, options(), &layers)).unwrap();
+    assert_eq!(recovered, vec![a.clone(), b.clone()]);
+    // Both existing layers name the new store; the missing one was not made.
+    let store = start_as(&d, &proxied, std::slice::from_ref(&d.ws)).unwrap();
+    assert!(!layer(&d, "none").exists());
     for who in [&a, &b] {
         assert_eq!(level(&store, who).unwrap(), Sensitivity::Secret, "{who}");
     }
