@@ -298,6 +298,38 @@ pub struct Deployment {
     pub servers: Vec<DeployedServer>,
     /// What to generate for it.
     pub targets: Vec<crate::spec::DeployTarget>,
+    /// Development or production.
+    pub environment: crate::spec::DeployEnvironment,
+    /// The server image.
+    pub image: Image,
+    /// The egress proxy image.
+    pub proxy_image: Image,
+}
+
+/// A resolved image reference: never `latest`, the crate's version unless the spec names a tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    /// Repository.
+    pub repository: String,
+    /// Tag.
+    pub tag: String,
+    /// `sha256:…`, when pinned.
+    pub digest: Option<String>,
+}
+
+impl Image {
+    /// `repository:tag`, then `@digest` when pinned: what compose and Kubernetes run.
+    pub fn reference(&self) -> String {
+        match &self.digest {
+            Some(d) => format!("{}:{}@{d}", self.repository, self.tag),
+            None => format!("{}:{}", self.repository, self.tag),
+        }
+    }
+
+    /// `repository:tag`: what `docker build -t` names.
+    pub fn tagged(&self) -> String {
+        format!("{}:{}", self.repository, self.tag)
+    }
 }
 
 /// A server in a deployment.

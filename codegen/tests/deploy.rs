@@ -418,10 +418,12 @@ fn client_entries_name_exactly_the_instances() {
                         assert_eq!(e[key], format!("http://{service}:{}/mcp", s.port));
                     }
                 }
-                // Desktop clients run `bulkhead connect` with one URL per instance.
-                let claude = file(&model, &format!("clients/{}.claude_desktop.json", d.name));
-                let vscode = file(&model, &format!("clients/{}.vscode.json", d.name));
-                let cursor = file(&model, &format!("clients/{}.cursor.json", d.name));
+                // Desktop clients run `bulkhead connect` with one URL per instance, for compose
+                // and for `bulkhead up`.
+                for runner in ["compose", "up"] {
+                let claude = file(&model, &format!("clients/{}.{runner}.claude_desktop.json", d.name));
+                let vscode = file(&model, &format!("clients/{}.{runner}.vscode.json", d.name));
+                let cursor = file(&model, &format!("clients/{}.{runner}.cursor.json", d.name));
                 for entry in [
                     &claude["mcpServers"][&s.name],
                     &vscode["servers"][&s.name],
@@ -441,8 +443,27 @@ fn client_entries_name_exactly_the_instances() {
                         assert_eq!(args.contains(&flag.to_string()), exists, "{label}: {flag}");
                     }
                     assert!(entry["env"]["BULKHEAD_TOKEN"].is_string());
+                    if runner == "compose" {
+                        // Each URL is a port compose publishes on 127.0.0.1.
+                        let published: Vec<String> = compose["services"]
+                            .as_object()
+                            .expect("services")
+                            .values()
+                            .flat_map(|svc| svc.get("ports").map(strs).unwrap_or_default())
+                            .collect();
+                        for url in args.iter().filter(|a| a.starts_with("http://")) {
+                            let port = url
+                                .trim_start_matches("http://127.0.0.1:")
+                                .trim_end_matches("/mcp");
+                            assert!(
+                                published.iter().any(|p| p.starts_with(&format!("127.0.0.1:{port}:"))),
+                                "{label}: {url} is not published ({published:?})"
+                            );
+                        }
+                    }
                 }
                 assert_eq!(vscode["servers"][&s.name]["type"], "stdio");
+                }
             }
         }
     }

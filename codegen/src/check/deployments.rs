@@ -92,9 +92,21 @@ pub fn check(
                 replicas: s.replicas.unwrap_or(1).max(1),
             });
         }
+        check_host_ports(l, &deployed, errors);
+        let image = resolve_image(l, "/image", d.image.as_ref(), "bulkhead", errors);
+        let proxy_image = resolve_image(
+            l,
+            "/proxy_image",
+            d.proxy_image.as_ref(),
+            "bulkhead-egress-proxy",
+            errors,
+        );
         out.push(Deployment {
             name: d.name.clone(),
             source: l.file.display.clone(),
+            environment: d.environment.unwrap_or_default(),
+            image,
+            proxy_image,
             servers: deployed,
             targets: {
                 let mut t = d
@@ -109,6 +121,107 @@ pub fn check(
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// The crate version every image is tagged with unless the spec names a tag.
+pub const DEFAULT_TAG: &str = env!("CARGO_PKG_VERSION");
+
+/// Resolves an image spec at `at`: the default repository and the crate's version fill what is
+/// not given; `latest` and a malformed digest are errors.
+fn resolve_image(
+    l: &Loaded<DeploymentSpec>,
+    at: &str,
+    spec: Option<&crate::spec::ImageSpec>,
+    default_repo: &str,
+    errors: &mut Vec<Diagnostic>,
+) -> crate::model::Image {
+    let spec = spec.cloned().unwrap_or_default();
+    let repository = spec.repository.unwrap_or_else(|| default_repo.to_string());
+    let tag = spec.tag.unwrap_or_else(|| DEFAULT_TAG.to_string());
+    let repo_ok = !repository.is_empty()
+        && repository.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/:".contains(&b)
+        })
+        && !repository.contains('@');
+    if !repo_ok {
+        errors.push(
+            l.error_at_value(&format!("{at}/repository"), format!("`{repository}` is not an image repository"))
+                .label("lowercase letters, digits, `.`, `_`, `-`, `/` and a registry `host:port`"),
+        );
+    }
+    let tag_ok = !tag.is_empty()
+        && tag.len() <= 128
+        && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && !tag.starts_with(['.', '-']);
+    if !tag_ok {
+        errors.push(
+            l.error_at_value(&format!("{at}/tag"), format!("`{tag}` is not an image tag"))
+                .label("letters, digits, `.`, `_` and `-`, at most 128"),
+        );
+    } else if tag == "latest" {
+        errors.push(
+            l.error_at_value(&format!("{at}/tag"), "an image tagged `latest` does not decide what runs")
+                .label("a moving tag")
+                .help("name a version (the default is the crate's version) and, for production, a `digest`"),
+        );
+    }
+    if let Some(d) = &spec.digest {
+        let ok = d
+            .strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        if !ok {
+            errors.push(
+                l.error_at_value(&format!("{at}/digest"), format!("`{d}` is not an image digest"))
+                    .label("expected `sha256:` and 64 lowercase hex digits"),
+            );
+        }
+    }
+    crate::model::Image {
+        repository,
+        tag,
+        digest: spec.digest,
+    }
+}
+
+/// Compose publishes each server's instances on consecutive host ports (`port` for full, the
+/// next ones for proxied and isolated, on 127.0.0.1): no two servers' ranges may overlap.
+fn check_host_ports(
+    l: &Loaded<DeploymentSpec>,
+    deployed: &[DeployedServer],
+    errors: &mut Vec<Diagnostic>,
+) {
+    let ranges: Vec<(&DeployedServer, u32, u32)> = deployed
+        .iter()
+        .map(|s| {
+            let n = match s.max_sensitivity {
+                crate::spec::Sensitivity::Public | crate::spec::Sensitivity::Internal => 1,
+                crate::spec::Sensitivity::Confidential => 2,
+                crate::spec::Sensitivity::Secret => 3,
+            };
+            (s, u32::from(s.port), u32::from(s.port) + n - 1)
+        })
+        .collect();
+    for (i, (a, a0, a1)) in ranges.iter().enumerate() {
+        if *a1 > 65535 {
+            errors.push(
+                l.error_at_value(&format!("/servers/{}/port", ptr(&a.name)), format!("`{}` needs host ports {a0} to {a1}", a.name))
+                    .label("past 65535")
+                    .help("compose publishes the proxied and isolated instances on the ports after `port`"),
+            );
+        }
+        for (b, b0, b1) in &ranges[..i] {
+            if a.port != b.port && a0 <= b1 && b0 <= a1 {
+                errors.push(
+                    l.error_at_value(
+                        &format!("/servers/{}/port", ptr(&a.name)),
+                        format!("`{}` publishes host ports {a0} to {a1}, which overlap `{}`'s {b0} to {b1}", a.name, b.name),
+                    )
+                    .label("overlapping host ports")
+                    .help("compose publishes the proxied and isolated instances on the ports after `port`; leave room between servers"),
+                );
+            }
+        }
+    }
 }
 
 /// Checks a `host:port` entry: a DNS name or IPv4 address, and a port from 1 to 65535.

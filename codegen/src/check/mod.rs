@@ -77,6 +77,10 @@ pub fn check(
             &servers_model,
             &connectors_model,
         ));
+        warnings.extend(warnings::production_without_digest(
+            deployments,
+            &deployments_model,
+        ));
         Ok(Model {
             connectors: connectors_model,
             servers: servers_model,

@@ -4,7 +4,7 @@
 use super::Loaded;
 use crate::diag::Diagnostic;
 use crate::model::{Connector, OperationBody, Server, Target};
-use crate::spec::{FileAction, ServerSpec};
+use crate::spec::{DeployEnvironment, DeploymentSpec, FileAction, ServerSpec};
 
 /// A server whose tools save large results to `/workspace/results/…` but that has no tool to
 /// read a file back: the model is told where the full result is and cannot open it.
@@ -92,6 +92,51 @@ pub fn unreachable_from_none(
                 )
                 .label("every call would fail there")
                 .help("declare it `confidential` (proxied instances reach the database through the egress proxy), or keep secret data in a connector the isolated instance mounts"),
+            );
+        }
+    }
+    out
+}
+
+/// A production deployment whose images are named by tag only: a tag can be pushed again, so
+/// what runs is not what was reviewed.
+pub fn production_without_digest(
+    specs: &[Loaded<DeploymentSpec>],
+    deployments: &[crate::model::Deployment],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for d in deployments
+        .iter()
+        .filter(|d| d.environment == DeployEnvironment::Production)
+    {
+        let Some(l) = specs.iter().find(|l| l.spec.name == d.name) else {
+            continue;
+        };
+        for (key, image) in [("image", &d.image), ("proxy_image", &d.proxy_image)] {
+            if image.digest.is_some() {
+                continue;
+            }
+            let span = if l.spec.image.is_some() && key == "image"
+                || l.spec.proxy_image.is_some() && key == "proxy_image"
+            {
+                l.key_at(&format!("/{key}"))
+            } else {
+                l.key_at("/environment")
+            };
+            out.push(
+                Diagnostic::warning(
+                    &l.file,
+                    span,
+                    format!(
+                        "production deployment `{}` runs `{}` without a digest",
+                        d.name,
+                        image.tagged()
+                    ),
+                )
+                .label("a tag can be pushed again: what runs may not be what was reviewed")
+                .help(format!(
+                    "add `{key}: {{ digest: sha256:… }}` (from `docker inspect --format '{{{{index .RepoDigests 0}}}}'` after pushing)"
+                )),
             );
         }
     }

@@ -15,6 +15,45 @@ pub struct DeploymentSpec {
     /// What to generate (default: compose only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<DeployTarget>>,
+    /// `development` (default) or `production`: a production deployment should pin its images by
+    /// digest (`bulkhead check` warns otherwise), and its instances refuse development tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<DeployEnvironment>,
+    /// The server image every instance runs (default `bulkhead:<crate version>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSpec>,
+    /// The egress proxy image (default `bulkhead-egress-proxy:<crate version>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_image: Option<ImageSpec>,
+}
+
+/// Where a deployment runs.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DeployEnvironment {
+    /// Development: dev tokens allowed, images by tag.
+    #[default]
+    Development,
+    /// Production.
+    Production,
+}
+
+/// A container image: repository, tag and an optional digest. Never `latest`: a manifest that
+/// names a moving tag does not decide what runs, so reviewing it reviews nothing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// Repository, e.g. `registry.example.com/platform/bulkhead`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Tag (default: the crate's version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `sha256:<64 hex digits>`: what runs is exactly this image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// A kind of deployment output.

@@ -1,8 +1,9 @@
 //! `clients/<deployment>.*`: how clients reach a deployment's servers. The `config.yaml`
 //! `mcp_servers` entries name every instance (agents on the `agents` network switch between
 //! them). The Claude Desktop, VS Code and Cursor files run `bulkhead connect <server>`, a stdio
-//! server holding the isolating client, against the deployment as `bulkhead up` runs it here,
-//! so confidential and secret tools reach their instances from those clients too.
+//! server holding the isolating client, so confidential and secret tools reach their instances
+//! from those clients too: `<deployment>.compose.<client>.json` against the compose deployment
+//! (its ports published on 127.0.0.1), `<deployment>.up.<client>.json` against `bulkhead up`.
 
 use super::{Mode, ServerPlan, local, plan};
 use crate::emit::yaml_text::to_yaml;
@@ -18,8 +19,26 @@ fn url(p: &ServerPlan, mode: Mode) -> Option<String> {
         .map(|i| format!("http://{}:{}/mcp", i.service, p.server.port))
 }
 
-/// `bulkhead connect` arguments reaching every instance of `p` as `bulkhead up` runs them.
-fn connect_args(p: &ServerPlan) -> Vec<String> {
+/// How a desktop client on this machine reaches the deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// `docker compose up` on the generated file: every instance published on 127.0.0.1.
+    Compose,
+    /// `bulkhead up`: the isolated instances in network namespaces.
+    Up,
+}
+
+impl Runner {
+    fn as_str(self) -> &'static str {
+        match self {
+            Runner::Compose => "compose",
+            Runner::Up => "up",
+        }
+    }
+}
+
+/// `bulkhead connect` arguments reaching every instance of `p` as `runner` runs them.
+pub fn connect_args(p: &ServerPlan, runner: Runner) -> Vec<String> {
     let mut args = vec!["connect".to_string(), p.server.name.clone()];
     let index = u8::try_from(p.index).unwrap_or(u8::MAX);
     for inst in &p.instances {
@@ -28,7 +47,13 @@ fn connect_args(p: &ServerPlan) -> Vec<String> {
             Mode::Proxied => "--url-proxied",
             Mode::None => "--url-isolated",
         };
-        let addr = local::instance_addr(local::DEFAULT_SUBNET, index, inst.mode, p.server.port);
+        let addr = match runner {
+            Runner::Compose => format!("127.0.0.1:{}", p.host_port(inst.mode)),
+            Runner::Up => {
+                local::instance_addr(local::DEFAULT_SUBNET, index, inst.mode, p.server.port)
+                    .to_string()
+            }
+        };
         args.push(flag.to_string());
         args.push(format!("http://{addr}/mcp"));
     }
@@ -62,16 +87,33 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     text.push_str(&to_yaml(&json!({ "mcp_servers": entries })));
     out.add(format!("clients/{}.yaml", d.name), text);
 
-    let note = header("", &[&d.source])
-        .replace('\n', " ")
-        .trim()
-        .to_string();
+    for runner in [Runner::Compose, Runner::Up] {
+        desktop_files(d, &plans, runner, out);
+    }
+}
+
+/// The Claude Desktop, VS Code and Cursor files of `d` run by `runner`.
+fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut Output) {
+    let how = match runner {
+        Runner::Compose => format!(
+            "For the compose deployment (docker compose -f generated/compose/{}.yaml up), its ports published on 127.0.0.1.",
+            d.name
+        ),
+        Runner::Up => format!(
+            "For `bulkhead up --deployment {}` on this machine (isolated instances in network namespaces).",
+            d.name
+        ),
+    };
+    let note = format!(
+        "{} {how}",
+        header("", &[&d.source]).replace('\n', " ").trim()
+    );
     let mut claude = Map::new();
     let mut vscode = Map::new();
     let mut cursor = Map::new();
-    for p in &plans {
+    for p in plans {
         let name = p.server.name.clone();
-        let args = connect_args(p);
+        let args = connect_args(p, runner);
         claude.insert(
             name.clone(),
             json!({
@@ -118,6 +160,9 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     for (client, doc) in files {
         let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         text.push('\n');
-        out.add(format!("clients/{}.{client}.json", d.name), text);
+        out.add(
+            format!("clients/{}.{}.{client}.json", d.name, runner.as_str()),
+            text,
+        );
     }
 }

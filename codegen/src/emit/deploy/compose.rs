@@ -2,10 +2,17 @@
 //! proxied instance, the networks that separate them, and the volumes, variables and secrets the
 //! instances need to run their tools.
 //!
-//! Isolation comes from networks, never `network_mode: none` (which makes an HTTP server
-//! unreachable): every instance joins the internal `agents` network where the agent meets it;
-//! only the full instance also joins `egress`; the proxied instance shares an internal network
-//! with its proxy, which alone is on both that network and `egress`.
+//! Isolation the instance can check on every engine: the full instance joins the internal
+//! `agents` network and `egress`; the proxied and isolated instances run with
+//! `network_mode: none` (loopback only, so their route self-check means the same on Docker
+//! before 25, which gives `internal` networks a default route, on Docker 25+ and on podman). Each
+//! serves on a Unix socket in a volume it shares only with its relay (`bulkhead relay`), which
+//! joins `agents` under the instance's name and copies bytes to the socket. A proxied instance
+//! reaches its egress proxy through a loopback port it forwards to a second socket in that volume;
+//! the relay connects that socket to the squid service and to nothing else.
+//!
+//! Start order: an isolated instance before its relay (the relay waits for it to be healthy);
+//! the instances themselves start in any order (the store's first start is safe for that).
 //!
 //! Data follows the same order. Each instance writes workspaces to its own volume and mounts the
 //! volumes of less isolated instances read-only (a session that moved up keeps its files); no
@@ -13,8 +20,8 @@
 //! instances that run a tool using it (read-only unless a tool writes through it).
 
 use super::{
-    CONFIG_PATH, IMAGE, Mode, PROXY_IMAGE, PROXY_POLICY_PATH, PROXY_PORT, SECRETS_DIR, STATE_DIR,
-    ServerPlan, WORKSPACES_DIR, plan,
+    CONFIG_PATH, EGRESS_FORWARD, EGRESS_SOCKET, Mode, PROXY_POLICY_PATH, PROXY_PORT, SECRETS_DIR,
+    SERVE_SOCKET, SOCKET_DIR, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan,
 };
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
@@ -35,6 +42,11 @@ pub fn workspace_volume(server: &str, mode: Mode) -> String {
     format!("{server}-ws-{}", mode.as_str())
 }
 
+/// The socket volume an instance without network shares with its relay.
+pub fn socket_volume(server: &str, mode: Mode) -> String {
+    format!("{server}-sock-{}", mode.as_str())
+}
+
 /// Adds `compose/<deployment>.yaml`.
 pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     let plans = plan(model, d);
@@ -53,6 +65,10 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
         for inst in &p.instances {
             services.insert(inst.service.clone(), instance(d, p, inst.mode));
             volumes.insert(workspace_volume(&p.server.name, inst.mode), json!({}));
+            if let Some(relay_name) = p.relay_service(inst.mode) {
+                services.insert(relay_name, relay(d, p, inst.mode));
+                volumes.insert(socket_volume(&p.server.name, inst.mode), json!({}));
+            }
         }
         for s in &p.secrets {
             secrets.insert(
@@ -62,7 +78,6 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
         }
         if let Some(proxy) = p.proxy_service() {
             services.insert(proxy, egress_proxy(d, p));
-            networks.insert(p.proxied_net(), json!({ "internal": true }));
         }
     }
     let doc = json!({
@@ -119,42 +134,47 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         );
         service_secrets.push(json!(s.name));
     }
-    let mut networks = vec![json!(AGENTS_NET)];
-    match mode {
-        Mode::Full => networks.push(json!(EGRESS_NET)),
-        Mode::Proxied => {
-            networks.push(json!(p.proxied_net()));
-            let proxy = format!(
-                "http://{}:{PROXY_PORT}",
-                p.proxy_service().unwrap_or_default()
-            );
-            for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-                env.insert(var.into(), json!(proxy));
-            }
-            for var in ["NO_PROXY", "no_proxy"] {
-                env.insert(var.into(), json!("localhost,127.0.0.1"));
-            }
+    if mode == Mode::Proxied {
+        let proxy = format!("http://{EGRESS_FORWARD}");
+        for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            env.insert(var.into(), json!(proxy));
         }
-        Mode::None => {}
+        for var in ["NO_PROXY", "no_proxy"] {
+            env.insert(var.into(), json!("localhost"));
+        }
     }
+    let listen = match mode {
+        Mode::Full => format!("0.0.0.0:{port}"),
+        Mode::Proxied | Mode::None => format!("unix:{SERVE_SOCKET}"),
+    };
+    let mut command = vec![
+        json!("serve"),
+        json!(p.server.name),
+        json!("--listen"),
+        json!(listen),
+        json!("--mode"),
+        json!(mode.as_str()),
+    ];
+    if mode == Mode::Proxied {
+        command.push(json!("--forward"));
+        command.push(json!(format!("{EGRESS_FORWARD}=unix:{EGRESS_SOCKET}")));
+    }
+    command.extend([json!("--config"), json!(CONFIG_PATH)]);
     let mut svc = json!({
-        "image": IMAGE,
-        "build": { "context": "../..", "dockerfile": "generated/docker/Dockerfile" },
-        "command": [
-            "serve", p.server.name, "--listen", format!("0.0.0.0:{port}"),
-            "--mode", mode.as_str(), "--config", CONFIG_PATH,
-        ],
+        "image": d.image.reference(),
+        "build": build("Dockerfile"),
+        "command": command,
         "environment": env,
-        "networks": networks,
-        "secrets": service_secrets,
     });
     if mode == Mode::Full {
+        svc["networks"] = json!([AGENTS_NET, EGRESS_NET]);
         // Desktop clients on this machine reach the full instance; agents use `agents`.
         svc["ports"] = json!([format!("127.0.0.1:{port}:{port}")]);
+    } else {
+        // Loopback only, on every engine: the relay is the one way in (and, for proxied, out).
+        svc["network_mode"] = json!("none");
     }
-    if let Some(proxy) = p.proxy_service().filter(|_| mode == Mode::Proxied) {
-        svc["depends_on"] = json!([proxy]);
-    }
+    svc["secrets"] = json!(service_secrets);
     let mut mounts = Vec::new();
     for lower in Mode::ALL.into_iter().filter(|m| *m <= mode) {
         if p.instance(lower).is_none() {
@@ -168,6 +188,12 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         )));
     }
     mounts.push(json!(format!("{COMPLIANCE_VOLUME}:{STATE_DIR}")));
+    if mode != Mode::Full {
+        mounts.push(json!(format!(
+            "{}:{SOCKET_DIR}",
+            socket_volume(&p.server.name, mode)
+        )));
+    }
     mounts.push(json!(format!("../config/{}.yaml:{CONFIG_PATH}:ro", d.name)));
     for m in p.data.iter().filter(|m| ServerPlan::reaches(mode, m.from)) {
         let ro = if m.read_only { ":ro" } else { "" };
@@ -175,31 +201,100 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
     }
     svc["volumes"] = json!(mounts);
     harden(&mut svc);
-    svc["healthcheck"] = json!({
-        "test": ["CMD", "curl", "-fsS", "--noproxy", "*", "-o", "/dev/null",
-                 format!("http://127.0.0.1:{port}/healthz")],
+    let probe = match mode {
+        Mode::Full => vec![format!("http://127.0.0.1:{port}/healthz")],
+        Mode::Proxied | Mode::None => vec![
+            "--unix-socket".to_string(),
+            SERVE_SOCKET.to_string(),
+            "http://localhost/healthz".to_string(),
+        ],
+    };
+    svc["healthcheck"] = healthcheck(probe);
+    svc
+}
+
+/// The image build of every Bulkhead service: base images are build arguments with these
+/// defaults, so a team behind a registry mirror overrides them without editing this file.
+fn build(dockerfile: &str) -> Value {
+    json!({ "context": "../..", "dockerfile": format!("generated/docker/{dockerfile}") })
+}
+
+/// `curl` against `/healthz` (arguments after the fixed ones), every 10 s.
+fn healthcheck(probe: Vec<String>) -> Value {
+    let mut test = vec![
+        "CMD".to_string(),
+        "curl".to_string(),
+        "-fsS".to_string(),
+        "--noproxy".to_string(),
+        "*".to_string(),
+        "-o".to_string(),
+        "/dev/null".to_string(),
+    ];
+    test.extend(probe);
+    json!({
+        "test": test,
         "interval": "10s",
         "timeout": "3s",
         "retries": 3,
         "start_period": "5s",
+    })
+}
+
+/// The relay of the instance in `mode`: on `agents` under the instance's name (so agents use
+/// `http://<instance>:<port>/mcp` as before), published on 127.0.0.1 for desktop clients, and
+/// for a proxied instance the one way from its egress socket to the squid service.
+fn relay(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
+    let port = p.server.port;
+    let instance = p.instance(mode).map(|i| i.service.clone()).unwrap_or_default();
+    let mut command = vec![
+        json!("relay"),
+        json!("--route"),
+        json!(format!("0.0.0.0:{port}=unix:{SERVE_SOCKET}")),
+    ];
+    let mut depends = Map::new();
+    depends.insert(instance.clone(), json!({ "condition": "service_healthy" }));
+    if let Some(proxy) = p.proxy_service().filter(|_| mode == Mode::Proxied) {
+        command.push(json!("--route"));
+        command.push(json!(format!("unix:{EGRESS_SOCKET}={proxy}:{PROXY_PORT}")));
+        depends.insert(proxy, json!({ "condition": "service_started" }));
+    }
+    let mut networks = Map::new();
+    networks.insert(AGENTS_NET.into(), json!({ "aliases": [instance] }));
+    // `egress` reaches the squid service and lets the engine publish the port on the host; the
+    // relay copies bytes along the routes above and nothing else.
+    networks.insert(EGRESS_NET.into(), json!({}));
+    let mut svc = json!({
+        "image": d.image.reference(),
+        "build": build("Dockerfile"),
+        "command": command,
+        "networks": networks,
+        "ports": [format!("127.0.0.1:{}:{port}", p.host_port(mode))],
+        "depends_on": depends,
+        "volumes": [format!("{}:{SOCKET_DIR}", socket_volume(&p.server.name, mode))],
     });
+    harden(&mut svc);
+    svc["healthcheck"] = healthcheck(vec![format!("http://127.0.0.1:{port}/healthz")]);
     svc
 }
 
 fn egress_proxy(d: &Deployment, p: &ServerPlan) -> Value {
-    let mut networks = Map::new();
-    networks.insert(p.proxied_net(), json!({}));
-    networks.insert(EGRESS_NET.into(), json!({}));
     let mut svc = json!({
-        "image": PROXY_IMAGE,
-        "build": { "context": "../..", "dockerfile": "generated/docker/Dockerfile.proxy" },
-        "networks": networks,
+        "image": d.proxy_image.reference(),
+        "build": build("Dockerfile.proxy"),
+        "networks": [EGRESS_NET],
         "volumes": [format!(
             "../proxy/{}-{}.squid.conf:{PROXY_POLICY_PATH}:ro",
             d.name, p.server.name
         )],
     });
     harden(&mut svc);
+    svc["healthcheck"] = json!({
+        "test": ["CMD", "bash", "-c", format!("exec 3<>/dev/tcp/127.0.0.1/{PROXY_PORT}")],
+        "interval": "10s",
+        "timeout": "3s",
+        "retries": 3,
+        "start_period": "5s",
+    });
     svc
 }
 

@@ -1,42 +1,73 @@
-//! `docker/Dockerfile`: the one image every instance runs (a multi-stage build of the
-//! `bulkhead` binary), `docker/Dockerfile.proxy` for the egress proxy (squid), and `docker/Dockerfile.dockerignore` to keep build outputs out of the
-//! build context.
+//! `docker/Dockerfile`: the one image every instance and relay runs (a multi-stage build of the
+//! `bulkhead` binary, or a binary built beforehand), `docker/Dockerfile.proxy` for the egress
+//! proxy (squid), and `docker/Dockerfile.dockerignore` to keep build outputs out of the build
+//! context. Both run as fixed high UIDs and carry a `HEALTHCHECK`.
 
 use crate::emit::{Output, header};
 use crate::model::Model;
 
+/// The server image. `{mounts}` is replaced by the mount points compose uses: an engine creates a
+/// missing mount point owned by root (the server runs as 10001), and copies an existing one's
+/// owner into a fresh named volume.
 const DOCKERFILE: &str = r#"# Build from the repository root (compose does): docker build -f generated/docker/Dockerfile .
-FROM rust:1.95-slim AS build
+# Base images are build arguments, so a registry mirror needs no edit here:
+#   --build-arg BUILD_IMAGE=mirror.example/rust:1.95-slim --build-arg BASE_IMAGE=mirror.example/debian:bookworm-slim
+# From a binary built beforehand on Debian 12 (glibc 2.36) instead of compiling in the image:
+#   cargo build --release && mkdir -p target/docker && cp target/release/bulkhead target/docker/
+#   docker build -f generated/docker/Dockerfile --build-arg BUILD_IMAGE=debian:bookworm-slim \
+#     --build-arg PREBUILT_BINARY=target/docker/bulkhead .
+ARG BUILD_IMAGE=rust:1.95-slim
+ARG BASE_IMAGE=debian:bookworm-slim
+
+FROM ${BUILD_IMAGE} AS build
+ARG PREBUILT_BINARY=
 WORKDIR /src
 COPY . .
-RUN cargo build --locked --release --bin bulkhead \
- && install -m 0755 target/release/bulkhead /usr/local/bin/bulkhead
+RUN if [ -n "$PREBUILT_BINARY" ]; then \
+      install -m 0755 "$PREBUILT_BINARY" /usr/local/bin/bulkhead; \
+    else \
+      cargo build --locked --release --bin bulkhead \
+      && install -m 0755 target/release/bulkhead /usr/local/bin/bulkhead; \
+    fi
 
-FROM debian:bookworm-slim
-# curl answers the compose healthchecks; ca-certificates lets connectors reach HTTPS hosts.
+FROM ${BASE_IMAGE}
+# curl answers the healthchecks; ca-certificates lets connectors reach HTTPS hosts.
+# Versions are not pinned: Debian replaces a version on its mirrors with each security update, so a
+# pin breaks the build within weeks; the base image (a build argument, by digest in production)
+# fixes the release, and the image's own digest is what a deployment pins.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --home-dir /var/lib/bulkhead --shell /usr/sbin/nologin bulkhead \
- && mkdir -p /var/lib/bulkhead/state /var/lib/bulkhead/workspaces /var/lib/bulkhead/data /etc/bulkhead \
- && chown -R bulkhead:bulkhead /var/lib/bulkhead
+ && groupadd --system --gid 10001 bulkhead \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/bulkhead --shell /usr/sbin/nologin bulkhead \
+ && mkdir -p /etc/bulkhead \
+{mounts} && chown -R 10001:10001 /var/lib/bulkhead /run/bulkhead
 COPY --from=build /usr/local/bin/bulkhead /usr/local/bin/bulkhead
 COPY config.yaml /etc/bulkhead/config.yaml
 ENV BULKHEAD_STATE_DIR=/var/lib/bulkhead/state \
     BULKHEAD_WORKSPACES=/var/lib/bulkhead/workspaces
-USER bulkhead:bulkhead
+USER 10001:10001
 WORKDIR /var/lib/bulkhead
 EXPOSE 8000
+# Compose and Kubernetes replace this per instance (port, or the Unix socket of an isolated one).
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["curl", "-fsS", "--noproxy", "*", "-o", "/dev/null", "http://127.0.0.1:8000/healthz"]
 ENTRYPOINT ["bulkhead"]
 CMD ["--help"]
 "#;
 
 const PROXY_DOCKERFILE: &str = r#"# The egress proxy of proxied instances: Debian's squid, the same binary `bulkhead up` runs.
 # Build from the repository root (compose does): docker build -f generated/docker/Dockerfile.proxy .
-FROM debian:bookworm-slim
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+# Versions are not pinned: see the note in Dockerfile.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends squid \
  && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10002 bulkhead-proxy \
+ && useradd --system --uid 10002 --gid 10002 --home-dir /nonexistent --shell /usr/sbin/nologin bulkhead-proxy \
  && printf '%s\n' \
       'http_port 3128' \
       'pid_filename none' \
@@ -45,12 +76,40 @@ RUN apt-get update \
       'coredump_dir none' \
       'include /etc/squid/policy.conf' > /etc/squid/squid.conf
 # compose mounts the generated policy (generated/proxy/<deployment>-<server>.squid.conf) here.
-USER proxy:proxy
+USER 10002:10002
 EXPOSE 3128
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3128"]
 ENTRYPOINT ["/usr/sbin/squid", "-N", "-d", "1", "-f", "/etc/squid/squid.conf"]
 "#;
 
-const DOCKERIGNORE: &str = "target/\n.git/\n.bulkhead/\n**/*.tmp~\n";
+/// Build outputs stay out of the context, but for the one place a prebuilt binary is taken from.
+const DOCKERIGNORE: &str = "target/\n!target/docker/bulkhead\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
+
+/// Every mount point compose uses, sorted: state, data, the socket folder and each deployed
+/// server's workspace layers.
+fn mount_points(model: &Model) -> Vec<String> {
+    let mut dirs = vec![
+        super::STATE_DIR.to_string(),
+        super::DATA_DIR.to_string(),
+        super::SOCKET_DIR.to_string(),
+        super::WORKSPACES_DIR.to_string(),
+    ];
+    for d in &model.deployments {
+        for p in super::plan(model, d) {
+            for i in &p.instances {
+                dirs.push(format!(
+                    "{}/{}",
+                    super::WORKSPACES_DIR,
+                    i.mode.workspace_folder(&p.server.name)
+                ));
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
 
 /// Adds the Dockerfile (and its ignore file) when the model has deployments.
 pub fn emit(model: &Model, out: &mut Output) {
@@ -63,7 +122,11 @@ pub fn emit(model: &Model, out: &mut Output) {
         .map(|d| d.source.as_str())
         .collect();
     let mut text = header("#", &sources);
-    text.push_str(DOCKERFILE);
+    let mounts: String = mount_points(model)
+        .iter()
+        .map(|d| format!(" && mkdir -p {d} \\\n"))
+        .collect();
+    text.push_str(&DOCKERFILE.replace("{mounts}", &mounts));
     out.add("docker/Dockerfile", text);
     let mut proxy = header("#", &sources);
     proxy.push_str(PROXY_DOCKERFILE);

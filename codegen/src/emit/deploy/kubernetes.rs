@@ -19,7 +19,7 @@
 
 use super::compose::workspace_volume;
 use super::{
-    CONFIG_PATH, IMAGE, Mode, PROXY_IMAGE, PROXY_POLICY_PATH, PROXY_PORT, STATE_DIR, ServerPlan,
+    CONFIG_PATH, Mode, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, STATE_DIR, ServerPlan, UID,
     WORKSPACES_DIR, plan, proxy,
 };
 use crate::emit::yaml_text::to_yaml;
@@ -37,6 +37,9 @@ pub const AGENTS_LABEL: &str = "bulkhead.dev/agents";
 pub const STORE_LABEL: &str = "bulkhead.dev/state-store";
 /// Where secret files are mounted.
 const SECRET_DIR: &str = "/run/secrets/bulkhead";
+/// Where the state store's Secret is mounted (its key `url` is read through
+/// `BULKHEAD_STATE_STORE_FILE`: secrets reach containers as files, never as variables).
+const STATE_SECRET_DIR: &str = "/run/secrets/bulkhead-state";
 /// Address ranges the full instance and the proxy never reach (link-local: cloud metadata).
 const NEVER: [&str; 1] = ["169.254.0.0/16"];
 /// Private ranges the full instance does not reach through its egress rule.
@@ -89,7 +92,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
             ));
             files.push((
                 format!("{svc}-deployment.yaml"),
-                instance(p, inst.mode, &svc),
+                instance(d, p, inst.mode, &svc),
             ));
             files.push((
                 format!("{svc}-service.yaml"),
@@ -115,12 +118,21 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                     "data": {"policy.conf": proxy::squid_policy(&p.allowed)},
                 }),
             ));
-            files.push((format!("{proxy}-deployment.yaml"), egress_proxy(p, &proxy)));
+            files.push((
+                format!("{proxy}-deployment.yaml"),
+                egress_proxy(d, p, &proxy),
+            ));
             files.push((
                 format!("{proxy}-service.yaml"),
                 service(&proxy, p, "egress-proxy", None, PROXY_PORT),
             ));
             files.push((format!("netpol-{proxy}.yaml"), proxy_policy(p, &proxy)));
+        }
+    }
+    // Every manifest names its namespace, so it reads right without kustomize.
+    for (_, doc) in files.iter_mut() {
+        if doc["kind"] != "Namespace" {
+            doc["metadata"]["namespace"] = json!(ns);
         }
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -208,10 +220,10 @@ fn container_security() -> Value {
     })
 }
 
-fn instance(p: &ServerPlan, mode: Mode, name: &str) -> Value {
+fn instance(d: &Deployment, p: &ServerPlan, mode: Mode, name: &str) -> Value {
     let port = p.server.port;
     let mut env = vec![
-        json!({"name": "BULKHEAD_STATE_STORE", "valueFrom": {"secretKeyRef": {"name": STATE_SECRET, "key": "url"}}}),
+        json!({"name": "BULKHEAD_STATE_STORE_FILE", "value": format!("{STATE_SECRET_DIR}/url")}),
         json!({"name": "BULKHEAD_DEV_SECRET_FILE", "value": format!("{SECRET_DIR}/bulkhead_dev_secret")}),
         json!({"name": "BULKHEAD_LOG", "value": "warn"}),
     ];
@@ -253,12 +265,14 @@ fn instance(p: &ServerPlan, mode: Mode, name: &str) -> Value {
     let mut mounts = vec![
         json!({"name": "config", "mountPath": "/etc/bulkhead", "readOnly": true}),
         json!({"name": "secrets", "mountPath": SECRET_DIR, "readOnly": true}),
+        json!({"name": "state-store", "mountPath": STATE_SECRET_DIR, "readOnly": true}),
         json!({"name": "state", "mountPath": STATE_DIR}),
         json!({"name": "tmp", "mountPath": "/tmp"}),
     ];
     let mut volumes = vec![
         json!({"name": "config", "configMap": {"name": "bulkhead-config"}}),
         json!({"name": "secrets", "secret": {"secretName": FILES_SECRET, "items": secret_items}}),
+        json!({"name": "state-store", "secret": {"secretName": STATE_SECRET, "items": [{"key": "url", "path": "url"}]}}),
         json!({"name": "state", "emptyDir": {}}),
         json!({"name": "tmp", "emptyDir": {}}),
     ];
@@ -310,14 +324,14 @@ fn instance(p: &ServerPlan, mode: Mode, name: &str) -> Value {
                     "automountServiceAccountToken": false,
                     "securityContext": {
                         "runAsNonRoot": true,
-                        "runAsUser": 10001,
-                        "runAsGroup": 10001,
-                        "fsGroup": 10001,
+                        "runAsUser": UID,
+                        "runAsGroup": UID,
+                        "fsGroup": UID,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [{
                         "name": "bulkhead",
-                        "image": IMAGE,
+                        "image": d.image.reference(),
                         "args": ["serve", p.server.name, "--listen", format!("0.0.0.0:{port}"),
                                  "--mode", mode.as_str(), "--config", CONFIG_PATH],
                         "ports": [{"name": "http", "containerPort": port}],
@@ -338,7 +352,7 @@ fn instance(p: &ServerPlan, mode: Mode, name: &str) -> Value {
     })
 }
 
-fn egress_proxy(p: &ServerPlan, name: &str) -> Value {
+fn egress_proxy(d: &Deployment, p: &ServerPlan, name: &str) -> Value {
     let sel = labels(p, "egress-proxy", None);
     json!({
         "apiVersion": "apps/v1",
@@ -353,19 +367,20 @@ fn egress_proxy(p: &ServerPlan, name: &str) -> Value {
                     "automountServiceAccountToken": false,
                     "securityContext": {
                         "runAsNonRoot": true,
-                        "runAsUser": 13,
-                        "runAsGroup": 13,
+                        "runAsUser": PROXY_UID,
+                        "runAsGroup": PROXY_UID,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [{
                         "name": "squid",
-                        "image": PROXY_IMAGE,
+                        "image": d.proxy_image.reference(),
                         "ports": [{"name": "proxy", "containerPort": PROXY_PORT}],
                         "volumeMounts": [
                             {"name": "policy", "mountPath": PROXY_POLICY_PATH, "subPath": "policy.conf", "readOnly": true},
                             {"name": "shm", "mountPath": "/dev/shm"},
                         ],
                         "readinessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10},
+                        "livenessProbe": {"tcpSocket": {"port": PROXY_PORT}, "periodSeconds": 10, "timeoutSeconds": 3},
                         "resources": {
                             "requests": {"cpu": "50m", "memory": "64Mi"},
                             "limits": {"cpu": "500m", "memory": "256Mi"},
@@ -520,11 +535,12 @@ fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
         t.push('\n');
     }
     t.push_str("-->\n");
+    let (image, proxy_image) = (d.image.reference(), d.proxy_image.reference());
     let _ = write!(
         t,
         "# Deployment `{}` on Kubernetes\n\n\
          `kubectl apply -k .` into namespace `{ns}`, after providing:\n\n\
-         - the images `{IMAGE}` (`generated/docker/Dockerfile`) and `{PROXY_IMAGE}` (`generated/docker/Dockerfile.proxy`) in your registry (set them with `kustomize edit set image`);\n\
+         - the images `{image}` (`generated/docker/Dockerfile`) and `{proxy_image}` (`generated/docker/Dockerfile.proxy`) in your registry (named in `specs/deployments/`, `image:` and `proxy_image:`, with a digest for production);\n\
          - Secret `{STATE_SECRET}` with key `url`: the PostgreSQL state store every instance and replica shares (`postgres://user:pass@host:5432/db`; a managed PostgreSQL or an operator-run one such as CloudNativePG), in a namespace labelled `{STORE_LABEL}=true`;\n\
          - Secret `{FILES_SECRET}` with key `bulkhead_dev_secret` (the signing key) and one key per connector secret listed below;\n\
          - the label `{AGENTS_LABEL}=true` on the namespace your agents run in (the only source of traffic to the instances);\n\

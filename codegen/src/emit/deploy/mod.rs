@@ -32,10 +32,19 @@ pub const DATA_DIR: &str = "/var/lib/bulkhead/data";
 pub const SECRETS_DIR: &str = "/run/secrets";
 /// Where the runtime configuration is mounted.
 pub const CONFIG_PATH: &str = "/etc/bulkhead/config.yaml";
-/// The server image every instance runs.
-pub const IMAGE: &str = "bulkhead:latest";
-/// The egress proxy image (Debian's squid, built from `docker/Dockerfile.proxy`).
-pub const PROXY_IMAGE: &str = "bulkhead-egress-proxy:latest";
+/// Where a `network_mode: none` instance and its relay share Unix sockets (a volume per instance).
+pub const SOCKET_DIR: &str = "/run/bulkhead/sock";
+/// The socket an isolated instance serves HTTP on (in [`SOCKET_DIR`]).
+pub const SERVE_SOCKET: &str = "/run/bulkhead/sock/serve.sock";
+/// The socket the relay of a proxied instance accepts egress on (to the squid service).
+pub const EGRESS_SOCKET: &str = "/run/bulkhead/sock/egress.sock";
+/// Where a proxied instance with no network finds its egress proxy: a loopback port it forwards
+/// to [`EGRESS_SOCKET`] itself (`serve --forward`).
+pub const EGRESS_FORWARD: &str = "127.0.0.1:3128";
+/// The user every Bulkhead container runs as.
+pub const UID: u32 = 10001;
+/// The user the egress proxy container runs as.
+pub const PROXY_UID: u32 = 10002;
 /// Where the egress proxy image reads the generated policy.
 pub const PROXY_POLICY_PATH: &str = "/etc/squid/policy.conf";
 
@@ -345,9 +354,29 @@ impl<'a> ServerPlan<'a> {
             .map(|_| format!("{}-egress-proxy", self.server.name))
     }
 
-    /// The internal network shared by the proxied instance and its proxy.
+    /// The internal network shared by the proxied instance and its proxy (Kubernetes names its
+    /// policy after it).
     pub fn proxied_net(&self) -> String {
         format!("{}-proxied-net", self.server.name)
+    }
+
+    /// The relay that reaches the instance in `mode` (proxied and isolated instances have no
+    /// network in compose: agents reach them through it).
+    pub fn relay_service(&self, mode: Mode) -> Option<String> {
+        self.instance(mode)
+            .filter(|i| i.mode != Mode::Full)
+            .map(|i| format!("{}-relay", i.service))
+    }
+
+    /// The host port (on 127.0.0.1) compose publishes the instance in `mode` on: `port` for full,
+    /// the next ones for proxied and isolated (`bulkhead check` keeps servers' ranges apart).
+    pub fn host_port(&self, mode: Mode) -> u16 {
+        let offset = self
+            .instances
+            .iter()
+            .position(|i| i.mode == mode)
+            .unwrap_or(0);
+        self.server.port.saturating_add(u16::try_from(offset).unwrap_or(0))
     }
 }
 
