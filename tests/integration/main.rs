@@ -4,6 +4,7 @@ mod cli;
 mod client;
 mod compose;
 mod egress;
+mod engine;
 mod harness;
 mod http;
 mod in_memory;
