@@ -1,6 +1,7 @@
 //! Properties of the deployment artifacts, read back with an independent YAML parser (saphyr)
 //! for every fixture with deployments and for the project's own `specs/`:
-//! no `network_mode`, proxied and isolated instances only on internal networks, the compliance
+//! proxied and isolated instances with `network_mode: none`, reached only through relays that route
+//! to their sockets and the egress proxy and nowhere else, the compliance
 //! volume never inside the workspace mount, the proxy allowing exactly `proxied_egress`, and
 //! client entries naming exactly the instances that exist.
 
@@ -50,6 +51,12 @@ fn file(model: &Model, rel: &str) -> Value {
     }
 }
 
+/// Whether `d` has compose output (the files these properties read).
+fn compose(d: &bulkhead_codegen::model::Deployment) -> bool {
+    d.targets
+        .contains(&bulkhead_codegen::spec::DeployTarget::Compose)
+}
+
 fn strs(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
@@ -75,9 +82,6 @@ fn compose_violations(doc: &Value) -> Vec<String> {
     let services = doc["services"].as_object().cloned().unwrap_or_default();
     let internal = |net: &str| doc["networks"][net]["internal"] == Value::Bool(true);
     for (name, svc) in &services {
-        if svc.get("network_mode").is_some() {
-            bad.push(format!("{name}: has network_mode"));
-        }
         let command = strs(&svc["command"]);
         let mode = command
             .iter()
@@ -85,31 +89,56 @@ fn compose_violations(doc: &Value) -> Vec<String> {
             .and_then(|i| command.get(i + 1))
             .cloned();
         let nets = networks_of(svc);
-        if nets.is_empty() {
-            bad.push(format!("{name}: on no network"));
-        }
         match mode.as_deref() {
             Some("proxied") | Some("none") => {
-                for n in nets.iter().filter(|n| !internal(n)) {
-                    bad.push(format!(
-                        "{name}: isolated instance on non-internal network {n}"
-                    ));
+                if svc["network_mode"] != "none" || !nets.is_empty() {
+                    bad.push(format!("{name}: isolated instance has a network"));
                 }
                 if svc.get("ports").is_some() {
                     bad.push(format!("{name}: isolated instance publishes ports"));
                 }
+                // Its only ways in and out are sockets in its own socket volume.
+                let listen = command
+                    .iter()
+                    .position(|a| a == "--listen")
+                    .and_then(|i| command.get(i + 1))
+                    .cloned()
+                    .unwrap_or_default();
+                if !listen.starts_with("unix:/run/bulkhead/sock/") {
+                    bad.push(format!("{name}: listens on {listen}"));
+                }
+                for (i, a) in command.iter().enumerate() {
+                    if a == "--forward" {
+                        let route = command.get(i + 1).cloned().unwrap_or_default();
+                        if !route.contains("=unix:/run/bulkhead/sock/") {
+                            bad.push(format!("{name}: forwards {route}"));
+                        }
+                    }
+                }
             }
             Some("full") => {
-                if !nets.iter().any(|n| n == "agents") {
+                if !nets.iter().any(|n| n == "agents") || svc.get("network_mode").is_some() {
                     bad.push(format!("{name}: full instance not on agents"));
                 }
             }
             Some(other) => bad.push(format!("{name}: unknown mode {other}")),
+            None if command.first().map(String::as_str) == Some("relay") => {
+                bad.extend(relay_violations(doc, name, svc));
+            }
             None => {
                 if !name.ends_with("-egress-proxy") {
-                    bad.push(format!("{name}: neither an instance nor a proxy"));
+                    bad.push(format!("{name}: neither an instance, a relay nor a proxy"));
+                } else if nets != ["egress"] {
+                    bad.push(format!("{name}: proxy on {nets:?}"));
                 }
             }
+        }
+        if svc.get("network_mode").is_some() && !matches!(mode.as_deref(), Some("proxied" | "none"))
+        {
+            bad.push(format!("{name}: has network_mode"));
+        }
+        for n in nets.iter().filter(|n| *n != "egress" && !internal(n)) {
+            bad.push(format!("{name}: on non-internal network {n}"));
         }
         if mode.is_some() {
             let mounts: Vec<(String, String)> = strs(&svc["volumes"])
@@ -179,10 +208,65 @@ fn compose_violations(doc: &Value) -> Vec<String> {
     bad
 }
 
+/// A relay copies bytes to its instance's socket and, for a proxied one, from its egress socket to
+/// the server's egress proxy: any other route is a way around isolation.
+fn relay_violations(doc: &Value, name: &str, svc: &Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Some(instance) = name.strip_suffix("-relay") else {
+        return vec![format!("{name}: a relay not named after its instance")];
+    };
+    let Some(inst) = doc["services"].get(instance) else {
+        return vec![format!("{name}: relays for missing {instance}")];
+    };
+    let server = strs(&inst["command"]).get(1).cloned().unwrap_or_default();
+    let command = strs(&svc["command"]);
+    for (i, a) in command.iter().enumerate() {
+        if a != "--route" {
+            continue;
+        }
+        let route = command.get(i + 1).cloned().unwrap_or_default();
+        let Some((listen, target)) = route.split_once('=') else {
+            bad.push(format!("{name}: route {route}"));
+            continue;
+        };
+        let to_socket = target.starts_with("unix:/run/bulkhead/sock/");
+        let to_proxy = target == format!("{server}-egress-proxy:3128")
+            && listen.starts_with("unix:/run/bulkhead/sock/")
+            && strs(&inst["command"]).contains(&"proxied".to_string());
+        if !to_socket && !to_proxy {
+            bad.push(format!("{name}: routes {listen} to {target}"));
+        }
+    }
+    // It shares only its instance's socket volume: no workspaces, state or secrets.
+    let mode = strs(&inst["command"])
+        .iter()
+        .position(|a| a == "--mode")
+        .and_then(|i| strs(&inst["command"]).get(i + 1).cloned())
+        .unwrap_or_default();
+    let own = format!("{server}-sock-{mode}:/run/bulkhead/sock");
+    if strs(&svc["volumes"]) != [own.clone()] {
+        bad.push(format!(
+            "{name}: mounts {:?}, not only {own}",
+            strs(&svc["volumes"])
+        ));
+    }
+    if svc.get("secrets").is_some() || svc.get("environment").is_some() {
+        bad.push(format!("{name}: carries secrets or environment"));
+    }
+    let aliases = strs(&svc["networks"]["agents"]["aliases"]);
+    if aliases != [instance.to_string()] {
+        bad.push(format!("{name}: not reachable as {instance} on agents"));
+    }
+    if svc["read_only"] != Value::Bool(true) || strs(&svc["cap_drop"]) != ["ALL"] {
+        bad.push(format!("{name}: not hardened"));
+    }
+    bad
+}
+
 #[test]
 fn compose_files_keep_isolation_properties() {
     for (label, model) in models() {
-        for d in &model.deployments {
+        for d in model.deployments.iter().filter(|d| compose(d)) {
             let doc = file(&model, &format!("compose/{}.yaml", d.name));
             let bad = compose_violations(&doc);
             assert!(bad.is_empty(), "{label}/{}: {bad:#?}", d.name);
@@ -195,12 +279,32 @@ fn the_property_check_catches_each_violation() {
     let (_, model) = models().remove(1);
     let doc = file(&model, "compose/prod.yaml");
     type Mutation = (&'static str, fn(&mut Value));
-    let mutations: [Mutation; 7] = [
-        ("network_mode", |d| {
-            d["services"]["vault-isolated"]["network_mode"] = "none".into()
+    let mutations: [Mutation; 10] = [
+        ("isolated instance on a network", |d| {
+            let svc = d["services"]["vault-isolated"].as_object_mut().unwrap();
+            svc.remove("network_mode");
+            svc.insert("networks".into(), serde_json::json!(["agents"]));
         }),
-        ("non-internal", |d| {
-            d["services"]["vault-proxied"]["networks"] = serde_json::json!(["agents", "egress"])
+        ("proxied instance on egress", |d| {
+            let svc = d["services"]["vault-proxied"].as_object_mut().unwrap();
+            svc.remove("network_mode");
+            svc.insert("networks".into(), serde_json::json!(["agents", "egress"]));
+        }),
+        ("relay routes past the proxy", |d| {
+            let c = d["services"]["vault-proxied-relay"]["command"]
+                .as_array_mut()
+                .unwrap();
+            let last = c.len() - 1;
+            c[last] = "unix:/run/bulkhead/sock/egress.sock=hooks.example.com:443".into();
+        }),
+        ("relay mounts the workspaces", |d| {
+            let v = d["services"]["vault-isolated-relay"]["volumes"]
+                .as_array_mut()
+                .unwrap();
+            v.push("vault-ws-none:/var/lib/bulkhead/workspaces/vault.none:ro".into());
+        }),
+        ("full instance with network_mode", |d| {
+            d["services"]["vault"]["network_mode"] = "host".into()
         }),
         ("nested", |d| {
             d["services"]["vault"]["volumes"][1] =
@@ -247,15 +351,16 @@ fn instances_follow_the_highest_sensitivity() {
         "vault",
         "vault-egress-proxy",
         "vault-isolated",
+        "vault-isolated-relay",
         "vault-proxied",
+        "vault-proxied-relay",
     ]
     .into();
     assert_eq!(names, expected);
     let proxy = &doc["services"]["vault-egress-proxy"];
-    let mut nets = networks_of(proxy);
-    nets.sort();
-    assert_eq!(nets, ["egress", "vault-proxied-net"]);
-    assert_eq!(networks_of(&doc["services"]["vault-isolated"]), ["agents"]);
+    assert_eq!(networks_of(proxy), ["egress"]);
+    assert_eq!(doc["services"]["vault-isolated"]["network_mode"], "none");
+    assert!(networks_of(&doc["services"]["vault-isolated"]).is_empty());
 }
 
 /// The `host:port` pairs a squid policy allows: every `http_access allow` line must name one
@@ -300,7 +405,7 @@ fn the_proxy_allows_exactly_proxied_egress() {
     let mut checked = 0;
     for (label, model) in models() {
         let out = bulkhead_codegen::generate(&model);
-        for d in &model.deployments {
+        for d in model.deployments.iter().filter(|d| compose(d)) {
             for s in &d.servers {
                 let rel = format!("proxy/{}-{}.squid.conf", d.name, s.name);
                 let compose = file(&model, &format!("compose/{}.yaml", d.name));
@@ -317,9 +422,19 @@ fn the_proxy_allows_exactly_proxied_egress() {
                     strs(&proxy["volumes"]),
                     [format!("../{rel}:/etc/squid/policy.conf:ro")]
                 );
+                // The instance's proxy is its loopback forward; its relay connects that to squid.
                 assert_eq!(
                     proxied.expect("proxied instance")["environment"]["HTTPS_PROXY"],
-                    format!("http://{}-egress-proxy:3128", s.name)
+                    "http://127.0.0.1:3128"
+                );
+                let relay =
+                    strs(&compose["services"][format!("{}-proxied-relay", s.name)]["command"]);
+                assert!(
+                    relay.contains(&format!(
+                        "unix:/run/bulkhead/sock/egress.sock={}-egress-proxy:3128",
+                        s.name
+                    )),
+                    "{label}: {relay:?}"
                 );
                 checked += 1;
             }
@@ -398,7 +513,7 @@ fn connector_data_reaches_only_the_instances_that_run_its_tools() {
 #[test]
 fn client_entries_name_exactly_the_instances() {
     for (label, model) in models() {
-        for d in &model.deployments {
+        for d in model.deployments.iter().filter(|d| compose(d)) {
             let compose = file(&model, &format!("compose/{}.yaml", d.name));
             let clients = file(&model, &format!("clients/{}.yaml", d.name));
             for s in &d.servers {
@@ -421,48 +536,53 @@ fn client_entries_name_exactly_the_instances() {
                 // Desktop clients run `bulkhead connect` with one URL per instance, for compose
                 // and for `bulkhead up`.
                 for runner in ["compose", "up"] {
-                let claude = file(&model, &format!("clients/{}.{runner}.claude_desktop.json", d.name));
-                let vscode = file(&model, &format!("clients/{}.{runner}.vscode.json", d.name));
-                let cursor = file(&model, &format!("clients/{}.{runner}.cursor.json", d.name));
-                for entry in [
-                    &claude["mcpServers"][&s.name],
-                    &vscode["servers"][&s.name],
-                    &cursor["mcpServers"][&s.name],
-                ] {
-                    assert_eq!(entry["command"], "bulkhead");
-                    let args = strs(&entry["args"]);
-                    assert_eq!(args[..2], ["connect".to_string(), s.name.clone()]);
-                    for (flag, suffix) in [
-                        ("--url", ""),
-                        ("--url-proxied", "-proxied"),
-                        ("--url-isolated", "-isolated"),
+                    let claude = file(
+                        &model,
+                        &format!("clients/{}.{runner}.claude_desktop.json", d.name),
+                    );
+                    let vscode = file(&model, &format!("clients/{}.{runner}.vscode.json", d.name));
+                    let cursor = file(&model, &format!("clients/{}.{runner}.cursor.json", d.name));
+                    for entry in [
+                        &claude["mcpServers"][&s.name],
+                        &vscode["servers"][&s.name],
+                        &cursor["mcpServers"][&s.name],
                     ] {
-                        let exists = compose["services"]
-                            .get(format!("{}{suffix}", s.name))
-                            .is_some();
-                        assert_eq!(args.contains(&flag.to_string()), exists, "{label}: {flag}");
-                    }
-                    assert!(entry["env"]["BULKHEAD_TOKEN"].is_string());
-                    if runner == "compose" {
-                        // Each URL is a port compose publishes on 127.0.0.1.
-                        let published: Vec<String> = compose["services"]
-                            .as_object()
-                            .expect("services")
-                            .values()
-                            .flat_map(|svc| svc.get("ports").map(strs).unwrap_or_default())
-                            .collect();
-                        for url in args.iter().filter(|a| a.starts_with("http://")) {
-                            let port = url
-                                .trim_start_matches("http://127.0.0.1:")
-                                .trim_end_matches("/mcp");
-                            assert!(
-                                published.iter().any(|p| p.starts_with(&format!("127.0.0.1:{port}:"))),
-                                "{label}: {url} is not published ({published:?})"
-                            );
+                        assert_eq!(entry["command"], "bulkhead");
+                        let args = strs(&entry["args"]);
+                        assert_eq!(args[..2], ["connect".to_string(), s.name.clone()]);
+                        for (flag, suffix) in [
+                            ("--url", ""),
+                            ("--url-proxied", "-proxied"),
+                            ("--url-isolated", "-isolated"),
+                        ] {
+                            let exists = compose["services"]
+                                .get(format!("{}{suffix}", s.name))
+                                .is_some();
+                            assert_eq!(args.contains(&flag.to_string()), exists, "{label}: {flag}");
+                        }
+                        assert!(entry["env"]["BULKHEAD_TOKEN"].is_string());
+                        if runner == "compose" {
+                            // Each URL is a port compose publishes on 127.0.0.1.
+                            let published: Vec<String> = compose["services"]
+                                .as_object()
+                                .expect("services")
+                                .values()
+                                .flat_map(|svc| svc.get("ports").map(strs).unwrap_or_default())
+                                .collect();
+                            for url in args.iter().filter(|a| a.starts_with("http://")) {
+                                let port = url
+                                    .trim_start_matches("http://127.0.0.1:")
+                                    .trim_end_matches("/mcp");
+                                assert!(
+                                    published
+                                        .iter()
+                                        .any(|p| p.starts_with(&format!("127.0.0.1:{port}:"))),
+                                    "{label}: {url} is not published ({published:?})"
+                                );
+                            }
                         }
                     }
-                }
-                assert_eq!(vscode["servers"][&s.name]["type"], "stdio");
+                    assert_eq!(vscode["servers"][&s.name]["type"], "stdio");
                 }
             }
         }
@@ -472,7 +592,7 @@ fn client_entries_name_exactly_the_instances() {
 #[test]
 fn runtime_config_accepts_every_service_name_as_host() {
     for (label, model) in models() {
-        for d in &model.deployments {
+        for d in model.deployments.iter().filter(|d| compose(d)) {
             let compose = file(&model, &format!("compose/{}.yaml", d.name));
             let config = file(&model, &format!("config/{}.yaml", d.name));
             let hosts: BTreeSet<String> =
@@ -486,5 +606,34 @@ fn runtime_config_accepts_every_service_name_as_host() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn every_image_is_named_by_version_never_latest() {
+    // A reviewed manifest that says `latest` (or no tag) does not decide what runs.
+    for (label, model) in models() {
+        let out = bulkhead_codegen::generate(&model);
+        let mut seen = 0;
+        for (path, text) in &out.files {
+            for line in text.lines() {
+                let Some((_, image)) = line.split_once("image: ") else {
+                    continue;
+                };
+                let image = image.trim().trim_matches('"');
+                let name = image.split('@').next().unwrap_or_default();
+                let tag = name.rsplit_once(':').map(|(_, t)| t).unwrap_or_default();
+                assert!(
+                    !tag.is_empty() && !tag.contains('/') && tag != "latest",
+                    "{label}: {}: `{image}`",
+                    path.display()
+                );
+                seen += 1;
+            }
+        }
+        assert!(
+            seen > 0 || model.deployments.is_empty(),
+            "{label}: no image lines"
+        );
     }
 }

@@ -16,7 +16,7 @@ fn manifests() -> BTreeMap<String, Value> {
         .iter()
         .filter_map(|(path, text)| {
             let p = path.to_string_lossy();
-            let name = p.strip_prefix("kubernetes/local/")?;
+            let name = p.strip_prefix("kubernetes/cluster/")?;
             if !name.ends_with(".yaml") || name == "kustomization.yaml" {
                 return None;
             }

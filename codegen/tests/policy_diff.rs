@@ -84,6 +84,7 @@ fn every_kind_of_weakening_is_reported_and_nothing_else() {
         got,
         [
             "specs/connectors/security_logs.yaml: connector `security_logs`: sensitivity lowered from secret to confidential",
+            "specs/deployments/cluster.yaml: deployment `cluster`, server `template`: instance `template-isolated` (--mode none) removed",
             "specs/deployments/local.yaml: deployment `local`, server `template`: instance `template-isolated` (--mode none) removed",
             "specs/deployments/local.yaml: deployment `local`, server `template`: proxied egress widened: + api.example.com:443",
             "specs/servers/template.yaml: tool `template.read_file`: permission widened from read to write",

@@ -157,6 +157,18 @@ pub static SERVERS: &[&bh::ServerDef] = &[&crm::SERVER, &template::SERVER];
 /// Every deployment in `specs/deployments/`, sorted by name.
 pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
     bh::DeploymentDef {
+        name: "cluster",
+        servers: &[
+            bh::DeployedServerDef {
+                name: "template",
+                port: 8000,
+                egress: &["hooks.example.com:443"],
+                proxied_egress: &["hooks.example.com:443"],
+                max_sensitivity: bh::Sensitivity::Secret,
+            },
+        ],
+    },
+    bh::DeploymentDef {
         name: "local",
         servers: &[
             bh::DeployedServerDef {

@@ -101,10 +101,15 @@ async fn desktop_session(
     compose: &Value,
     token: &str,
     stop: &tokio_util::sync::CancellationToken,
-) -> (rmcp::service::RunningService<rmcp::RoleClient, ()>, tokio::process::Child) {
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tokio::process::Child,
+) {
     let entry = serde_json::from_str::<Value>(
-        &std::fs::read_to_string(root().join("generated/clients/local.compose.claude_desktop.json"))
-            .unwrap(),
+        &std::fs::read_to_string(
+            root().join("generated/clients/local.compose.claude_desktop.json"),
+        )
+        .unwrap(),
     )
     .unwrap()["mcpServers"]["template"]
         .clone();
@@ -114,7 +119,10 @@ async fn desktop_session(
         .iter()
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    for arg in args.iter_mut().filter(|a| a.starts_with("http://127.0.0.1:")) {
+    for arg in args
+        .iter_mut()
+        .filter(|a| a.starts_with("http://127.0.0.1:"))
+    {
         let port: u16 = arg["http://127.0.0.1:".len()..]
             .trim_end_matches("/mcp")
             .parse()
@@ -286,7 +294,10 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
 
     // Proxied and isolated instances: loopback only, whatever the engine does with routes.
     for service in ["template-proxied", "template-isolated"] {
-        assert_eq!(project.inspect(service, "{{.HostConfig.NetworkMode}}"), "none");
+        assert_eq!(
+            project.inspect(service, "{{.HostConfig.NetworkMode}}"),
+            "none"
+        );
         let out = project.exec(service, &["cat", "/proc/net/route"]);
         let routes = String::from_utf8_lossy(&out.stdout);
         assert_eq!(routes.lines().count(), 1, "{service} has routes:\n{routes}");
@@ -302,8 +313,17 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
             .args(["run", "--rm", "--network"])
             .arg(format!("{}_agents", project.name))
             .arg("-v")
-            .arg(format!("{}:/opt/t:ro", root().join("tests/interop").display()))
-            .args([&agent, "timeout", "180", "python3", "/opt/t/compose_agent.py"])
+            .arg(format!(
+                "{}:/opt/t:ro",
+                root().join("tests/interop").display()
+            ))
+            .args([
+                &agent,
+                "timeout",
+                "180",
+                "python3",
+                "/opt/t/compose_agent.py",
+            ])
             .args([
                 "http://template:8000/mcp",
                 "http://template-proxied:8000/mcp",
@@ -326,7 +346,13 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         let (code, said) = curl_in(
             &project,
             service,
-            &["--noproxy", "*", "--cacert", "/dev/null", "https://hooks.example.com/direct"],
+            &[
+                "--noproxy",
+                "*",
+                "--cacert",
+                "/dev/null",
+                "https://hooks.example.com/direct",
+            ],
         );
         assert_ne!(code, 0, "{service} reached the listener directly: {said}");
         assert!(!said.contains("delivered"), "{said}");
@@ -336,13 +362,24 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
     args.extend_from_slice(&ca);
     args.push("https://hooks.example.com/through-squid");
     let (code, said) = curl_in(&project, "template-proxied", &args);
-    assert!(code == 0 && said.contains("delivered"), "through squid: {said}");
+    assert!(
+        code == 0 && said.contains("delivered"),
+        "through squid: {said}"
+    );
     // … and squid refuses what the allowlist does not name.
     for target in ["https://hooks.example.com:8443/", "http://169.254.169.254/"] {
         let (code, said) = curl_in(
             &project,
             "template-proxied",
-            &["-x", "http://127.0.0.1:3128", "-o", "/dev/null", "-w", "%{http_code}", target],
+            &[
+                "-x",
+                "http://127.0.0.1:3128",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                target,
+            ],
         );
         assert!(
             code != 0 || said.trim() == "403",
@@ -381,8 +418,12 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         assert!(!err && level.as_deref() == Some("confidential"), "{text}");
         let (err, text, _) = call(&c, "search_records", json!({"query": "Acme", "limit": 2})).await;
         assert!(!err, "{text}");
-        let (err, text, _) = call(&c, "notify_team", json!({"channel": "ops", "message": "x"})).await;
-        assert!(err && text.starts_with("[FATAL]"), "connect after a private load: {text}");
+        let (err, text, _) =
+            call(&c, "notify_team", json!({"channel": "ops", "message": "x"})).await;
+        assert!(
+            err && text.starts_with("[FATAL]"),
+            "connect after a private load: {text}"
+        );
         let (err, text, level) = call(&c, "search_security_logs", json!({"pattern": "."})).await;
         assert!(!err && level.as_deref() == Some("secret"), "{text}");
         let (err, text, _) = call(&c, "read_file", json!({"path": "/workspace/d.txt"})).await;
@@ -395,7 +436,16 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
     // container on an internal network has a default route, and `serve --mode none` refuses it.
     let net = format!("{}_agents", project.name);
     let routes = run(
-        docker().args(["run", "--rm", "--network", &net, "--entrypoint", "cat", &server_image, "/proc/net/route"]),
+        docker().args([
+            "run",
+            "--rm",
+            "--network",
+            &net,
+            "--entrypoint",
+            "cat",
+            &server_image,
+            "/proc/net/route",
+        ]),
         "routes on an internal network",
     );
     let has_default = routes
@@ -408,22 +458,24 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
                 .args(["run", "--rm", "--network", &net, "--entrypoint", "timeout"])
                 .args(["-e", "BULKHEAD_DEV_SECRET=0123456789abcdef0123456789abcdef"])
                 .args([
-                server_image.as_str(),
-                "30",
-                "bulkhead",
-                "serve",
-                "template",
-                "--listen",
-                "127.0.0.1:8000",
-                "--mode",
-                mode,
-            ]),
+                    server_image.as_str(),
+                    "30",
+                    "bulkhead",
+                    "serve",
+                    "template",
+                    "--listen",
+                    "127.0.0.1:8000",
+                    "--mode",
+                    mode,
+                ]),
             "serve on an internal network",
         );
         let said = String::from_utf8_lossy(&out.stderr);
         if has_default {
             assert!(
-                !out.status.success() && said.contains("refusing to serve") && said.contains("default route"),
+                !out.status.success()
+                    && said.contains("refusing to serve")
+                    && said.contains("default route"),
                 "--mode {mode} with a default route was not refused: {said}"
             );
         } else {

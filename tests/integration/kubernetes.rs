@@ -47,7 +47,7 @@ fn validate(bin: &Path, files: &[PathBuf]) -> (bool, String) {
 
 #[test]
 fn the_example_manifests_pass_strict_validation() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/kubernetes/local");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/kubernetes/cluster");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -21,6 +21,7 @@ mod python_sdk;
 mod ratchet;
 mod replicas;
 mod scaffold;
+mod scanners;
 mod scopes;
 mod soak;
 mod stdio;

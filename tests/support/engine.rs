@@ -86,9 +86,12 @@ pub fn ensure_engine() {
 
 /// Whether the engine has image `name`.
 pub fn has_image(name: &str) -> bool {
-    output(docker().args(["image", "inspect", name]), "docker image inspect")
-        .status
-        .success()
+    output(
+        docker().args(["image", "inspect", name]),
+        "docker image inspect",
+    )
+    .status
+    .success()
 }
 
 /// `debian:bookworm-slim`, made with debootstrap (minbase, from Debian's mirror) and imported when
@@ -119,7 +122,10 @@ pub fn ensure_base_image() {
         .stdout(Stdio::null())
         .status()
         .unwrap();
-    assert!(status.success(), "docker import of the debootstrap tree failed");
+    assert!(
+        status.success(),
+        "docker import of the debootstrap tree failed"
+    );
 }
 
 /// Builds `dockerfile` (relative to the repository root) as `tag` with BuildKit, from `context`.
@@ -153,7 +159,8 @@ pub fn build_server_image(tag: &str) {
         &root().join("generated/docker/Dockerfile"),
         tag,
         &[
-            ("BUILD_IMAGE", "debian:bookworm-slim"),
+            ("BUILD_IMAGE", "debian"),
+            ("BUILD_TAG", "bookworm-slim"),
             ("PREBUILT_BINARY", "target/docker/bulkhead"),
         ],
     );
@@ -175,10 +182,13 @@ pub fn agent_image() -> String {
     }
     let dir = tempfile::tempdir_in(work_dir()).unwrap();
     std::fs::write(dir.path().join("Dockerfile"), &recipe).unwrap();
-    let bundle = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("this machine's CA bundle");
+    let bundle = [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("this machine's CA bundle");
     std::fs::copy(bundle, dir.path().join("ca-certificates.crt")).unwrap();
     build(dir.path(), &dir.path().join("Dockerfile"), &tag, &[]);
     tag
@@ -226,16 +236,22 @@ impl Project {
 
     /// The container of `service` (the first replica).
     pub fn container(&self, service: &str) -> String {
-        let out = run(self.compose().args(["ps", "-q", service]), "docker-compose ps");
+        let out = run(
+            self.compose().args(["ps", "-q", service]),
+            "docker-compose ps",
+        );
         out.lines().next().unwrap_or_default().trim().to_string()
     }
 
     /// Every service of the project.
     pub fn services(&self) -> Vec<String> {
-        run(self.compose().args(["config", "--services"]), "docker-compose config")
-            .lines()
-            .map(str::to_string)
-            .collect()
+        run(
+            self.compose().args(["config", "--services"]),
+            "docker-compose config",
+        )
+        .lines()
+        .map(str::to_string)
+        .collect()
     }
 
     /// `docker inspect -f <format>` of `service`'s container.
@@ -245,7 +261,11 @@ impl Project {
             return String::new();
         }
         String::from_utf8_lossy(
-            &output(docker().args(["inspect", "-f", format, &id]), "docker inspect").stdout,
+            &output(
+                docker().args(["inspect", "-f", format, &id]),
+                "docker inspect",
+            )
+            .stdout,
         )
         .trim()
         .to_string()
@@ -284,7 +304,8 @@ impl Project {
                     "service {s} restarted ({state}):\n{}",
                     self.logs(40)
                 );
-                let ok = f.first() == Some(&"running") && matches!(f.get(1), Some(&"healthy" | &"none"));
+                let ok =
+                    f.first() == Some(&"running") && matches!(f.get(1), Some(&"healthy" | &"none"));
                 if !ok {
                     pending.push(format!("{s}: {state}"));
                 }

@@ -139,19 +139,24 @@ fn resolve_image(
     let repository = spec.repository.unwrap_or_else(|| default_repo.to_string());
     let tag = spec.tag.unwrap_or_else(|| DEFAULT_TAG.to_string());
     let repo_ok = !repository.is_empty()
-        && repository.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/:".contains(&b)
-        })
+        && repository
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-/:".contains(&b))
         && !repository.contains('@');
     if !repo_ok {
         errors.push(
-            l.error_at_value(&format!("{at}/repository"), format!("`{repository}` is not an image repository"))
-                .label("lowercase letters, digits, `.`, `_`, `-`, `/` and a registry `host:port`"),
+            l.error_at_value(
+                &format!("{at}/repository"),
+                format!("`{repository}` is not an image repository"),
+            )
+            .label("lowercase letters, digits, `.`, `_`, `-`, `/` and a registry `host:port`"),
         );
     }
     let tag_ok = !tag.is_empty()
         && tag.len() <= 128
-        && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         && !tag.starts_with(['.', '-']);
     if !tag_ok {
         errors.push(
@@ -166,13 +171,18 @@ fn resolve_image(
         );
     }
     if let Some(d) = &spec.digest {
-        let ok = d
-            .strip_prefix("sha256:")
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        let ok = d.strip_prefix("sha256:").is_some_and(|h| {
+            h.len() == 64
+                && h.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        });
         if !ok {
             errors.push(
-                l.error_at_value(&format!("{at}/digest"), format!("`{d}` is not an image digest"))
-                    .label("expected `sha256:` and 64 lowercase hex digits"),
+                l.error_at_value(
+                    &format!("{at}/digest"),
+                    format!("`{d}` is not an image digest"),
+                )
+                .label("expected `sha256:` and 64 lowercase hex digits"),
             );
         }
     }

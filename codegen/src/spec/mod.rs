@@ -10,7 +10,9 @@ pub use connector::{
     ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings,
     LogsSettings, OperationSpec, PostgresSettings, SqliteSettings,
 };
-pub use deployment::{DeployEnvironment, DeployTarget, DeploymentServer, DeploymentSpec, ImageSpec};
+pub use deployment::{
+    DeployEnvironment, DeployTarget, DeploymentServer, DeploymentSpec, ImageSpec,
+};
 pub use param::{ParamSpec, ParamType};
 pub use server::{
     HandlerKind, PresetSpec, PromptArgSpec, PromptMessageSpec, PromptRole, PromptSpec,

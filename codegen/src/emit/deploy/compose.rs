@@ -245,7 +245,10 @@ fn healthcheck(probe: Vec<String>) -> Value {
 /// for a proxied instance the one way from its egress socket to the squid service.
 fn relay(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
     let port = p.server.port;
-    let instance = p.instance(mode).map(|i| i.service.clone()).unwrap_or_default();
+    let instance = p
+        .instance(mode)
+        .map(|i| i.service.clone())
+        .unwrap_or_default();
     let mut command = vec![
         json!("relay"),
         json!("--route"),

@@ -10,16 +10,18 @@ use crate::model::Model;
 /// missing mount point owned by root (the server runs as 10001), and copies an existing one's
 /// owner into a fresh named volume.
 const DOCKERFILE: &str = r#"# Build from the repository root (compose does): docker build -f generated/docker/Dockerfile .
-# Base images are build arguments, so a registry mirror needs no edit here:
-#   --build-arg BUILD_IMAGE=mirror.example/rust:1.95-slim --build-arg BASE_IMAGE=mirror.example/debian:bookworm-slim
+# Base images are build arguments (repository and tag), so a registry mirror needs no edit here:
+#   --build-arg BUILD_IMAGE=mirror.example/rust --build-arg BASE_IMAGE=mirror.example/debian
 # From a binary built beforehand on Debian 12 (glibc 2.36) instead of compiling in the image:
 #   cargo build --release && mkdir -p target/docker && cp target/release/bulkhead target/docker/
-#   docker build -f generated/docker/Dockerfile --build-arg BUILD_IMAGE=debian:bookworm-slim \
-#     --build-arg PREBUILT_BINARY=target/docker/bulkhead .
-ARG BUILD_IMAGE=rust:1.95-slim
-ARG BASE_IMAGE=debian:bookworm-slim
+#   docker build -f generated/docker/Dockerfile --build-arg BUILD_IMAGE=debian \
+#     --build-arg BUILD_TAG=bookworm-slim --build-arg PREBUILT_BINARY=target/docker/bulkhead .
+ARG BUILD_IMAGE=rust
+ARG BUILD_TAG=1.95-slim
+ARG BASE_IMAGE=debian
+ARG BASE_TAG=bookworm-slim
 
-FROM ${BUILD_IMAGE} AS build
+FROM ${BUILD_IMAGE}:${BUILD_TAG} AS build
 ARG PREBUILT_BINARY=
 WORKDIR /src
 COPY . .
@@ -30,7 +32,7 @@ RUN if [ -n "$PREBUILT_BINARY" ]; then \
       && install -m 0755 target/release/bulkhead /usr/local/bin/bulkhead; \
     fi
 
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE}:${BASE_TAG}
 # curl answers the healthchecks; ca-certificates lets connectors reach HTTPS hosts.
 # Versions are not pinned: Debian replaces a version on its mirrors with each security update, so a
 # pin breaks the build within weeks; the base image (a build argument, by digest in production)
@@ -59,8 +61,9 @@ CMD ["--help"]
 
 const PROXY_DOCKERFILE: &str = r#"# The egress proxy of proxied instances: Debian's squid, the same binary `bulkhead up` runs.
 # Build from the repository root (compose does): docker build -f generated/docker/Dockerfile.proxy .
-ARG BASE_IMAGE=debian:bookworm-slim
-FROM ${BASE_IMAGE}
+ARG BASE_IMAGE=debian
+ARG BASE_TAG=bookworm-slim
+FROM ${BASE_IMAGE}:${BASE_TAG}
 # Versions are not pinned: see the note in Dockerfile.
 # hadolint ignore=DL3008
 RUN apt-get update \
@@ -84,7 +87,8 @@ ENTRYPOINT ["/usr/sbin/squid", "-N", "-d", "1", "-f", "/etc/squid/squid.conf"]
 "#;
 
 /// Build outputs stay out of the context, but for the one place a prebuilt binary is taken from.
-const DOCKERIGNORE: &str = "target/\n!target/docker/bulkhead\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
+const DOCKERIGNORE: &str =
+    "target/\n!target/docker/bulkhead\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
 
 /// Every mount point compose uses, sorted: state, data, the socket folder and each deployed
 /// server's workspace layers.

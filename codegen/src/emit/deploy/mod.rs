@@ -376,7 +376,9 @@ impl<'a> ServerPlan<'a> {
             .iter()
             .position(|i| i.mode == mode)
             .unwrap_or(0);
-        self.server.port.saturating_add(u16::try_from(offset).unwrap_or(0))
+        self.server
+            .port
+            .saturating_add(u16::try_from(offset).unwrap_or(0))
     }
 }
 
