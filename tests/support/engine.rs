@@ -228,9 +228,16 @@ impl Project {
         for f in &self.files {
             cmd.arg("-f").arg(f);
         }
-        cmd.current_dir(&self.dir)
-            .env_remove("COMPOSE_FILE")
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // Only what the project is given: a variable another test set in this process (a
+        // connector's data path, say) must not change what compose mounts.
+        cmd.current_dir(&self.dir).env_clear();
+        for (k, v) in std::env::vars_os() {
+            let keep = k == "PATH" || k == "HOME" || k.to_string_lossy().starts_with("DOCKER_");
+            if keep {
+                cmd.env(k, v);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         cmd
     }
 
