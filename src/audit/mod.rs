@@ -13,9 +13,11 @@
 
 mod file;
 mod record;
+mod redact;
 
 pub use file::AuditFile;
 pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
+pub use redact::Redactor;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};

@@ -107,6 +107,8 @@ struct CallAudit<'a> {
     tool: &'a str,
     permission: Option<Permission>,
     args: ArgsSummary,
+    /// The arguments' values, to keep them out of every detail and log line.
+    redact: crate::audit::Redactor,
     levels: (Sensitivity, Sensitivity),
     done: bool,
 }
@@ -141,20 +143,23 @@ impl CallAudit<'_> {
     }
 
     /// A failed call. A failure the model cannot fix (fatal, a bug) is also logged at warn
-    /// (rate-limited); bad input is not, since its message may echo argument values.
+    /// (rate-limited). Neither the log line nor the audit detail carries argument values
+    /// ([`crate::audit::Redactor`]).
     fn failed(self, err: &ToolError) {
+        let detail = self.redact.detail(err);
         if !matches!(err, ToolError::Retryable(_)) {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
             if let Some(more) = SITE.allow() {
-                tracing::warn!(call = %self.call, tool = self.tool, error = %err, suppressed = more, "tool call failed");
+                tracing::warn!(call = %self.call, tool = self.tool, error = %detail, suppressed = more, "tool call failed");
             }
         }
-        self.finish(Outcome::Error, Some(err.to_string()));
+        self.finish(Outcome::Error, Some(detail));
     }
 
     /// Records the call's one outcome: the audit record and the metrics.
     fn finish(mut self, outcome: Outcome, detail: Option<String>) {
         self.done = true;
+        let detail = detail.map(|d| self.redact.apply(&d));
         self.observe(outcome);
         let rec = self.record(Phase::Outcome, Some(outcome), detail);
         if let Err(e) = self.log.append(&rec) {
@@ -387,6 +392,7 @@ impl Runtime {
                 tool: tool_name,
                 permission: None,
                 args: ArgsSummary::of(args.as_ref()),
+                redact: crate::audit::Redactor::of(args.as_ref()),
                 levels: (level, level),
                 done: false,
             };
@@ -470,6 +476,7 @@ impl Runtime {
             tool: tool.name,
             permission: Some(tool.permission),
             args: ArgsSummary::of(args.as_ref()),
+            redact: crate::audit::Redactor::of(args.as_ref()),
             levels: (Sensitivity::Public, Sensitivity::Public),
             done: false,
         };

@@ -78,7 +78,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         });
         let shutdown = CancellationToken::new();
         let app = serve::http::router(rt, verifier, &config.auth.issuer, &config.http, &public_url, shutdown.clone());
-        eprintln!("bulkhead: serving `{}` ({} mode) at {public_url}/mcp on {}  (health: {public_url}/healthz)", args.server, args.mode, args.listen);
+        eprintln!("bulkhead: serving `{}` ({} mode) at {public_url}/mcp  (health: {public_url}/healthz; listening on {})", args.server, args.mode, args.listen);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
