@@ -70,7 +70,7 @@ impl RemoteKeys {
         };
         let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.jwks_timeout_ms.max(1)))
-            .redirect(reqwest::redirect::Policy::limited(3));
+            .redirect(redirects());
         if let Some(path) = &config.jwks_ca_file {
             let pem =
                 std::fs::read(path).map_err(|e| format!("jwks_ca_file {}: {e}", path.display()))?;
@@ -210,6 +210,20 @@ impl RemoteKeys {
         }
         serde_json::from_slice(&body).map_err(|e| format!("{url}: not JSON: {e}"))
     }
+}
+
+/// At most 3 redirects, each hop held to [`check_url`]'s rule: a provider (or whoever answers
+/// for it) cannot send the fetch to plain http off this machine.
+fn redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() >= 3 {
+            return attempt.error("more than 3 redirects");
+        }
+        match check_url("a redirect", attempt.url().as_str()) {
+            Ok(_) => attempt.follow(),
+            Err(why) => attempt.error(why),
+        }
+    })
 }
 
 /// `https://…`, or `http://` to a loopback host (a local IdP or a test); anything else is refused.

@@ -332,6 +332,11 @@ impl Runtime {
         self
     }
 
+    /// The files and folders this server's connectors read, by connector and setting.
+    pub fn data_paths(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
+        self.connectors.data_paths()
+    }
+
     /// The server this runtime serves.
     pub fn server(&self) -> &Server {
         &self.server

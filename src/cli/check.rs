@@ -8,12 +8,62 @@ use std::process::ExitCode;
 pub fn run(root: &Path, against: Option<&str>) -> anyhow::Result<ExitCode> {
     let config_ok = check_config(root);
     let specs = check_specs(root)?;
+    let data_ok = specs != ExitCode::SUCCESS || check_data(root);
     if let Some(rev) = against
         && specs == ExitCode::SUCCESS
     {
         compare(root, rev)?;
     }
-    Ok(if config_ok { specs } else { ExitCode::FAILURE })
+    Ok(if config_ok && data_ok {
+        specs
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Connector data (a sqlite file, a log folder) must not overlap the workspaces or the state
+/// directory of `config.yaml` (or the embedded defaults): the same rule `serve` enforces at
+/// start ([`bulkhead::config::StateConfig::refuse_data_overlap`]), with each path as this
+/// environment sets it or, unset, its spec default.
+fn check_data(root: &Path) -> bool {
+    let path = root.join("config.yaml");
+    let config = bulkhead::config::Config::load(path.exists().then_some(path.as_path()));
+    let (Ok(config), Ok(model)) = (config, bulkhead_codegen::load(&root.join("specs"), root))
+    else {
+        return true; // reported by the other checks
+    };
+    let mut ok = true;
+    for c in &model.connectors {
+        for setting in ["path", "dir"] {
+            let Some(written) = c.settings.get(setting).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let refs = bulkhead_codegen::vars::references(&serde_json::json!(written));
+            let value = match refs.first() {
+                None => written.to_string(),
+                Some(r) if r.whole => match std::env::var(&r.name) {
+                    Ok(v) => v,
+                    Err(_) => r.default().unwrap_or_default().to_string(),
+                },
+                Some(_) => continue,
+            };
+            if value.is_empty() {
+                continue;
+            }
+            if let Err(e) =
+                config
+                    .state
+                    .refuse_data_overlap(&c.name, setting, Path::new(&value), root)
+            {
+                eprintln!(
+                    "error: {e}
+"
+                );
+                ok = false;
+            }
+        }
+    }
+    ok
 }
 
 /// Loads the specs of `rev` (from `git archive`) and prints what `root`'s specs weaken.

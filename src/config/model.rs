@@ -328,6 +328,36 @@ impl StateConfig {
     }
 }
 
+impl StateConfig {
+    /// Refuses connector data (a database file, a log folder) that overlaps the workspaces or the
+    /// state directory: a logs connector over the workspaces would read every user's files, and
+    /// those of more isolated modes, from a networked instance; one over the state directory, the
+    /// compliance records. `path` is made absolute against `base` and symlinks resolved.
+    pub fn refuse_data_overlap(
+        &self,
+        connector: &str,
+        setting: &str,
+        path: &Path,
+        base: &Path,
+    ) -> Result<(), String> {
+        let data = real(&absolute(base, path));
+        for (what, root) in [
+            ("state.workspaces", &self.workspaces),
+            ("state.dir", &self.dir),
+        ] {
+            let root = real(root);
+            if data.starts_with(&root) || root.starts_with(&data) {
+                return Err(format!(
+                    "connector `{connector}`'s {setting} ({}) overlaps {what} ({}): its tools would read what that folder keeps from other sessions, modes or the compliance records; point it elsewhere",
+                    path.display(),
+                    root.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `p` made absolute against `base`, with `.` and `..` removed lexically.
 fn absolute(base: &Path, p: &Path) -> PathBuf {
     let joined = if p.is_absolute() {

@@ -31,6 +31,11 @@ pub struct Logs {
 }
 
 impl Logs {
+    /// The log directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Reads the settings (`dir`); the directory is read per call.
     pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Logs, ConnectorError> {
         let s: Settings = settings::parse(def, value)?;

@@ -110,6 +110,21 @@ impl Connectors {
         Connectors::new(defs, &crate::config::env_lookup)
     }
 
+    /// The files and folders the connectors read on this host, by connector and setting.
+    pub fn data_paths(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
+        let mut out: Vec<_> = self
+            .by_name
+            .iter()
+            .filter_map(|(name, (_, instance))| match instance {
+                Instance::Sqlite(db) => Some((*name, "path", db.path())),
+                Instance::Logs(l) => Some((*name, "dir", l.dir())),
+                _ => None,
+            })
+            .collect();
+        out.sort_by_key(|(n, s, _)| (*n, *s));
+        out
+    }
+
     /// Whether a connector of this name was built.
     pub fn contains(&self, name: &str) -> bool {
         self.by_name.contains_key(name)

@@ -32,6 +32,11 @@ pub struct Sqlite {
 }
 
 impl Sqlite {
+    /// The database file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     /// Reads the settings (`path`, optional `busy_timeout_ms`); the file is opened per call.
     pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Sqlite, ConnectorError> {
         let s: Settings = settings::parse(def, value)?;

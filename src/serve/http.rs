@@ -82,6 +82,7 @@ pub fn router(
         metadata["scopes_supported"] = serde_json::json!(scopes);
     }
     let mode = rt.mode().as_str();
+    let hosts = Arc::new(http.allowed_hosts.clone());
     let mut mcp = Router::new().nest_service("/mcp", mcp);
     if !http.stateful {
         // rmcp drops notifications in stateless serving; this layer routes cancellations.
@@ -160,6 +161,10 @@ pub fn router(
                 }
             }),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            hosts,
+            super::hosts::check_host,
+        ))
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, with the default connection limits.

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod handler;
+pub mod hosts;
 pub mod http;
 pub mod inflight;
 pub mod listener;
@@ -108,10 +109,18 @@ pub async fn runtime(
             bytes: config.limits.call_memory_bytes,
         },
     };
-    Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
+    let rt = Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
         .map(|rt| {
             rt.with_limits(limits)
                 .with_scopes(config.auth.scopes.clone())
         })
-        .map_err(|e| setup("runtime")(&e))
+        .map_err(|e| setup("runtime")(&e))?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    for (connector, setting, path) in rt.data_paths() {
+        config
+            .state
+            .refuse_data_overlap(connector, setting, path, &cwd)
+            .map_err(ServeError::Setup)?;
+    }
+    Ok(rt)
 }

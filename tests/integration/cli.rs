@@ -102,3 +102,47 @@ fn check_reports_a_broken_config_with_its_position() {
     assert!(err.contains(&format!("config.yaml:{line}:3")), "{err}");
     assert!(err.contains("help: did you mean `stateful`?"), "{err}");
 }
+
+#[test]
+fn check_and_serve_refuse_connector_data_inside_the_workspaces() {
+    // A logs connector over the workspaces would read every user's files, and the more isolated
+    // modes' layers, from a networked instance.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let copy = Command::new("cp")
+        .arg("-r")
+        .arg(root.join("specs"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    std::fs::copy(root.join("config.yaml"), dir.path().join("config.yaml")).unwrap();
+    let spec = dir.path().join("specs/connectors/app_logs.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("data/logs"), "{text}");
+    std::fs::write(
+        &spec,
+        text.replace("data/logs", ".bulkhead/workspaces/template.none"),
+    )
+    .unwrap();
+    let out = bulkhead(&["check", "--root", dir.path().to_str().unwrap()], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("connector `app_logs`'s dir") && err.contains("overlaps state.workspaces"),
+        "{err}"
+    );
+    // The running instance refuses to start with it too.
+    let ws = dir.path().join("ws");
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["serve", "template", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
+        .env("BULKHEAD_WORKSPACES", &ws)
+        .env("APP_LOG_DIR", ws.join("template.none"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("overlaps state.workspaces"), "{err}");
+}

@@ -430,3 +430,28 @@ async fn stateless_serving_works_with_the_same_guarantees() {
     c.cancel().await.unwrap();
     other.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn every_route_refuses_a_foreign_host() {
+    // DNS rebinding: a page whose name now points here must read nothing, not only from /mcp.
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let base = inst.url.trim_end_matches("/mcp").to_string();
+    for path in [
+        "/metrics",
+        "/readyz",
+        "/healthz",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let url = format!("{base}{path}");
+        let foreign = reqwest::Client::new()
+            .get(&url)
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(foreign.status(), 403, "{path} answered a foreign Host");
+        let local = reqwest::Client::new().get(&url).send().await.unwrap();
+        assert_ne!(local.status(), 403, "{path} refused its own host");
+    }
+}

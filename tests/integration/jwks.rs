@@ -369,3 +369,44 @@ async fn an_https_provider_with_an_internal_ca_is_trusted_only_through_jwks_ca_f
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_off_the_https_or_local_rule_is_not_followed() {
+    // The configured JWKS URL (local) redirects to plain http on a non-local name. `0.0.0.0` is
+    // not a loopback name for the rule, yet connecting to it reaches this machine only, so the
+    // test sends nothing anywhere even when the redirect is followed (before the fix it was).
+    let idp = idp().await;
+    let port = idp.base.rsplit_once(':').unwrap().1.to_string();
+    let redirector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirect_url = format!("http://{}/jwks", redirector.local_addr().unwrap());
+    let target = format!("http://0.0.0.0:{port}/jwks");
+    let app = Router::new().route(
+        "/jwks",
+        get(move || {
+            let target = target.clone();
+            async move { axum::response::Redirect::temporary(&target) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(redirector, app).await.unwrap() });
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let cfg = config(
+        dir.path(),
+        &idp.base,
+        &format!("  jwks_url: \"{redirect_url}\"\n  jwks_min_refetch_secs: 0\n"),
+    );
+    let inst = start_with(cfg, dir, NetworkMode::Full).await;
+    let rsa = sign(
+        &idp,
+        Algorithm::RS256,
+        "jwks_rsa_private.pem",
+        RSA_KID,
+        "alice",
+    );
+    assert_eq!(status(&inst.url, &rsa).await, 401);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        idp.fetches.load(Ordering::SeqCst),
+        0,
+        "the redirect to plain http off this machine's names was followed"
+    );
+}
