@@ -1,5 +1,5 @@
 //! Disk limits of one session's workspace, enforced before anything is written: total bytes and
-//! files, a free-space floor on the file system (so an agent can never fill the disk the state
+//! files (across the session's layers, so moving up never multiplies them), a free-space floor on the file system (so an agent can never fill the disk the state
 //! store and the audit log live on), a cap per saved result, and a budget for saved results in
 //! which the oldest make room for the newest.
 
@@ -49,11 +49,15 @@ pub struct Usage {
 }
 
 impl SessionWorkspace {
-    /// The session's current usage (walks its tree; symlinks are not followed).
+    /// The session's current usage across its layers: this instance's and the read-only lower
+    /// ones (a session that moved up holds all of them; a shadowed lower file still counts, so
+    /// the sum never understates). Walks each tree; symlinks are not followed.
     pub fn usage(&self) -> Result<Usage, WorkspaceError> {
         let mut u = Usage::default();
-        walk(&self.dir, &mut u, 0)
-            .map_err(|e| WorkspaceError::from_io("/workspace", "measure", e))?;
+        for dir in std::iter::once(&self.dir).chain(self.lower.iter()) {
+            walk(dir, &mut u, 0)
+                .map_err(|e| WorkspaceError::from_io("/workspace", "measure", e))?;
+        }
         Ok(u)
     }
 

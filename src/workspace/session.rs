@@ -31,7 +31,7 @@ pub struct SessionWorkspace {
     max_read_bytes: u64,
     pub(super) limits: super::DiskLimits,
     /// Read-only lower layers, nearest first (see `WorkspaceRoot::with_lower`).
-    lower: Vec<Dir>,
+    pub(super) lower: Vec<Dir>,
 }
 
 impl SessionWorkspace {

@@ -106,3 +106,48 @@ fn a_symlinked_session_folder_in_a_lower_layer_is_not_followed() {
     assert!(!proxied.exists("loot.txt").unwrap());
     assert!(proxied.read("loot.txt").is_err());
 }
+
+#[test]
+fn the_byte_and_file_limits_bound_the_session_across_its_layers() {
+    // A session that writes up to the limit on each instance it moves to must not hold three
+    // times the limit in all.
+    let tmp = tempfile::tempdir().unwrap();
+    let limits = bulkhead::workspace::DiskLimits {
+        max_bytes: 10_000,
+        max_files: 3,
+        ..Default::default()
+    };
+    let roots: Vec<std::path::PathBuf> = ["template", "template.proxied", "template.none"]
+        .iter()
+        .map(|r| tmp.path().join(r))
+        .collect();
+    let alice = id("alice", "s1");
+    let layer = |i: usize| {
+        let lower: Vec<_> = roots[..i].iter().rev().cloned().collect();
+        WorkspaceRoot::new(&roots[i])
+            .unwrap()
+            .with_lower(lower)
+            .with_limits(limits)
+            .session(&alice)
+            .unwrap()
+    };
+    layer(0).write("a.txt", vec![b'a'; 6_000]).unwrap();
+    let proxied = layer(1);
+    assert_eq!(proxied.usage().unwrap().bytes, 6_000);
+    let e = proxied.write("b.txt", vec![b'b'; 6_000]).unwrap_err();
+    assert!(e.to_string().contains("workspace.max_bytes"), "{e}");
+    proxied.write("b.txt", vec![b'b'; 3_000]).unwrap();
+    let none = layer(2);
+    let e = none.write("c.txt", vec![b'c'; 2_000]).unwrap_err();
+    assert!(e.to_string().contains("workspace.max_bytes"), "{e}");
+    none.write("c.txt", vec![b'c'; 500]).unwrap();
+    let e = none.write("d.txt", vec![b'd'; 10]).unwrap_err();
+    assert!(e.to_string().contains("workspace.max_files"), "{e}");
+    assert_eq!(
+        none.usage().unwrap(),
+        bulkhead::workspace::Usage {
+            bytes: 9_500,
+            files: 3
+        }
+    );
+}
