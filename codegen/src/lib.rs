@@ -12,6 +12,7 @@ pub mod policy_diff;
 pub mod schema;
 pub mod source;
 pub mod spec;
+pub mod sql;
 pub mod suggest;
 pub mod vars;
 pub mod yaml;

@@ -67,6 +67,19 @@ impl Postgres {
             reason,
         };
         let s: Settings = settings::parse(def, value)?;
+        // The build refuses these too; a tampered or hand-written definition is refused here.
+        for op in def.operations {
+            if let crate::tooldef::OperationBody::Sql { sql, writes: false } = op.body {
+                let calls = bulkhead_codegen::sql::side_effects(sql);
+                if !calls.is_empty() {
+                    return Err(err(format!(
+                        "operation `{}` reads but calls {}, whose effect outlives its read-only transaction",
+                        op.name,
+                        calls.join(", ")
+                    )));
+                }
+            }
+        }
         let mut config: tokio_postgres::Config = s
             .url
             .parse()
@@ -536,6 +549,30 @@ fn db_error(name: &str, e: &tokio_postgres::Error) -> ToolError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_reading_operation_with_an_effect_outside_its_transaction_is_refused_at_start() {
+        use crate::tooldef::{ConnectorDef, OperationBody, OperationDef};
+        static OPS: [OperationDef; 1] = [OperationDef {
+            name: "search",
+            params_schema: "{}",
+            body: OperationBody::Sql {
+                sql: "SELECT id FROM t WHERE pg_notify('c', 'x') IS NULL",
+                writes: false,
+            },
+        }];
+        static DEF: ConnectorDef = ConnectorDef {
+            name: "db",
+            kind: "postgres",
+            sensitivity: crate::policy::Sensitivity::Confidential,
+            settings: r#"{"url": "postgres://u@127.0.0.1:1/x"}"#,
+            operations: &OPS,
+        };
+        let value = serde_json::json!({"url": "postgres://u@127.0.0.1:1/x"});
+        let err = super::Postgres::new(&DEF, value).err().expect("refused");
+        assert!(err.to_string().contains("pg_notify"), "{err}");
+    }
+
     use super::numbered;
 
     #[test]

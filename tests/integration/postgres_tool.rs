@@ -118,3 +118,67 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
     closed.wait_log(|l| l.contains("TCP_DENIED/403"));
     let _ = c.cancel().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_read_role_reads_and_has_no_side_effects() {
+    // scripts/postgres-read-role.sql, as the README tells an operator to run it.
+    let url = super::procs::pg::database("readrole");
+    let role = format!("bh_read_{}", std::process::id());
+    let script = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres-read-role.sql"),
+    )
+    .unwrap()
+    .replace("bulkhead_read", &role);
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute(
+            "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
+             INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben');",
+        )
+        .await
+        .unwrap();
+    admin.batch_execute(&script).await.unwrap();
+    let role_url = url.replacen("postgres://bulkhead@", &format!("postgres://{role}@"), 1);
+    let (reader, conn) = tokio_postgres::connect(&role_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for call in [
+        "SELECT pg_notify('accounts', 'x')",
+        "SELECT set_config('search_path', 'evil', false)",
+        "SELECT pg_advisory_lock(42)",
+        "SELECT pg_try_advisory_xact_lock(42)",
+        "SELECT pg_cancel_backend(pg_backend_pid())",
+    ] {
+        let err = reader.simple_query(call).await.unwrap_err();
+        let msg = err
+            .as_db_error()
+            .map(|e| e.message().to_string())
+            .unwrap_or(err.to_string());
+        assert!(msg.contains("permission denied"), "{call}: {msg}");
+    }
+    // Writes are refused too, and reads work: the crm server's tool answers with this role.
+    let err = reader
+        .simple_query("UPDATE accounts SET owner = 'x'")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("read-only")
+            || err
+                .as_db_error()
+                .is_some_and(|e| e.message().contains("permission denied")
+                    || e.message().contains("read-only")),
+        "{err}"
+    );
+    let mut dep = Deployment::new(Store::Sqlite, "readrole").await;
+    dep.set_env("CRM_DATABASE_URL", &role_url);
+    let p = dep.try_start_server("crm", "proxied", None).unwrap();
+    let c = client(&p.url, "ana", "readrole").await;
+    let r = call(&c, "search_accounts", json!({"query": "acme"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error && r.text.contains("Acme Corp"), "{}", r.text);
+}

@@ -241,6 +241,18 @@ fn operation(
                 String::new()
             });
             check_sql(l, &at, &sql, &declared, errors);
+            if kind == ConnectorKind::Postgres && !sql_writes(&sql) {
+                for f in crate::sql::side_effects(&sql) {
+                    errors.push(
+                        l.error_at_value(
+                            &format!("{at}/sql"),
+                            format!("a reading PostgreSQL operation calls `{f}`, whose effect outlives its read-only transaction"),
+                        )
+                        .label(format!("calls `{f}`"))
+                        .help("a read operation must have no effect outside its transaction: move it to a `write` operation, or remove the call"),
+                    );
+                }
+            }
             (
                 OperationBody::Sql {
                     writes: sql_writes(&sql),
