@@ -20,6 +20,9 @@ pub enum Action {
         #[arg(long)]
         force: bool,
     },
+    /// Fold the per-server stores from before trust domains into the trust domain's store (every
+    /// session at no lower level; workspace markers rewritten). Run with every instance stopped.
+    Migrate,
     /// Open the store as an instance would and report whether it may serve.
     Check {
         /// Server name.
@@ -62,6 +65,34 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                 println!(
                     "sessions without files start at public again: revoke their tokens (rotate the signing key or the session ids)"
                 );
+            }
+            Action::Migrate => {
+                let servers: Vec<(String, Vec<std::path::PathBuf>)> = bulkhead::servers::SERVERS
+                    .iter()
+                    .map(|s| {
+                        let layers = NetworkMode::ALL
+                            .map(|m| config.state.workspace_layer(s.name, m))
+                            .to_vec();
+                        (s.name.to_string(), layers)
+                    })
+                    .collect();
+                let first = servers.first().map(|s| s.0.clone()).unwrap_or_default();
+                let folded = bulkhead::state::migrate::migrate(
+                    &config.state.location(&first),
+                    &config.state.dir,
+                    bulkhead::serve::store_options(config, &first),
+                    &servers,
+                )
+                .await?;
+                if folded.is_empty() {
+                    println!("nothing to migrate: no per-server store beside trust domain `{}`", config.state.trust_domain);
+                }
+                for f in folded {
+                    println!(
+                        "folded the store of `{}` into trust domain `{}`: {} session(s), {} workspace marker(s) rewritten",
+                        f.server, config.state.trust_domain, f.sessions, f.markers
+                    );
+                }
             }
             Action::Check { server } => {
                 let store =

@@ -247,6 +247,10 @@ pub struct StateConfig {
     pub postgres_pool_size: usize,
     /// PostgreSQL: longest wait, in milliseconds, to connect.
     pub connect_timeout_ms: u64,
+    /// The trust domain: every server whose configuration names the same domain (and shares the
+    /// state directory or database) keeps one level per agent session, raised by any of them and
+    /// read by all. Lowercase letters, digits, `_` and `-`.
+    pub trust_domain: String,
 }
 
 impl Default for StateConfig {
@@ -258,6 +262,7 @@ impl Default for StateConfig {
             lock_timeout_ms: 30_000,
             postgres_pool_size: 16,
             connect_timeout_ms: 5_000,
+            trust_domain: "default".into(),
         }
     }
 }
@@ -272,7 +277,8 @@ impl StateConfig {
                 connect_timeout: std::time::Duration::from_millis(self.connect_timeout_ms),
             })
         } else {
-            crate::state::StoreLocation::sqlite(&self.dir, server)
+            let _ = server;
+            crate::state::StoreLocation::sqlite_domain(&self.dir, &self.trust_domain)
         }
     }
 
@@ -305,6 +311,17 @@ impl StateConfig {
     /// Makes both paths absolute (relative to `base`) and refuses a state directory inside the
     /// workspaces or the other way round: agents must never reach the compliance records.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
+        let d = &self.trust_domain;
+        if d.is_empty()
+            || d.len() > 64
+            || !d
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "state.trust_domain `{d}`: use 1 to 64 lowercase letters, digits, `_` and `-`"
+            ));
+        }
         self.dir = absolute(base, &self.dir);
         self.workspaces = absolute(base, &self.workspaces);
         if self.store != "sqlite"

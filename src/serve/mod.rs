@@ -40,6 +40,7 @@ fn setup(what: &str) -> impl Fn(&dyn std::fmt::Display) -> ServeError + '_ {
 pub fn store_options(config: &Config, server: &str) -> StoreOptions {
     StoreOptions {
         server: server.to_owned(),
+        scope: config.state.trust_domain.clone(),
         lock_timeout: Duration::from_millis(config.state.lock_timeout_ms.max(1)),
     }
 }

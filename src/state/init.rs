@@ -145,6 +145,26 @@ pub async fn open_store(
     lower: &[PathBuf],
     policy: InitPolicy,
 ) -> Result<StateStore, StateError> {
+    // A server's own store from before trust domains, not folded into its domain's yet: its
+    // levels would be missed, so nothing serves until `bulkhead state migrate` ran.
+    if let StoreLocation::Sqlite { db } = location
+        && options.scope != options.server
+        && let Some(dir) = db.parent()
+        && let StoreLocation::Sqlite { db: legacy } = StoreLocation::sqlite(dir, &options.server)
+        && legacy != *db
+        && legacy.exists()
+    {
+        return Err(StateError::new(
+            StateErrorKind::Schema,
+            format!(
+                "{} is the store of `{}` from before trust domains; stop its instances and run `bulkhead state migrate` to fold it into trust domain `{}` ({})",
+                legacy.display(),
+                options.server,
+                options.scope,
+                db.display()
+            ),
+        ));
+    }
     let markers = read_markers(own, lower)?;
     let named: Option<String> = markers.iter().find_map(|(_, id)| id.clone());
     let workspace_root = own;

@@ -17,10 +17,18 @@ pub enum StoreLocation {
 }
 
 impl StoreLocation {
-    /// The SQLite location of `server` in `state_dir`.
+    /// The SQLite location of `server`'s own store in `state_dir` (before trust domains, every
+    /// server kept one: `bulkhead state migrate` folds them into their domain's store).
     pub fn sqlite(state_dir: &Path, server: &str) -> StoreLocation {
         StoreLocation::Sqlite {
             db: state_dir.join(format!("compliance-{server}.db")),
+        }
+    }
+
+    /// The SQLite store of trust domain `domain` in `state_dir`, shared by all its servers.
+    pub fn sqlite_domain(state_dir: &Path, domain: &str) -> StoreLocation {
+        StoreLocation::Sqlite {
+            db: state_dir.join(format!("sessions-{domain}.db")),
         }
     }
 

@@ -53,6 +53,7 @@
 mod error;
 pub mod init;
 pub mod location;
+pub mod migrate;
 mod pass;
 pub mod postgres;
 pub mod sqlite;
@@ -90,8 +91,12 @@ pub struct SessionRecord {
 /// Settings shared by both backends.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// The server whose sessions this store holds.
+    /// The server opening the store (named in messages).
     pub server: String,
+    /// Whose sessions the store holds: the trust domain (every server of a deployment by
+    /// default), so one agent session has one level across servers. [`StoreOptions::new`] scopes
+    /// by the server name (tests and benchmarks of one server).
+    pub scope: String,
     /// Longest wait for a session's lock before the call is refused as busy.
     pub lock_timeout: Duration,
 }
@@ -101,6 +106,7 @@ impl StoreOptions {
     pub fn new(server: &str) -> StoreOptions {
         StoreOptions {
             server: server.to_owned(),
+            scope: server.to_owned(),
             lock_timeout: Duration::from_secs(30),
         }
     }

@@ -323,7 +323,7 @@ async fn tool_errors_never_carry_host_paths() {
         texts.push(super::harness::call(&c, tool, args).await.1);
     }
     // The compliance store's lock file disappears: every call fails closed, without a path.
-    std::fs::remove_file(s.dir.path().join("state/compliance-template.lock")).unwrap();
+    std::fs::remove_file(s.dir.path().join("state/sessions-default.lock")).unwrap();
     texts.push(
         super::harness::call(&c, "read_file", json!({"path": "/workspace/a"}))
             .await

@@ -187,7 +187,7 @@ async fn a_deleted_or_replaced_lock_file_never_lets_the_full_instance_serve_low(
         .await
         .unwrap();
         assert!(!r.is_error, "{}", r.text);
-        let lock = dep.path().join("state/compliance-template.lock");
+        let lock = dep.path().join("state/sessions-default.lock");
         if replace {
             let copy = dep.path().join("state/copy");
             std::fs::copy(&lock, &copy).unwrap();
@@ -386,11 +386,11 @@ async fn a_deleted_store_refuses_to_start_instead_of_starting_over() {
         .unwrap();
         assert!(!r.is_error, "{}", r.text);
     }
-    let db = dep.path().join("state/compliance-template.db");
+    let db = dep.path().join("state/sessions-default.db");
     for f in [
-        "compliance-template.db",
-        "compliance-template.db-wal",
-        "compliance-template.db-shm",
+        "sessions-default.db",
+        "sessions-default.db-wal",
+        "sessions-default.db-shm",
     ] {
         let _ = std::fs::remove_file(dep.path().join("state").join(f));
     }
@@ -412,7 +412,7 @@ async fn a_truncated_lock_file_fails_closed_and_the_server_keeps_running() {
         .await
         .unwrap();
     assert!(!r.is_error, "{}", r.text);
-    let lock = dep.path().join("state/compliance-template.lock");
+    let lock = dep.path().join("state/sessions-default.lock");
     std::fs::OpenOptions::new()
         .write(true)
         .open(&lock)

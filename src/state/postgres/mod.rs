@@ -37,6 +37,7 @@ pub struct PgOptions {
 /// A PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
+    /// The scope (trust domain) whose sessions this store holds.
     server: String,
     store_id: String,
 }
@@ -159,7 +160,27 @@ impl PgStore {
         ))
         .await
         .map_err(db_error)?;
-        let server = options.server.clone();
+        // A server's own scope from before trust domains, not folded into its domain yet: its
+        // levels would be missed, so nothing serves until `bulkhead state migrate` ran.
+        if options.scope != options.server {
+            let legacy = conn
+                .query_opt(
+                    "SELECT 1 FROM bulkhead_stores s WHERE s.server = $1 AND NOT EXISTS (SELECT 1 FROM bulkhead_migrated m WHERE m.scope = s.server)",
+                    &[&options.server],
+                )
+                .await
+                .map_err(db_error)?;
+            if legacy.is_some() {
+                return Err(StateError::new(
+                    StateErrorKind::Schema,
+                    format!(
+                        "postgres holds the per-server store of `{}` from before trust domains; stop its instances and run `bulkhead state migrate` to fold it into trust domain `{}`",
+                        options.server, options.scope
+                    ),
+                ));
+            }
+        }
+        let server = options.scope.clone();
         let select = "SELECT store_id FROM bulkhead_stores WHERE server = $1";
         let mut row = conn.query_opt(select, &[&server]).await.map_err(db_error)?;
         if row.is_none() && create {
@@ -175,7 +196,7 @@ impl PgStore {
         let Some(row) = row else {
             return Err(StateError::new(
                 StateErrorKind::Missing,
-                format!("postgres: no store for server `{server}`"),
+                format!("postgres: no store for trust domain `{server}`"),
             ));
         };
         Ok(PgStore {

@@ -1,4 +1,6 @@
--- The Bulkhead state schema in PostgreSQL: one database holds the stores of many servers.
+-- The Bulkhead state schema in PostgreSQL: one database holds the stores of many trust domains.
+-- The `server` column of the store tables holds the store's scope: a trust domain (before trust
+-- domains, a server's name; `bulkhead state migrate` folds those into their domain).
 -- Applied by every instance at start, serialised by an advisory lock; idempotent.
 -- Levels: 0 public, 1 internal, 2 confidential, 3 secret.
 
@@ -6,6 +8,13 @@ CREATE TABLE IF NOT EXISTS bulkhead_stores (
     server     text PRIMARY KEY,
     store_id   text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per-server scopes folded into a trust domain by `bulkhead state migrate`.
+CREATE TABLE IF NOT EXISTS bulkhead_migrated (
+    scope       text PRIMARY KEY,
+    into_scope  text NOT NULL,
+    migrated_at timestamptz NOT NULL DEFAULT now()
 );
 
 CREATE TABLE IF NOT EXISTS bulkhead_sessions (

@@ -4,6 +4,7 @@
 pub(crate) mod backends;
 mod damage;
 mod init;
+mod migrate;
 mod ratchet;
 mod tamper;
 

@@ -1,6 +1,7 @@
 //! `config/<deployment>.yaml`: the runtime configuration every instance of a deployment reads
 //! (mounted read-only at `/etc/bulkhead/config.yaml`): its compose service names as accepted
-//! `Host` values, state and workspaces in their separate volumes, keys from the environment.
+//! `Host` values, state and workspaces in their separate volumes, keys from the environment, and
+//! the deployment as the trust domain (one session level across all its servers).
 
 use super::{STATE_DIR, WORKSPACES_DIR, plan};
 use crate::emit::yaml_text::to_yaml;
@@ -31,6 +32,8 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
         "state": {
             "dir": format!("${{BULKHEAD_STATE_DIR:-{STATE_DIR}}}"),
             "workspaces": format!("${{BULKHEAD_WORKSPACES:-{WORKSPACES_DIR}}}"),
+            // Every server of the deployment keeps one level per agent session.
+            "trust_domain": format!("${{BULKHEAD_TRUST_DOMAIN:-{}}}", d.name.replace('_', "-")),
         },
     });
     let mut text = header("#", &[&d.source]);
