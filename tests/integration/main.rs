@@ -4,6 +4,7 @@ mod audit_values;
 mod cli;
 mod client;
 mod compose;
+mod cross_server;
 mod egress;
 mod engine;
 mod harness;

@@ -1,0 +1,154 @@
+//! The red-team scenario of issue 20, as an attacker ran it: one token (`u7`, session `s7`), two
+//! servers. `crm.search_accounts` returns confidential rows; `template.notify_team` must then be
+//! refused for that session (on every instance), and nothing reaches the webhook. The ratchet is
+//! the session's across the servers of a trust domain; both stores.
+
+use super::procs::{Deployment, Store, call, client, notify};
+use serde_json::json;
+use std::process::Stdio;
+
+async fn crm_database() -> String {
+    let url = super::procs::pg::database("xserver");
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute(
+        "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
+         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben');",
+    )
+    .await
+    .unwrap();
+    url
+}
+
+async fn leak_is_refused(store: Store) {
+    let mut dep = Deployment::new(store, "xserver").await;
+    dep.set_env("CRM_DATABASE_URL", &crm_database().await);
+    let crm = dep.try_start_server("crm", "proxied", None).unwrap();
+    let template = dep.start("full", None);
+
+    // Control: another session's message goes out.
+    let other = client(&template.url, "u8", "s8").await;
+    let r = call(&other, "notify_team", notify("control"))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text);
+
+    let c = client(&crm.url, "u7", "s7").await;
+    let rows = call(&c, "search_accounts", json!({"query": "Acme"}))
+        .await
+        .unwrap();
+    assert!(
+        !rows.is_error && rows.text.contains("Acme Corp"),
+        "{}",
+        rows.text
+    );
+    assert_eq!(rows.level, "confidential");
+    let t = client(&template.url, "u7", "s7").await;
+    let r = call(
+        &t,
+        "notify_team",
+        notify(&format!("exfiltrated {}", rows.text)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        r.is_error && r.text.starts_with("[FATAL]"),
+        "{store:?}: {}",
+        r.text
+    );
+    // Even a plain read on the networked instance is refused: the session needs `proxied`.
+    let r = call(&t, "read_file", json!({"path": "/workspace/x"}))
+        .await
+        .unwrap();
+    assert!(r.is_error, "{}", r.text);
+    assert!(dep.webhook.delivered("control").len() == 1);
+    assert!(
+        dep.webhook.delivered("exfiltrated").is_empty(),
+        "{store:?}: the rows reached the webhook"
+    );
+    for c in [c, t, other] {
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_private_load_on_one_server_blocks_connect_on_another() {
+    leak_is_refused(Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_private_load_on_one_server_blocks_connect_on_another() {
+    leak_is_refused(Store::Postgres).await;
+}
+
+/// A desktop client with two servers, each through its own `bulkhead connect`: after crm's
+/// confidential search, template's connect tool is refused and template's bridge moves to its
+/// proxied instance (read from the refusal's `_meta`), one way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_desktop_bridges_follow_one_session_level() {
+    use rmcp::ServiceExt;
+    let mut dep = Deployment::new(Store::Sqlite, "xdesk").await;
+    dep.set_env("CRM_DATABASE_URL", &crm_database().await);
+    let crm = dep.try_start_server("crm", "proxied", None).unwrap();
+    let crm_full = dep.try_start_server("crm", "full", None).unwrap();
+    let full = dep.start("full", None);
+    let proxied = dep.start("proxied", None);
+    let token = super::harness::token("u7", "desk");
+    let bridge = |server: &str, full: &str, proxied: &str| {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["--config"])
+            .arg(dep.path().join("config.yaml"))
+            .args(["connect", server, "--url", full, "--url-proxied", proxied])
+            .env("BULKHEAD_TOKEN", &token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        (child, io)
+    };
+    let (_c1, io1) = bridge("crm", &crm_full.url, &crm.url);
+    let (_c2, io2) = bridge("template", &full.url, &proxied.url);
+    let crm_c = ().serve(io1).await.unwrap();
+    let tpl_c = ().serve(io2).await.unwrap();
+    let (err, text) = bridge_call(
+        &tpl_c,
+        "write_file",
+        json!({"path": "/workspace/n.txt", "content": "before"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let (err, text) = bridge_call(&crm_c, "search_accounts", json!({"query": "Acme"})).await;
+    assert!(!err && text.contains("Acme Corp"), "{text}");
+    let (err, text) = bridge_call(&tpl_c, "notify_team", notify("after the load")).await;
+    assert!(err && text.starts_with("[FATAL]"), "{text}");
+    // The template bridge followed the session to the proxied instance: earlier files read there.
+    let (err, text) = bridge_call(&tpl_c, "read_file", json!({"path": "/workspace/n.txt"})).await;
+    assert!(!err && text.contains("before"), "{text}");
+    assert!(dep.webhook.delivered("after the load").is_empty());
+    let _ = crm_c.cancel().await;
+    let _ = tpl_c.cancel().await;
+}
+
+async fn bridge_call(
+    c: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+) -> (bool, String) {
+    let p = rmcp::model::CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let r = tokio::time::timeout(std::time::Duration::from_secs(30), c.call_tool(p))
+        .await
+        .expect("answer in time")
+        .unwrap();
+    let text: String = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect();
+    (r.is_error.unwrap_or(false), text)
+}
