@@ -1,6 +1,8 @@
 //! A client of every instance of one server (full, proxied, isolated) that routes each call to
 //! the least isolated instance allowed to serve it, and never back. The level comes from each
-//! result's `_meta`, each tool's declared sensitivity (from `tools/list`) and mode refusals.
+//! result's `_meta`, each tool's declared sensitivity (from `tools/list`) and mode refusals, and
+//! is shared by every client of the same session in the process (`route::for_session`), so all
+//! servers of the session move together.
 
 use super::route::Ratchet;
 use super::strict::classify;
@@ -21,7 +23,8 @@ pub struct IsolatingClient {
     instances: Vec<StrictClient>,
     modes: Vec<NetworkMode>,
     declared: RwLock<HashMap<String, Sensitivity>>,
-    ratchet: Ratchet,
+    /// The session's routing state, shared with this process's other clients of the session.
+    ratchet: std::sync::Arc<Ratchet>,
 }
 
 impl IsolatingClient {
@@ -65,7 +68,7 @@ impl IsolatingClient {
             modes: clients.iter().map(StrictClient::mode).collect(),
             instances: clients,
             declared: RwLock::new(HashMap::new()),
-            ratchet: Ratchet::new(),
+            ratchet: super::route::for_session(token),
         };
         if let Err(e) = client.list_tools().await {
             client.close().await;

@@ -24,6 +24,31 @@ fn level_index(l: Sensitivity) -> u8 {
     }
 }
 
+/// The routing state of the agent session behind `token`, shared by every isolating client of
+/// this process that uses that token: when one server's reply shows the session rising, every
+/// server of the session moves, one way, before its next call (the session's level is one
+/// across the servers of a trust domain). Keyed by a hash of the token, held weakly: the state
+/// lives as long as a client of the session does.
+pub fn for_session(token: &str) -> std::sync::Arc<Ratchet> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+    static SESSIONS: OnceLock<Mutex<HashMap<u64, Weak<Ratchet>>>> = OnceLock::new();
+    let key = token.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut map = SESSIONS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = map.get(&key).and_then(Weak::upgrade) {
+        return r;
+    }
+    map.retain(|_, w| w.strong_count() > 0);
+    let r = Arc::new(Ratchet::new());
+    map.insert(key, Arc::downgrade(&r));
+    r
+}
+
 /// The session level as the client knows it and the mode floor it routes at; never lowered.
 #[derive(Debug, Default)]
 pub struct Ratchet {

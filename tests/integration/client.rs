@@ -619,3 +619,40 @@ async fn a_result_that_contradicts_its_output_schema_is_an_error() {
     c.close().await;
     stop.cancel();
 }
+
+#[tokio::test]
+async fn every_server_of_a_session_moves_when_one_of_them_reports_a_higher_level() {
+    // Two servers' clients in one agent process, one session: a load through one of them moves
+    // the other to its proxied instance before its next call (no refusal needed first).
+    let dir = tempfile::tempdir().unwrap();
+    let i = three(&dir).await;
+    let tok = token("alice", "two-servers");
+    let a = isolating(&dir, &i, &tok).await;
+    let b = isolating(&dir, &i, &tok).await;
+    let other = isolating(&dir, &i, &token("bob", "elsewhere")).await;
+    let r = a
+        .call_tool(
+            "load_sensitive_dataset",
+            json!({"dataset_name": "customers"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.level, Some(Sensitivity::Confidential), "{}", r.text);
+    assert_eq!(b.current_mode(), NetworkMode::Proxied);
+    assert_eq!(
+        other.current_mode(),
+        NetworkMode::Full,
+        "another session moved"
+    );
+    let full_calls = i[0].rec.calls().len();
+    let r = b.call_tool("write_file", write(7)).await.unwrap();
+    assert_eq!(r.mode, NetworkMode::Proxied, "{}", r.text);
+    assert_eq!(
+        i[0].rec.calls().len(),
+        full_calls,
+        "the full instance was asked first"
+    );
+    for c in [a, b, other] {
+        c.close().await;
+    }
+}
