@@ -28,17 +28,41 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     );
     for p in &plans {
         for i in &p.instances {
-            let _ = writeln!(
-                m,
-                "    {}[\"{}<br/>--mode {} :{}\"]",
-                id(&i.service),
-                i.service,
-                i.mode.as_str(),
-                p.server.port
-            );
+            match p.relay_service(i.mode) {
+                None => {
+                    let _ = writeln!(
+                        m,
+                        "    {}[\"{}<br/>--mode {} :{}\"]",
+                        id(&i.service),
+                        i.service,
+                        i.mode.as_str(),
+                        p.server.port
+                    );
+                }
+                Some(relay) => {
+                    let _ = writeln!(
+                        m,
+                        "    {}[\"{relay}<br/>as {} :{}\"]",
+                        id(&relay),
+                        i.service,
+                        p.server.port
+                    );
+                }
+            }
         }
     }
     let _ = writeln!(m, "  end");
+    for p in &plans {
+        for i in p.instances.iter().filter(|i| i.mode != Mode::Full) {
+            let _ = writeln!(
+                m,
+                "  {}[\"{}<br/>--mode {}, network_mode none\"]",
+                id(&i.service),
+                i.service,
+                i.mode.as_str()
+            );
+        }
+    }
     let _ = writeln!(
         m,
         "  vol_{}[(\"volume {COMPLIANCE_VOLUME}<br/>{STATE_DIR}\")]",
@@ -58,7 +82,15 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     for p in &plans {
         for i in &p.instances {
             let node = id(&i.service);
-            let _ = writeln!(m, "  agent --> {node}");
+            match p.relay_service(i.mode) {
+                None => {
+                    let _ = writeln!(m, "  agent --> {node}");
+                }
+                Some(relay) => {
+                    let _ = writeln!(m, "  agent --> {}", id(&relay));
+                    let _ = writeln!(m, "  {} -->|\"unix socket\"| {node}", id(&relay));
+                }
+            }
             match i.mode {
                 Mode::Full => {
                     let _ = writeln!(m, "  {node} -->|\"network {EGRESS_NET}\"| internet");
@@ -70,12 +102,13 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                         "  {}{{{{\"{proxy}<br/>squid, deny by default\"}}}}",
                         id(&proxy)
                     );
+                    let relay = p.relay_service(i.mode).unwrap_or_default();
                     let _ = writeln!(
                         m,
-                        "  {node} -->|\"network {} (internal)\"| {}",
-                        p.proxied_net(),
-                        id(&proxy)
+                        "  {node} -->|\"127.0.0.1:3128, egress socket\"| {}",
+                        id(&relay)
                     );
+                    let _ = writeln!(m, "  {} -->|\"only to\"| {}", id(&relay), id(&proxy));
                     for a in &p.allowed {
                         let _ = writeln!(
                             m,
@@ -108,9 +141,14 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
         text,
         "# Deployment `{}`\n\n\
          Instances per server by the highest sensitivity its tools reach: full always, proxied from\n\
-         `confidential`, isolated (`--mode none`) from `secret`, which has no route out.\n\n\
+         `confidential`, isolated (`--mode none`) from `secret`, which has no route out. Proxied and\n\
+         isolated instances run with `network_mode: none` and are reached through their relay.\n\n\
+         Trust domain: `{}` (`BULKHEAD_TRUST_DOMAIN`). Every server of this deployment keeps one level\n\
+         per agent session: data that raised a session on one server blocks `connect` tools on all of\n\
+         them, and every client moves all of the session's servers to the instance that level needs.\n\n\
          ```mermaid\n{m}```\n",
-        d.name
+        d.name,
+        d.name.replace('_', "-")
     );
     for p in &plans {
         text.push_str(&tables(p));

@@ -354,12 +354,6 @@ impl<'a> ServerPlan<'a> {
             .map(|_| format!("{}-egress-proxy", self.server.name))
     }
 
-    /// The internal network shared by the proxied instance and its proxy (Kubernetes names its
-    /// policy after it).
-    pub fn proxied_net(&self) -> String {
-        format!("{}-proxied-net", self.server.name)
-    }
-
     /// The relay that reaches the instance in `mode` (proxied and isolated instances have no
     /// network in compose: agents reach them through it).
     pub fn relay_service(&self, mode: Mode) -> Option<String> {
