@@ -189,6 +189,8 @@ pub struct DeployedServerDef {
     pub egress: &'static [&'static str],
     /// `host:port` the proxied instance may reach; nothing else.
     pub proxied_egress: &'static [&'static str],
+    /// Private ranges (CIDR) its allowlisted names may resolve to.
+    pub internal_ranges: &'static [&'static str],
     /// The highest sensitivity its tools reach: decides which instances exist.
     pub max_sensitivity: Sensitivity,
 }

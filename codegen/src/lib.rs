@@ -8,6 +8,7 @@ pub mod diag;
 pub mod emit;
 pub mod load;
 pub mod model;
+pub mod net;
 pub mod policy_diff;
 pub mod schema;
 pub mod source;

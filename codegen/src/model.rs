@@ -343,6 +343,8 @@ pub struct DeployedServer {
     pub egress: Vec<String>,
     /// Allowlist of the proxied instance.
     pub proxied_egress: Vec<String>,
+    /// Private ranges allowlisted names may resolve to (CIDR, checked).
+    pub internal_ranges: Vec<String>,
     /// Highest sensitivity any of its tools reaches.
     pub max_sensitivity: Sensitivity,
     /// Replicas of each instance on Kubernetes.

@@ -226,6 +226,7 @@ fn start_proxy(
     index: u8,
     addr: SocketAddrV4,
     entries: &[String],
+    internal: &[String],
 ) -> Result<(Child, PathBuf, tempfile::TempDir), IsolationError> {
     let squid = squid_binary().ok_or_else(|| {
         IsolationError::NotPermitted(
@@ -239,7 +240,7 @@ fn start_proxy(
         .tempdir()
         .map_err(other)?;
     let dir = tmp.path().to_path_buf();
-    let policy = proxy::squid_policy(&allowed(entries));
+    let policy = proxy::squid_policy(&allowed(entries), internal);
     std::fs::write(dir.join("policy.conf"), &policy).map_err(other)?;
     let wrapper = format!(
         "http_port {addr}
@@ -371,7 +372,17 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                             .collect(),
                     };
                     let proxy_addr = local::proxy_addr(s, i);
-                    let (child, dir, tmp) = start_proxy(&opts.prefix, i, proxy_addr, &entries)?;
+                    let (child, dir, tmp) = start_proxy(
+                        &opts.prefix,
+                        i,
+                        proxy_addr,
+                        &entries,
+                        &server
+                            .internal_ranges
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>(),
+                    )?;
                     running.children.push(child);
                     running._proxy_dirs.push(tmp);
                     running.proxies.push(EgressProxy {

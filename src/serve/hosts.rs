@@ -12,12 +12,19 @@ use std::sync::Arc;
 
 /// `host[:port]`, lowercased, IPv6 without brackets.
 fn split(authority: &str) -> Option<(String, Option<u16>)> {
+    // A bare IPv6 address (`::1` in a list) has no brackets.
+    if let Ok(ip) = authority.trim().parse::<std::net::Ipv6Addr>() {
+        return Some((ip.to_string(), None));
+    }
     let a: http::uri::Authority = authority.trim().parse().ok()?;
     let host = a
         .host()
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_ascii_lowercase();
+    let host = host
+        .parse::<std::net::Ipv6Addr>()
+        .map_or(host, |ip| ip.to_string());
     Some((host, a.port_u16()))
 }
 

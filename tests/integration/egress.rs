@@ -18,7 +18,7 @@ fn policy(pairs: &[(&str, u16)]) -> String {
             port: *p,
         })
         .collect();
-    squid_policy(&allowed)
+    squid_policy(&allowed, &[])
 }
 
 async fn notify(d: &Deployment, session: &str) -> super::procs::Reply {
@@ -109,4 +109,136 @@ async fn the_proxy_probe_accepts_the_policy_and_flags_an_open_proxy() {
     });
     let err = probe_proxy(&addr.to_string()).await.unwrap_err();
     assert!(err.contains("does not filter egress"), "{err}");
+}
+
+/// Runs `args` inside network namespace `ns`.
+fn in_ns(ns: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named() {
+    // In a network namespace with nothing but loopback, so no packet can leave even if the
+    // policy let one through: squid answers 403 for what the policy refuses, and fails to
+    // connect (503) for what it allows. Names resolve through a hosts file.
+    let ns = Netns(format!("bhsq{}", std::process::id()));
+    let ok = std::process::Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ip netns add (needs root)");
+    assert!(
+        in_ns(&ns.0, &["ip", "link", "set", "lo", "up"])
+            .status
+            .success()
+    );
+    let names = [
+        ("internal.example.com", "10.1.2.3", false),
+        ("cgnat.example.com", "100.64.0.9", false),
+        ("ula.example.com", "fd00:ec2::254", false),
+        ("meta.example.com", "169.254.169.254", false),
+        ("mapped.example.com", "::ffff:192.168.1.1", false),
+        ("declared.example.com", "10.9.1.1", true),
+        ("public.example.com", "198.18.0.7", true),
+    ];
+    let allowed: Vec<Allowed> = names
+        .iter()
+        .map(|(n, _, _)| Allowed {
+            host: (*n).into(),
+            port: 443,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let hosts: String = names
+        .iter()
+        .map(|(n, ip, _)| format!("{ip} {n}\n"))
+        .collect();
+    std::fs::write(dir.path().join("hosts"), hosts).unwrap();
+    std::fs::write(
+        dir.path().join("policy.conf"),
+        squid_policy(&allowed, &["10.9.0.0/16".to_string()]),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("squid.conf"),
+        format!(
+            "http_port 127.0.0.1:3128\npid_filename none\ncache_log {d}/cache.log\naccess_log stdio:{d}/access.log\ncoredump_dir none\ncache_effective_user proxy\nhosts_file {d}/hosts\ndns_nameservers 127.0.0.1\nconnect_timeout 2 seconds\ninclude {d}/policy.conf\n"
+        ),
+    )
+    .unwrap();
+    assert!(
+        std::process::Command::new("chown")
+            .args(["-R", "proxy:proxy", &d])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let squid = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(tls::squid())
+        .args(["-N", "-d", "1", "-n", &ns.0, "-f"])
+        .arg(dir.path().join("squid.conf"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _squid = tls::Killed(squid);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let probe = in_ns(&ns.0, &["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3128"]);
+        if probe.status.success() {
+            break;
+        }
+        let log = std::fs::read_to_string(dir.path().join("cache.log")).unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline && !log.contains("FATAL"),
+            "squid did not start in the namespace: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for (name, ip, allowed) in names {
+        let out = in_ns(
+            &ns.0,
+            &[
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "--max-time",
+                "10",
+                "-w",
+                "%{http_connect}",
+                "-x",
+                "http://127.0.0.1:3128",
+                &format!("https://{name}/"),
+            ],
+        );
+        let code = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if allowed {
+            // Squid tried to connect (nothing is reachable here): allowed by the policy.
+            assert!(
+                code == "503" || code == "502",
+                "{name} ({ip}) was refused: {code}"
+            );
+        } else {
+            assert_eq!(code, "403", "{name} ({ip}) was not refused");
+        }
+    }
 }

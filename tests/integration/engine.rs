@@ -52,6 +52,13 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
     for name in compose["networks"].as_object().unwrap().keys() {
         networks.insert(name.clone(), json!({ "internal": true }));
     }
+    // The listener standing in for hooks.example.com must look like the outside: squid refuses
+    // an allowlisted name that resolves to a private address, so `egress` gets a subnet from the
+    // benchmarking range (198.18.0.0/15: not private, never routed).
+    networks.insert(
+        "egress".into(),
+        json!({ "internal": true, "ipam": { "config": [{ "subnet": "198.18.7.0/24" }] } }),
+    );
     let ca = tls.join("ca.pem").display().to_string();
     let mut services = serde_json::Map::new();
     // The instances that run the webhook tool trust the listener's test CA.

@@ -39,6 +39,7 @@ fn example() -> &'static DeploymentDef {
         port: 8100,
         egress: t.egress,
         proxied_egress: t.proxied_egress,
+        internal_ranges: t.internal_ranges,
         max_sensitivity: t.max_sensitivity,
     }]));
     Box::leak(Box::new(DeploymentDef {

@@ -76,10 +76,13 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
         .parse()
         .unwrap();
     let allow = |p: u16| {
-        squid_policy(&[Allowed {
-            host: "127.0.0.1".into(),
-            port: p,
-        }])
+        squid_policy(
+            &[Allowed {
+                host: "127.0.0.1".into(),
+                port: p,
+            }],
+            &[],
+        )
     };
     let open = tls::Squid::start(&allow(port));
     let closed = tls::Squid::start(&allow(port + 1));

@@ -83,11 +83,23 @@ pub fn check(
                     }
                 }
             }
+            for (i, range) in s.internal_ranges.iter().enumerate() {
+                if let Err(why) = internal_range(range) {
+                    errors.push(
+                        l.error_at_value(
+                            &format!("{at}/internal_ranges/{i}"),
+                            format!("`{range}` is not an internal address range"),
+                        )
+                        .label(why),
+                    );
+                }
+            }
             deployed.push(DeployedServer {
                 name: name.clone(),
                 port: s.port,
                 egress: s.egress.clone(),
                 proxied_egress: s.proxied_egress.clone(),
+                internal_ranges: s.internal_ranges.clone(),
                 max_sensitivity: server.max_sensitivity(),
                 replicas: s.replicas.unwrap_or(1).max(1),
             });
@@ -232,6 +244,13 @@ fn check_host_ports(
             }
         }
     }
+}
+
+/// Checks an `internal_ranges` entry: a CIDR range inside the private (10/8, 172.16/12,
+/// 192.168/16), shared (100.64/10) or unique-local (fc00::/7) space. Loopback, link-local (cloud
+/// metadata) and unspecified addresses are never reachable through the proxy.
+pub fn internal_range(range: &str) -> Result<(), String> {
+    crate::net::internal_range(range)
 }
 
 /// Checks a `host:port` entry: a DNS name or IPv4 address, and a port from 1 to 65535.

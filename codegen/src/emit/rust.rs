@@ -418,8 +418,9 @@ fn deployment_def(d: &crate::model::Deployment) -> TokenStream {
         let (server, port) = (&s.name, proc_macro2::Literal::u16_unsuffixed(s.port));
         let egress = &s.egress;
         let proxied = &s.proxied_egress;
+        let internal = &s.internal_ranges;
         let max = sensitivity(s.max_sensitivity);
-        quote!(bh::DeployedServerDef { name: #server, port: #port, egress: &[#(#egress),*], proxied_egress: &[#(#proxied),*], max_sensitivity: #max })
+        quote!(bh::DeployedServerDef { name: #server, port: #port, egress: &[#(#egress),*], proxied_egress: &[#(#proxied),*], internal_ranges: &[#(#internal),*], max_sensitivity: #max })
     });
     quote!(bh::DeploymentDef { name: #name, servers: &[#(#servers),*] })
 }

@@ -80,6 +80,12 @@ pub struct DeploymentServer {
     /// `host:port` the proxied instance may reach through the egress proxy; nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proxied_egress: Vec<String>,
+    /// Private address ranges (CIDR) that an allowlisted name may resolve to. By default a name
+    /// that resolves to a private, shared, link-local or loopback address is refused by the proxy
+    /// (an internal host reached through a public name); a deployment that needs an internal host
+    /// names its range here, and the policy table shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub internal_ranges: Vec<String>,
     /// Replicas of each instance on Kubernetes (default 1; more than 1 serves statelessly on the
     /// shared PostgreSQL store).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -263,7 +263,7 @@ pub(super) fn tables(p: &ServerPlan) -> String {
                 }
             ),
             Mode::Proxied => format!(
-                "only through `{}`: {}",
+                "only through `{}`: {}; allowlisted names may resolve to {}",
                 p.proxy_service().unwrap_or_default(),
                 if p.allowed.is_empty() {
                     "nothing allowed".to_string()
@@ -273,6 +273,19 @@ pub(super) fn tables(p: &ServerPlan) -> String {
                         .map(|a| format!("`{}`", a.authority()))
                         .collect::<Vec<_>>()
                         .join(", ")
+                },
+                if p.server.internal_ranges.is_empty() {
+                    "public addresses only".to_string()
+                } else {
+                    format!(
+                        "public addresses and the internal ranges {}",
+                        p.server
+                            .internal_ranges
+                            .iter()
+                            .map(|r| format!("`{r}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 }
             ),
             Mode::None => "none".to_string(),

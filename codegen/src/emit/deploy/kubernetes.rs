@@ -40,8 +40,6 @@ const SECRET_DIR: &str = "/run/secrets/bulkhead";
 /// Where the state store's Secret is mounted (its key `url` is read through
 /// `BULKHEAD_STATE_STORE_FILE`: secrets reach containers as files, never as variables).
 const STATE_SECRET_DIR: &str = "/run/secrets/bulkhead-state";
-/// Address ranges the full instance and the proxy never reach (link-local: cloud metadata).
-const NEVER: [&str; 1] = ["169.254.0.0/16"];
 /// Private ranges the full instance does not reach through its egress rule.
 const PRIVATE: [&str; 4] = [
     "10.0.0.0/8",
@@ -115,7 +113,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
                     "metadata": {"name": format!("{proxy}-policy")},
-                    "data": {"policy.conf": proxy::squid_policy(&p.allowed)},
+                    "data": {"policy.conf": proxy::squid_policy(&p.allowed, &p.server.internal_ranges)},
                 }),
             ));
             files.push((
@@ -515,8 +513,27 @@ fn proxy_policy(p: &ServerPlan, name: &str) -> Value {
     }]);
     let entries: Vec<String> = p.allowed.iter().map(|a| a.authority()).collect();
     let ports = ports_of(&entries);
+    // Public addresses, the internal ranges the deployment names, and allowlisted internal
+    // addresses written as such; never a local or another internal range (squid checks names).
+    let except: Vec<&str> = crate::net::NEVER
+        .iter()
+        .chain(crate::net::INTERNAL)
+        .copied()
+        .filter(|r| !r.contains(':') && *r != "0.0.0.0/8")
+        .collect();
+    let mut to = vec![json!({"ipBlock": {"cidr": "0.0.0.0/0", "except": except}})];
+    for r in &p.server.internal_ranges {
+        to.push(json!({"ipBlock": {"cidr": r}}));
+    }
+    for a in &p.allowed {
+        if let Ok(ip) = a.host.parse::<std::net::Ipv4Addr>()
+            && crate::net::internal_range(&format!("{ip}/32")).is_ok()
+        {
+            to.push(json!({"ipBlock": {"cidr": format!("{ip}/32")}}));
+        }
+    }
     let egress = (!ports.is_empty()).then(|| json!([{
-        "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": NEVER}}],
+        "to": to,
         "ports": ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>(),
     }]));
     let types: &[&str] = if egress.is_some() {
@@ -554,7 +571,7 @@ fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
          | `full` | | + the ports of `egress` to public addresses |\n\
          | `proxied` | | + its egress proxy on {PROXY_PORT} only |\n\
          | `none` | | nothing more (DNS and the store: the ratchet is shared state) |\n\
-         | egress proxy | its proxied instance on {PROXY_PORT} | + the allowlist's ports (squid checks each `host:port`; never 169.254.0.0/16) |\n",
+         | egress proxy | its proxied instance on {PROXY_PORT} | + the allowlist's ports to public addresses and the named internal ranges (squid checks each `host:port`; never local, link-local or other private ranges) |\n",
         d.name
     );
     for p in plans {

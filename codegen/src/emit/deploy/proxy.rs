@@ -17,20 +17,21 @@ const EXPLAIN: &str = "\
 #   network has no other way out. `CONNECT host:port` is tunnelled, and plain HTTP forwarded,
 #   only for the allowlisted `host:port` pairs below (names match exactly, no subdomains).
 #   Anything else gets 403 (`X-Squid-Error: ERR_ACCESS_DENIED`) without squid contacting it.
-# - An allowlisted *name* that resolves to a loopback, link-local (cloud metadata) or
-#   unspecified address is refused (DNS rebinding); DNS is only asked for allowlisted names.
+# - An allowlisted *name* that resolves to a loopback, link-local (cloud metadata),
+#   unspecified, private, shared or unique-local address is refused (DNS rebinding, or an
+#   internal host behind a public name), unless the deployment names that internal range
+#   (`internal_ranges`); DNS is only asked for allowlisted names.
 # - Nothing is cached; no Via or X-Forwarded-For header is added; no version string is sent.
 ";
-
-/// Address ranges an allowlisted name may not resolve to.
-const BLOCKED_IPS: &str = "0.0.0.0/8 127.0.0.0/8 169.254.0.0/16 ::/128 ::1/128 fe80::/10";
 
 fn is_ip_literal(host: &str) -> bool {
     host.parse::<std::net::IpAddr>().is_ok()
 }
 
-/// The squid directives that allow exactly `allowed` (the shared part of every proxy config).
-pub fn squid_policy(allowed: &[Allowed]) -> String {
+/// The squid directives that allow exactly `allowed` (the shared part of every proxy config);
+/// allowlisted names may resolve into the `internal` ranges the deployment names, never into
+/// any other internal or local range ([`crate::net`]).
+pub fn squid_policy(allowed: &[Allowed], internal: &[String]) -> String {
     let mut out = String::new();
     for (i, a) in allowed.iter().enumerate() {
         let n = i + 1;
@@ -50,8 +51,18 @@ pub fn squid_policy(allowed: &[Allowed]) -> String {
     names.dedup();
     if !names.is_empty() {
         let _ = writeln!(out, "acl bh_names dstdomain -n {}", names.join(" "));
-        let _ = writeln!(out, "acl bh_blocked_ip dst {BLOCKED_IPS}");
-        out.push_str("http_access deny bh_names bh_blocked_ip\n");
+        let blocked: Vec<&str> = crate::net::NEVER
+            .iter()
+            .chain(crate::net::INTERNAL)
+            .copied()
+            .collect();
+        let _ = writeln!(out, "acl bh_blocked_ip dst {}", blocked.join(" "));
+        if internal.is_empty() {
+            out.push_str("http_access deny bh_names bh_blocked_ip\n");
+        } else {
+            let _ = writeln!(out, "acl bh_internal_ok dst {}", internal.join(" "));
+            out.push_str("http_access deny bh_names bh_blocked_ip !bh_internal_ok\n");
+        }
     }
     for (i, a) in allowed.iter().enumerate() {
         let n = i + 1;
@@ -86,7 +97,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
         if p.allowed.is_empty() {
             text.push_str("# `proxied_egress` is empty: this proxy refuses everything.\n");
         }
-        text.push_str(&squid_policy(&p.allowed));
+        text.push_str(&squid_policy(&p.allowed, &p.server.internal_ranges));
         out.add(
             format!("proxy/{}-{}.squid.conf", d.name, p.server.name),
             text,

@@ -119,6 +119,7 @@ pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
                 port: 8100,
                 egress: &["hooks.example.com:443"],
                 proxied_egress: &[],
+                internal_ranges: &[],
                 max_sensitivity: bh::Sensitivity::Secret,
             },
         ],

@@ -31,6 +31,7 @@ pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
                 port: 9100,
                 egress: &["wiki.example.com:443"],
                 proxied_egress: &[],
+                internal_ranges: &[],
                 max_sensitivity: bh::Sensitivity::Internal,
             },
             bh::DeployedServerDef {
@@ -46,6 +47,7 @@ pub static DEPLOYMENTS: &[bh::DeploymentDef] = &[
                     "replica-b.internal:7000",
                     "db.internal:5432",
                 ],
+                internal_ranges: &[],
                 max_sensitivity: bh::Sensitivity::Secret,
             },
         ],
