@@ -345,6 +345,8 @@ pub struct DeployedServer {
     pub proxied_egress: Vec<String>,
     /// Private ranges allowlisted names may resolve to (CIDR, checked).
     pub internal_ranges: Vec<String>,
+    /// Its trust domain (the deployment's name unless the spec splits it off).
+    pub trust_domain: String,
     /// Highest sensitivity any of its tools reaches.
     pub max_sensitivity: Sensitivity,
     /// Replicas of each instance on Kubernetes.

@@ -637,3 +637,26 @@ fn every_image_is_named_by_version_never_latest() {
         );
     }
 }
+
+#[test]
+fn each_instance_runs_in_its_servers_trust_domain_and_the_review_names_them() {
+    let (_, model) = models().remove(1);
+    let doc = file(&model, "compose/prod.yaml");
+    for (service, domain) in [
+        ("vault", "prod"),
+        ("vault-proxied", "prod"),
+        ("vault-isolated", "prod"),
+        ("notes", "notes-only"),
+    ] {
+        assert_eq!(
+            doc["services"][service]["environment"]["BULKHEAD_TRUST_DOMAIN"], domain,
+            "{service}"
+        );
+    }
+    let out = bulkhead_codegen::generate(&model);
+    let review = &out.files[Path::new("compose/prod.md")];
+    assert!(
+        review.contains("`notes-only` (notes); `prod` (vault)"),
+        "{review}"
+    );
+}

@@ -100,6 +100,29 @@ pub fn check(
                 egress: s.egress.clone(),
                 proxied_egress: s.proxied_egress.clone(),
                 internal_ranges: s.internal_ranges.clone(),
+                trust_domain: match &s.trust_domain {
+                    Some(t) => {
+                        let ok = !t.is_empty()
+                            && t.len() <= 64
+                            && t.bytes().all(|b| {
+                                b.is_ascii_lowercase()
+                                    || b.is_ascii_digit()
+                                    || b == b'_'
+                                    || b == b'-'
+                            });
+                        if !ok {
+                            errors.push(
+                                l.error_at_value(
+                                    &format!("{at}/trust_domain"),
+                                    format!("`{t}` is not a trust domain name"),
+                                )
+                                .label("use 1 to 64 lowercase letters, digits, `_` and `-`"),
+                            );
+                        }
+                        t.clone()
+                    }
+                    None => d.name.replace('_', "-"),
+                },
                 max_sensitivity: server.max_sensitivity(),
                 replicas: s.replicas.unwrap_or(1).max(1),
             });

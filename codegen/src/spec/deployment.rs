@@ -86,6 +86,11 @@ pub struct DeploymentServer {
     /// names its range here, and the policy table shows it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub internal_ranges: Vec<String>,
+    /// The trust domain of this server's instances (default: the deployment's name). Servers of
+    /// one domain keep one level per agent session; a server in a domain of its own is a separate
+    /// trust boundary, named so in the policy table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_domain: Option<String>,
     /// Replicas of each instance on Kubernetes (default 1; more than 1 serves statelessly on the
     /// shared PostgreSQL store).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -114,6 +114,8 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         "BULKHEAD_DEV_SECRET_FILE".into(),
         json!(format!("{SECRETS_DIR}/{DEV_SECRET}")),
     );
+    // One level per agent session across the servers of this domain.
+    env.insert("BULKHEAD_TRUST_DOMAIN".into(), json!(p.server.trust_domain));
     let mut service_secrets = vec![json!(DEV_SECRET)];
     for v in p.env.iter().filter(|v| ServerPlan::reaches(mode, v.from)) {
         env.insert(v.name.clone(), json!(v.value));

@@ -143,17 +143,29 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
          Instances per server by the highest sensitivity its tools reach: full always, proxied from\n\
          `confidential`, isolated (`--mode none`) from `secret`, which has no route out. Proxied and\n\
          isolated instances run with `network_mode: none` and are reached through their relay.\n\n\
-         Trust domain: `{}` (`BULKHEAD_TRUST_DOMAIN`). Every server of this deployment keeps one level\n\
-         per agent session: data that raised a session on one server blocks `connect` tools on all of\n\
-         them, and every client moves all of the session's servers to the instance that level needs.\n\n\
+         Trust domains (`BULKHEAD_TRUST_DOMAIN`): {}. The servers of one domain keep one level per\n\
+         agent session: data that raised a session on one of them blocks `connect` tools on all of\n\
+         them, and clients move all of the session's servers to the instance that level needs.\n\n\
          ```mermaid\n{m}```\n",
         d.name,
-        d.name.replace('_', "-")
+        trust_domains(d)
     );
     for p in &plans {
         text.push_str(&tables(p));
     }
     out.add(format!("compose/{}.md", d.name), text);
+}
+
+/// `` `domain` (server, server) `` for each trust domain of `d`, sorted.
+fn trust_domains(d: &Deployment) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for s in &d.servers {
+        by.entry(s.trust_domain.as_str()).or_default().push(&s.name);
+    }
+    by.iter()
+        .map(|(t, servers)| format!("`{t}` ({})", servers.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The instances of `p` that run what is first allowed in `from`, as `a`, `b`.

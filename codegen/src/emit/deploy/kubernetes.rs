@@ -225,6 +225,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode, name: &str) -> Value {
         json!({"name": "BULKHEAD_STATE_STORE_FILE", "value": format!("{STATE_SECRET_DIR}/url")}),
         json!({"name": "BULKHEAD_DEV_SECRET_FILE", "value": format!("{SECRET_DIR}/bulkhead_dev_secret")}),
         json!({"name": "BULKHEAD_LOG", "value": "warn"}),
+        json!({"name": "BULKHEAD_TRUST_DOMAIN", "value": p.server.trust_domain}),
     ];
     let mut secret_items =
         vec![json!({"key": "bulkhead_dev_secret", "path": "bulkhead_dev_secret"})];
