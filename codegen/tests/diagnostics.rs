@@ -209,3 +209,41 @@ fn postgres_specs_are_checked_and_secret_tools_over_them_warned_about() {
         "{err}"
     );
 }
+
+#[test]
+fn a_production_deployment_without_image_digests_is_warned_about() {
+    use bulkhead_codegen::spec::SpecKind;
+    let files = "name: workspace\nkind: files\nsensitivity: internal\noperations:\n  read:\n    action: read\n";
+    let server = "name: ops\ninstructions: Ops.\ntools:\n  read_file:\n    description: Read a file.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.read\n";
+    let load = |deployment: &str| {
+        bulkhead_codegen::load_sources(vec![
+            (SpecKind::Connector, "connectors/workspace.yaml", files),
+            (SpecKind::Server, "servers/ops.yaml", server),
+            (SpecKind::Deployment, "deployments/prod.yaml", deployment),
+        ])
+        .expect("valid specs")
+    };
+    let digest = "sha256:5b0f3a8e1c9d4f2a7b6e0c3d8a1f4e9b2c7d0a5f8e3b6c1d4a9f2e7b0c5d8a3f";
+    let warned = load("name: prod\nenvironment: production\nservers:\n  ops:\n    port: 9000\n");
+    let texts: Vec<String> = warned.warnings.iter().map(|w| w.render()).collect();
+    assert_eq!(texts.len(), 2, "{texts:#?}");
+    let v = env!("CARGO_PKG_VERSION");
+    assert!(
+        texts[0].contains(&format!(
+            "production deployment `prod` runs `bulkhead:{v}` without a digest"
+        )),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[1].contains(&format!("`bulkhead-egress-proxy:{v}`")),
+        "{}",
+        texts[1]
+    );
+    let pinned = load(&format!(
+        "name: prod\nenvironment: production\nimage: {{ digest: \"{digest}\" }}\nproxy_image: {{ digest: \"{digest}\" }}\nservers:\n  ops:\n    port: 9000\n"
+    ));
+    assert!(pinned.warnings.is_empty());
+    let development = load("name: dev\nservers:\n  ops:\n    port: 9000\n");
+    assert!(development.warnings.is_empty());
+}

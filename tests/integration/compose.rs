@@ -135,3 +135,25 @@ fn generated_runtime_configs_load_and_accept_the_service_names() {
         }
     }
 }
+
+#[test]
+fn the_generated_images_are_tagged_with_this_crates_version() {
+    // The default tag is the crate's version (never `latest`): what the review names is the
+    // binary these sources build.
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/compose/local.yaml"),
+    )
+    .unwrap();
+    let images: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("image: "))
+        .map(|i| i.trim_matches('"'))
+        .collect();
+    assert!(!images.is_empty());
+    for image in images {
+        assert!(
+            image.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+            "{image}"
+        );
+    }
+}

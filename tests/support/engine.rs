@@ -109,7 +109,7 @@ pub fn ensure_base_image() {
             .arg("http://deb.debian.org/debian"),
         "debootstrap (install Debian's debootstrap; scripts/test does)",
     );
-    let tar = Command::new("tar")
+    let mut tar = Command::new("tar")
         .arg("-C")
         .arg(rootfs.path())
         .args(["-c", "."])
@@ -118,13 +118,14 @@ pub fn ensure_base_image() {
         .unwrap();
     let status = docker()
         .args(["import", "-", BASE])
-        .stdin(tar.stdout.unwrap())
+        .stdin(tar.stdout.take().unwrap())
         .stdout(Stdio::null())
         .status()
         .unwrap();
+    let tarred = tar.wait().unwrap();
     assert!(
-        status.success(),
-        "docker import of the debootstrap tree failed"
+        status.success() && tarred.success(),
+        "docker import of the debootstrap tree failed (tar {tarred}, import {status})"
     );
 }
 
