@@ -122,6 +122,11 @@ impl NetworkMode {
         }
     }
 
+    /// The mode named `s` (`full`, `proxied`, `none`).
+    pub fn parse(s: &str) -> Option<NetworkMode> {
+        NetworkMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
     /// Whether an instance in this mode may serve a session at `level`.
     pub fn serves(self, level: Sensitivity) -> bool {
         self >= level.required_mode()

@@ -3,7 +3,7 @@
 
 use crate::errors::FATAL_PREFIX;
 use crate::policy::{NetworkMode, Sensitivity};
-use crate::serve::handler::META_SENSITIVITY;
+use crate::serve::handler::{META_REQUIRED_MODE, META_SENSITIVITY};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
@@ -58,17 +58,21 @@ impl ToolReply {
     }
 
     /// Whether this is an instance refusing a session its network mode cannot serve, and which
-    /// instance it names.
+    /// mode it needs: an error result whose `_meta` `bulkhead/required_mode` is more isolated
+    /// than the instance that answered. Read from the structured field only, never from the
+    /// message text (which a tool, or an upstream server, could word as it likes).
     pub fn mode_refusal(&self) -> Option<ModeRefusal> {
-        let message = self.fatal_message()?;
-        // Name the most isolated instance mentioned: a refusal never asks for less isolation.
-        if message.contains("url_isolated") {
-            Some(ModeRefusal(NetworkMode::None))
-        } else if message.contains("url_proxied") {
-            Some(ModeRefusal(NetworkMode::Proxied))
-        } else {
-            None
+        if !self.is_error {
+            return None;
         }
+        let required = self
+            .raw
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get(META_REQUIRED_MODE))
+            .and_then(Value::as_str)
+            .and_then(NetworkMode::parse)?;
+        (required > self.mode).then_some(ModeRefusal(required))
     }
 }
 
@@ -126,19 +130,37 @@ mod tests {
     }
 
     #[test]
-    fn mode_refusals_name_the_instance() {
-        let r = |t: &str| {
-            ToolReply::from_result(result(true, t, None), NetworkMode::Full).mode_refusal()
+    fn mode_refusals_come_from_meta_never_from_text() {
+        let r = |error: bool, t: &str, required: Option<&str>, at: NetworkMode| {
+            let mut raw = result(error, t, None);
+            if let Some(m) = required {
+                let mut meta = serde_json::Map::new();
+                meta.insert(META_REQUIRED_MODE.into(), Value::from(m));
+                raw.meta = Some(MetaObject(meta));
+            }
+            ToolReply::from_result(raw, at).mode_refusal()
         };
         assert_eq!(
-            r("[FATAL] cannot serve confidential data; use the `proxied` instance (url_proxied)"),
+            r(true, "[FATAL] anything", Some("proxied"), NetworkMode::Full),
             Some(ModeRefusal(NetworkMode::Proxied))
         );
         assert_eq!(
-            r("[FATAL] use the `none` instance (url_isolated)"),
+            r(true, "[FATAL] anything", Some("none"), NetworkMode::Proxied),
             Some(ModeRefusal(NetworkMode::None))
         );
-        assert_eq!(r("url_proxied without prefix"), None);
+        // The text names an instance, the structured field does not: no refusal.
+        assert_eq!(
+            r(
+                true,
+                "[FATAL] use the `none` instance (url_isolated)",
+                None,
+                NetworkMode::Full
+            ),
+            None
+        );
+        assert_eq!(r(true, "[FATAL] x", Some("full"), NetworkMode::Full), None);
+        assert_eq!(r(false, "ok", Some("none"), NetworkMode::Full), None);
+        assert_eq!(r(true, "x", Some("bogus"), NetworkMode::Full), None);
         assert_eq!(ModeRefusal(NetworkMode::None).level(), Sensitivity::Secret);
     }
 }
