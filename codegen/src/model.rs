@@ -306,6 +306,12 @@ pub struct Deployment {
     pub proxy_image: Image,
 }
 
+/// The trust domain of a deployment's servers unless the spec splits one off: the deployment's
+/// name as a DNS label (`_` → `-`). Compose, Kubernetes and the runtime config all default to it.
+pub fn default_trust_domain(deployment: &str) -> String {
+    deployment.replace('_', "-")
+}
+
 /// A resolved image reference: never `latest`, the crate's version unless the spec names a tag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Image {

@@ -41,10 +41,8 @@ fn check_data(root: &Path) -> bool {
             let refs = bulkhead_codegen::vars::references(&serde_json::json!(written));
             let value = match refs.first() {
                 None => written.to_string(),
-                Some(r) if r.whole => match std::env::var(&r.name) {
-                    Ok(v) => v,
-                    Err(_) => r.default().unwrap_or_default().to_string(),
-                },
+                Some(r) if r.whole => bulkhead::config::env_lookup(&r.name)
+                    .unwrap_or_else(|| r.default().unwrap_or_default().to_string()),
                 Some(_) => continue,
             };
             if value.is_empty() {

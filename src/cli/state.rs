@@ -44,12 +44,12 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                 println!(
                     "compliance store of `{server}` is {} at {}",
                     store.store_id(),
-                    config.state.location(&server).describe()
+                    config.state.location().describe()
                 );
             }
             Action::Init { server, force: true } => {
                 let recovered = bulkhead::state::init::force_init(
-                    &config.state.location(&server),
+                    &config.state.location(),
                     bulkhead::serve::store_options(config, &server),
                     &NetworkMode::ALL
                         .map(|m| config.state.workspace_layer(&server, m)),
@@ -76,11 +76,10 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                         (s.name.to_string(), layers)
                     })
                     .collect();
-                let first = servers.first().map(|s| s.0.clone()).unwrap_or_default();
                 let folded = bulkhead::state::migrate::migrate(
-                    &config.state.location(&first),
+                    &config.state.location(),
                     &config.state.dir,
-                    bulkhead::serve::store_options(config, &first),
+                    bulkhead::serve::store_options(config, &config.state.trust_domain),
                     &servers,
                 )
                 .await?;

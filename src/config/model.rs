@@ -268,8 +268,8 @@ impl Default for StateConfig {
 }
 
 impl StateConfig {
-    /// Where the state of `server` lives.
-    pub fn location(&self, server: &str) -> crate::state::StoreLocation {
+    /// Where the state of the trust domain lives (every server of it shares the store).
+    pub fn location(&self) -> crate::state::StoreLocation {
         if self.store.starts_with("postgres://") || self.store.starts_with("postgresql://") {
             crate::state::StoreLocation::Postgres(crate::state::postgres::PgOptions {
                 url: self.store.clone(),
@@ -277,7 +277,6 @@ impl StateConfig {
                 connect_timeout: std::time::Duration::from_millis(self.connect_timeout_ms),
             })
         } else {
-            let _ = server;
             crate::state::StoreLocation::sqlite_domain(&self.dir, &self.trust_domain)
         }
     }
@@ -312,12 +311,7 @@ impl StateConfig {
     /// workspaces or the other way round: agents must never reach the compliance records.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
         let d = &self.trust_domain;
-        if d.is_empty()
-            || d.len() > 64
-            || !d
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
+        if !bulkhead_codegen::check::is_trust_domain(d) {
             return Err(format!(
                 "state.trust_domain `{d}`: use 1 to 64 lowercase letters, digits, `_` and `-`"
             ));

@@ -53,7 +53,7 @@ pub async fn open_state(
     mode: NetworkMode,
     policy: InitPolicy,
 ) -> Result<StateStore, ServeError> {
-    let location = config.state.location(server);
+    let location = config.state.location();
     crate::state::init::open_store(
         &location,
         store_options(config, server),
@@ -69,7 +69,7 @@ pub async fn open_state(
 /// `bulkhead_audit` table of a PostgreSQL store.
 pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError> {
     let options = config.audit.options();
-    match config.state.location(server) {
+    match config.state.location() {
         StoreLocation::Sqlite { .. } => AuditLog::open_file(
             &config.state.dir.join(format!("audit-{server}.jsonl")),
             options,

@@ -150,7 +150,7 @@ pub async fn open_store(
     if let StoreLocation::Sqlite { db } = location
         && options.scope != options.server
         && let Some(dir) = db.parent()
-        && let StoreLocation::Sqlite { db: legacy } = StoreLocation::sqlite(dir, &options.server)
+        && let legacy = super::location::per_server_db(dir, &options.server)
         && legacy != *db
         && legacy.exists()
     {

@@ -21,7 +21,7 @@ impl StoreLocation {
     /// server kept one: `bulkhead state migrate` folds them into their domain's store).
     pub fn sqlite(state_dir: &Path, server: &str) -> StoreLocation {
         StoreLocation::Sqlite {
-            db: state_dir.join(format!("compliance-{server}.db")),
+            db: per_server_db(state_dir, server),
         }
     }
 
@@ -40,6 +40,11 @@ impl StoreLocation {
             StoreLocation::Postgres(pg) => redact_password(&pg.url),
         }
     }
+}
+
+/// The database file of `server`'s own store in `state_dir` (see [`StoreLocation::sqlite`]).
+pub fn per_server_db(state_dir: &Path, server: &str) -> PathBuf {
+    state_dir.join(format!("compliance-{server}.db"))
 }
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.

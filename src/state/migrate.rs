@@ -221,10 +221,7 @@ pub async fn migrate(
     for (server, layers) in servers {
         let (from, sessions) = match (location, &store) {
             (StoreLocation::Sqlite { db }, _) => {
-                let legacy = match StoreLocation::sqlite(state_dir, server) {
-                    StoreLocation::Sqlite { db } => db,
-                    StoreLocation::Postgres(_) => unreachable!("sqlite() is a SQLite location"),
-                };
+                let legacy = super::location::per_server_db(state_dir, server);
                 if legacy == *db || !legacy.exists() {
                     continue;
                 }
@@ -245,10 +242,7 @@ pub async fn migrate(
         let markers = rewrite_markers(layers, &from, store.store_id(), &location.describe())?;
         match (location, &store) {
             (StoreLocation::Sqlite { .. }, _) => {
-                let StoreLocation::Sqlite { db: legacy } = StoreLocation::sqlite(state_dir, server)
-                else {
-                    unreachable!("sqlite() is a SQLite location")
-                };
+                let legacy = super::location::per_server_db(state_dir, server);
                 for p in [legacy.clone(), super::sqlite::lock_path(&legacy)] {
                     if p.exists() {
                         let mut to = p.clone().into_os_string();

@@ -7,24 +7,12 @@ use super::procs::{Deployment, Store, call, client, notify};
 use serde_json::json;
 use std::process::Stdio;
 
-async fn crm_database() -> String {
-    let url = super::procs::pg::database("xserver");
-    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    db.batch_execute(
-        "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
-         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben');",
-    )
-    .await
-    .unwrap();
-    url
-}
-
 async fn leak_is_refused(store: Store) {
     let mut dep = Deployment::new(store, "xserver").await;
-    dep.set_env("CRM_DATABASE_URL", &crm_database().await);
+    dep.set_env(
+        "CRM_DATABASE_URL",
+        &super::postgres_tool::crm_database("xserver").await,
+    );
     let crm = dep.try_start_server("crm", "proxied", None).unwrap();
     let template = dep.start("full", None);
 
@@ -90,7 +78,10 @@ async fn postgres_a_private_load_on_one_server_blocks_connect_on_another() {
 async fn two_desktop_bridges_follow_one_session_level() {
     use rmcp::ServiceExt;
     let mut dep = Deployment::new(Store::Sqlite, "xdesk").await;
-    dep.set_env("CRM_DATABASE_URL", &crm_database().await);
+    dep.set_env(
+        "CRM_DATABASE_URL",
+        &super::postgres_tool::crm_database("xserver").await,
+    );
     let crm = dep.try_start_server("crm", "proxied", None).unwrap();
     let crm_full = dep.try_start_server("crm", "full", None).unwrap();
     let full = dep.start("full", None);
@@ -134,21 +125,14 @@ async fn two_desktop_bridges_follow_one_session_level() {
     let _ = tpl_c.cancel().await;
 }
 
+/// One call through a bridge: (is_error, text).
 async fn bridge_call(
-    c: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    c: &super::procs::Client,
     tool: &str,
     args: serde_json::Value,
 ) -> (bool, String) {
-    let p = rmcp::model::CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().cloned().unwrap_or_default());
-    let r = tokio::time::timeout(std::time::Duration::from_secs(30), c.call_tool(p))
+    let r = super::procs::call_within(c, tool, args, std::time::Duration::from_secs(30))
         .await
-        .expect("answer in time")
         .unwrap();
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-        .collect();
-    (r.is_error.unwrap_or(false), text)
+    (r.is_error, r.text)
 }

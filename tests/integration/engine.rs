@@ -14,7 +14,6 @@ mod tls;
 
 use engine::{Project, docker, output, run};
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -183,33 +182,13 @@ async fn desktop_session(
     (client, child)
 }
 
-async fn call(
-    c: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    tool: &str,
-    args: Value,
-) -> (bool, String, Option<String>) {
-    let r = tokio::time::timeout(
-        Duration::from_secs(60),
-        c.call_tool(
-            CallToolRequestParams::new(tool.to_string())
-                .with_arguments(args.as_object().cloned().unwrap_or_default()),
-        ),
-    )
-    .await
-    .expect("an answer within 60 s")
-    .unwrap();
-    let text = r
-        .content
-        .iter()
-        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-        .collect();
-    let level = r
-        .meta
-        .as_ref()
-        .and_then(|m| m.0.get("bulkhead/sensitivity"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    (r.is_error.unwrap_or(false), text, level)
+/// One call through the desktop bridge: (is_error, text, level).
+async fn call(c: &super::procs::Client, tool: &str, args: Value) -> (bool, String, Option<String>) {
+    let r = super::procs::call_within(c, tool, args, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let level = (!r.level.is_empty()).then_some(r.level);
+    (r.is_error, r.text, level)
 }
 
 /// `curl` in a container; (exit code, stdout+stderr).

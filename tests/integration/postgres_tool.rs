@@ -9,9 +9,9 @@ use serde_json::json;
 #[path = "../support/tls.rs"]
 mod tls;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_backed_tool_answers_through_the_server() {
-    let url = super::procs::pg::database("crm");
+/// A new database holding the `crm` example's `accounts` table with three accounts; its URL.
+pub async fn crm_database(tag: &str) -> String {
+    let url = super::procs::pg::database(tag);
     let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -22,6 +22,12 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
     )
     .await
     .unwrap();
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_backed_tool_answers_through_the_server() {
+    let url = crm_database("crm").await;
     let mut dep = Deployment::new(Store::Sqlite, "crm").await;
     // The URL as a compose secret would pass it: a file named by `<VAR>_FILE`.
     let secret = dep.path().join("crm_database_url");
@@ -125,7 +131,7 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_read_role_reads_and_has_no_side_effects() {
     // scripts/postgres-read-role.sql, as the README tells an operator to run it.
-    let url = super::procs::pg::database("readrole");
+    let url = crm_database("readrole").await;
     let role = format!("bh_read_{}", std::process::id());
     let script = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres-read-role.sql"),
@@ -136,13 +142,6 @@ async fn the_documented_read_role_reads_and_has_no_side_effects() {
         .await
         .unwrap();
     tokio::spawn(conn);
-    admin
-        .batch_execute(
-            "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
-             INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben');",
-        )
-        .await
-        .unwrap();
     admin.batch_execute(&script).await.unwrap();
     let role_url = url.replacen("postgres://bulkhead@", &format!("postgres://{role}@"), 1);
     let (reader, conn) = tokio_postgres::connect(&role_url, tokio_postgres::NoTls)

@@ -102,15 +102,7 @@ pub fn check(
                 internal_ranges: s.internal_ranges.clone(),
                 trust_domain: match &s.trust_domain {
                     Some(t) => {
-                        let ok = !t.is_empty()
-                            && t.len() <= 64
-                            && t.bytes().all(|b| {
-                                b.is_ascii_lowercase()
-                                    || b.is_ascii_digit()
-                                    || b == b'_'
-                                    || b == b'-'
-                            });
-                        if !ok {
+                        if !super::is_trust_domain(t) {
                             errors.push(
                                 l.error_at_value(
                                     &format!("{at}/trust_domain"),
@@ -121,7 +113,7 @@ pub fn check(
                         }
                         t.clone()
                     }
-                    None => d.name.replace('_', "-"),
+                    None => crate::model::default_trust_domain(&d.name),
                 },
                 max_sensitivity: server.max_sensitivity(),
                 replicas: s.replicas.unwrap_or(1).max(1),

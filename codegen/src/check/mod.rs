@@ -92,6 +92,16 @@ pub fn check(
     }
 }
 
+/// Whether `name` can name a trust domain: 1 to 64 lowercase letters, digits, `_` and `-` (it
+/// becomes a file name and a database key). The runtime's configuration checks the same rule.
+pub fn is_trust_domain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
 /// Whether `name` is a lowercase identifier usable as a Rust module/field name.
 pub fn is_snake_ident(name: &str) -> bool {
     let mut chars = name.chars();

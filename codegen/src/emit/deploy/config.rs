@@ -33,7 +33,10 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
             "dir": format!("${{BULKHEAD_STATE_DIR:-{STATE_DIR}}}"),
             "workspaces": format!("${{BULKHEAD_WORKSPACES:-{WORKSPACES_DIR}}}"),
             // Every server of the deployment keeps one level per agent session.
-            "trust_domain": format!("${{BULKHEAD_TRUST_DOMAIN:-{}}}", d.name.replace('_', "-")),
+            "trust_domain": format!(
+                "${{BULKHEAD_TRUST_DOMAIN:-{}}}",
+                crate::model::default_trust_domain(&d.name)
+            ),
         },
     });
     let mut text = header("#", &[&d.source]);

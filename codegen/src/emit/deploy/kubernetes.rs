@@ -179,7 +179,10 @@ fn config_map(d: &Deployment, plans: &[ServerPlan]) -> Value {
             "dir": STATE_DIR,
             "workspaces": WORKSPACES_DIR,
             "store": "${BULKHEAD_STATE_STORE:?set Secret bulkhead-state, key url, to the PostgreSQL store}",
-            "trust_domain": format!("${{BULKHEAD_TRUST_DOMAIN:-{}}}", dns(&d.name)),
+            "trust_domain": format!(
+                "${{BULKHEAD_TRUST_DOMAIN:-{}}}",
+                crate::model::default_trust_domain(&d.name)
+            ),
         },
     });
     json!({
