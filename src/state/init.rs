@@ -147,8 +147,8 @@ pub async fn open_store(
 ) -> Result<StateStore, StateError> {
     // A server's own store from before trust domains, not folded into its domain's yet: its
     // levels would be missed, so nothing serves until `bulkhead state migrate` ran.
+    // (By file, not by name: a domain named like one of its servers still has its own file.)
     if let StoreLocation::Sqlite { db } = location
-        && options.scope != options.server
         && let Some(dir) = db.parent()
         && let legacy = super::location::per_server_db(dir, &options.server)
         && legacy != *db

@@ -179,3 +179,38 @@ fn servers_of_one_domain_share_one_level_per_session() {
     raise(&crm, &who, "crm_db:search", Sensitivity::Confidential);
     assert_eq!(level(&template, &who).unwrap(), Sensitivity::Confidential);
 }
+
+#[test]
+fn a_domain_named_like_its_server_still_finds_the_servers_old_store() {
+    // The old store is found by its file, not by comparing names.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let ws = dir.path().join("ws/template");
+    let legacy = rt()
+        .block_on(open_store(
+            &StoreLocation::sqlite(&state, "template"),
+            StoreOptions::new("template"),
+            &ws,
+            &[],
+            InitPolicy::FirstStart,
+        ))
+        .unwrap();
+    raise(
+        &legacy,
+        &id("ana", "s1"),
+        "dataset:customers",
+        Sensitivity::Confidential,
+    );
+    drop(legacy);
+    let e = rt()
+        .block_on(open_store(
+            &StoreLocation::sqlite_domain(&state, "template"),
+            StoreOptions::new("template"),
+            &ws,
+            &[],
+            InitPolicy::FirstStart,
+        ))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), StateErrorKind::Schema, "{e}");
+}
