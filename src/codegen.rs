@@ -8,9 +8,10 @@ pub use crate::server::{
     BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,
     parse_args, to_output, unknown_handler,
 };
+pub use crate::serverdef::ServerDef;
 pub use crate::tooldef::{
     Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
-    PresetDef, ServerDef, Target, ToolDef,
+    PresetDef, Target, ToolDef,
 };
 pub use serde;
 pub use serde::{Deserialize, Serialize};

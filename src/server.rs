@@ -3,8 +3,9 @@
 use crate::errors::ToolError;
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
+use crate::serverdef::ServerDef;
 use crate::signals::{CallSignals, Unit};
-use crate::tooldef::{ConnectorDef, ServerDef, ToolDef};
+use crate::tooldef::{ConnectorDef, ToolDef};
 use futures::stream::BoxStream;
 use std::future::Future;
 use std::pin::Pin;

@@ -1,40 +1,6 @@
-//! Static descriptions of servers, tools and connectors, as generated code declares them.
+//! Static descriptions of tools, connectors and deployments, as generated code declares them.
 
 use crate::policy::{Permission, Sensitivity};
-
-/// A server: what generated code declares about it.
-#[derive(Debug)]
-pub struct ServerDef {
-    /// Server name.
-    pub name: &'static str,
-    /// Instructions sent at initialisation.
-    pub instructions: &'static str,
-    /// Context presets the server defines.
-    pub presets: &'static [PresetDef],
-    /// Tools, sorted by name.
-    pub tools: &'static [ToolDef],
-    /// Resources, sorted by name.
-    pub resources: &'static [crate::resourcedef::ResourceDef],
-    /// Prompts, sorted by name.
-    pub prompts: &'static [crate::resourcedef::PromptDef],
-}
-
-impl ServerDef {
-    /// A tool by name.
-    pub fn tool(&self, name: &str) -> Option<&'static ToolDef> {
-        self.tools.iter().find(|t| t.name == name)
-    }
-
-    /// The highest sensitivity any tool can raise a session to.
-    pub fn max_sensitivity(&self) -> Sensitivity {
-        self.tools
-            .iter()
-            .chain(self.resources.iter().map(|r| &r.tool))
-            .map(|t| t.sensitivity)
-            .max()
-            .unwrap_or_default()
-    }
-}
 
 /// A context preset declared in a server spec: a built-in one with some numbers overridden.
 #[derive(Debug)]
@@ -198,14 +164,6 @@ pub struct DeployedServerDef {
 impl DeployedServerDef {
     /// The network modes this server needs instances for, least isolated first.
     pub fn modes(&self) -> Vec<crate::policy::NetworkMode> {
-        use crate::policy::NetworkMode;
-        let mut modes = vec![NetworkMode::Full];
-        if self.max_sensitivity >= Sensitivity::Confidential {
-            modes.push(NetworkMode::Proxied);
-        }
-        if self.max_sensitivity >= Sensitivity::Secret {
-            modes.push(NetworkMode::None);
-        }
-        modes
+        crate::policy::NetworkMode::needed_for(self.max_sensitivity).collect()
     }
 }

@@ -1,6 +1,7 @@
 //! The one model every emitter reads: validated, resolved, sorted. No YAML in here.
 
 use crate::spec::{ConnectorKind, FileAction, HttpMethod, ParamType, Permission, Sensitivity};
+use bulkhead_vocab::HostPort;
 use serde_json::Value;
 
 /// Everything the specs describe, after validation.
@@ -345,10 +346,10 @@ pub struct DeployedServer {
     pub name: String,
     /// Port.
     pub port: u16,
-    /// Egress of the full instance (informational).
-    pub egress: Vec<String>,
-    /// Allowlist of the proxied instance.
-    pub proxied_egress: Vec<String>,
+    /// Egress of the full instance (informational), as written.
+    pub egress: Vec<HostPort>,
+    /// Allowlist of the proxied instance, as written.
+    pub proxied_egress: Vec<HostPort>,
     /// Private ranges allowlisted names may resolve to (CIDR, checked).
     pub internal_ranges: Vec<String>,
     /// Its trust domain (the deployment's name unless the spec splits it off).

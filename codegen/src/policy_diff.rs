@@ -3,9 +3,10 @@
 //! instance removed from a deployment, egress widened. Compares two checked models; additions
 //! and tightenings are not listed.
 
-use crate::emit::deploy::{Mode, plan};
+use crate::emit::deploy::plan;
 use crate::model::Model;
 use crate::spec::Permission;
+use bulkhead_vocab::{HostPort, NetworkMode};
 use std::collections::BTreeSet;
 
 /// One weakening, as a line for the warning block.
@@ -15,22 +16,6 @@ pub struct Weakening {
     pub file: String,
     /// What changed.
     pub what: String,
-}
-
-fn rank(p: Permission) -> u8 {
-    match p {
-        Permission::Read => 0,
-        Permission::Write => 1,
-        Permission::Connect => 2,
-    }
-}
-
-fn permission(p: Permission) -> &'static str {
-    match p {
-        Permission::Read => "read",
-        Permission::Write => "write",
-        Permission::Connect => "connect",
-    }
 }
 
 /// Every way `head` weakens the policy of `base`, sorted by file.
@@ -59,11 +44,11 @@ pub fn weakenings(base: &Model, head: &Model) -> Vec<Weakening> {
                             t.sensitivity.as_str()
                         )));
                     }
-                    if rank(t.permission) > rank(b.permission) {
+                    if t.permission > b.permission {
                         out.push(at(format!(
                             "permission widened from {} to {}",
-                            permission(b.permission),
-                            permission(t.permission)
+                            b.permission.as_str(),
+                            t.permission.as_str()
                         )));
                     }
                 }
@@ -114,16 +99,16 @@ pub fn weakenings(base: &Model, head: &Model) -> Vec<Weakening> {
                     )));
                 }
             }
-            let widened = |new: &[String], old: &[String]| -> Vec<String> {
-                let old: BTreeSet<&String> = old.iter().collect();
+            let widened = |new: &[HostPort], old: &[HostPort]| -> Vec<String> {
+                let old: BTreeSet<&HostPort> = old.iter().collect();
                 new.iter()
                     .filter(|e| !old.contains(e))
-                    .cloned()
+                    .map(ToString::to_string)
                     .collect::<BTreeSet<_>>()
                     .into_iter()
                     .collect()
             };
-            if p.instance(Mode::Proxied).is_some() {
+            if p.instance(NetworkMode::Proxied).is_some() {
                 let added = widened(&p.server.proxied_egress, &o.server.proxied_egress);
                 if !added.is_empty() {
                     out.push(at(format!(

@@ -414,7 +414,8 @@ fn the_proxy_allows_exactly_proxied_egress() {
                     assert!(proxied.is_none(), "{label}: {rel} missing");
                     continue;
                 };
-                let want: BTreeSet<String> = s.proxied_egress.iter().cloned().collect();
+                let want: BTreeSet<String> =
+                    s.proxied_egress.iter().map(ToString::to_string).collect();
                 assert_eq!(proxy_allowlist(text), want, "{label}/{rel}");
                 // compose mounts exactly this file into the proxy.
                 let proxy = &compose["services"][format!("{}-egress-proxy", s.name)];

@@ -12,10 +12,12 @@
 //! One writer thread per process batches records: concurrent intents share one sync.
 
 mod file;
+mod postgres;
 mod record;
 mod redact;
 
 pub use file::AuditFile;
+pub use postgres::PgAuditSink;
 pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
 pub use redact::Redactor;
 

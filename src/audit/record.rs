@@ -148,7 +148,7 @@ impl AuditRecord {
         detail: Option<String>,
     ) -> AuditRecord {
         AuditRecord {
-            ts: crate::state::now_rfc3339(),
+            ts: crate::clock::now_rfc3339(),
             call: call.to_owned(),
             phase,
             user: id.user().to_owned(),

@@ -2,7 +2,7 @@
 //! `config.yaml` overrides (`context.presets`), each layer changing only the fields it names.
 
 use crate::context::{PresetError, PresetOverride, Presets};
-use crate::tooldef::ServerDef;
+use crate::serverdef::ServerDef;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

@@ -78,7 +78,7 @@ async fn call(c: &Client, tool: &str, args: Value) -> anyhow::Result<(bool, Stri
     let level = r
         .meta
         .as_ref()
-        .and_then(|m| m.0.get("bulkhead/sensitivity"))
+        .and_then(|m| m.0.get(bulkhead::policy::meta::SENSITIVITY))
         .and_then(Value::as_str)
         .unwrap_or("?")
         .to_string();

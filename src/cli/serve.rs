@@ -65,7 +65,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         if args.stdio {
             let id = Identity::new(&config.stdio.user, &config.stdio.session)?;
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");
-            return serve::stdio::serve(rt, id).await;
+            return Ok(serve::stdio::serve(rt, id).await?);
         }
         let verifier = Verifier::new(&config.auth)?;
         let listener = Bound::bind(&args.listen)
@@ -84,7 +84,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             shutdown_signal().await;
             stop.cancel();
         });
-        let limits = config.http.conn_limits();
+        let limits = bulkhead::serve::listener::ConnLimits::from_config(&config.http);
         serve::http::serve_with(listener, app, shutdown, limits, Default::default()).await?;
         if let Some(t) = telemetry {
             t.shutdown().await;

@@ -7,8 +7,8 @@
 use super::route::Ratchet;
 use super::strict::classify;
 use super::{ClientError, StrictClient, ToolReply};
+use crate::policy::meta;
 use crate::policy::{NetworkMode, Sensitivity};
-use crate::serve::handler::META_SENSITIVITY;
 use futures::future::join_all;
 use rmcp::model::Tool;
 use serde_json::Value;
@@ -119,7 +119,7 @@ impl IsolatingClient {
             let level = tool
                 .meta
                 .as_ref()
-                .and_then(|m| m.0.get(META_SENSITIVITY))
+                .and_then(|m| m.0.get(meta::SENSITIVITY))
                 .and_then(Value::as_str)
                 .and_then(Sensitivity::parse);
             if let Some(level) = level {

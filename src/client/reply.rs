@@ -2,8 +2,8 @@
 //! from `_meta`, and whether an `isError` result is a `[FATAL] ` one or a mode refusal.
 
 use crate::errors::FATAL_PREFIX;
+use crate::policy::meta;
 use crate::policy::{NetworkMode, Sensitivity};
-use crate::serve::handler::{META_REQUIRED_MODE, META_SENSITIVITY};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
@@ -36,7 +36,7 @@ impl ToolReply {
         let level = raw
             .meta
             .as_ref()
-            .and_then(|m| m.0.get(META_SENSITIVITY))
+            .and_then(|m| m.0.get(meta::SENSITIVITY))
             .and_then(Value::as_str)
             .and_then(Sensitivity::parse);
         ToolReply {
@@ -69,7 +69,7 @@ impl ToolReply {
             .raw
             .meta
             .as_ref()
-            .and_then(|m| m.0.get(META_REQUIRED_MODE))
+            .and_then(|m| m.0.get(meta::REQUIRED_MODE))
             .and_then(Value::as_str)
             .and_then(NetworkMode::parse)?;
         (required > self.mode).then_some(ModeRefusal(required))
@@ -83,11 +83,7 @@ pub struct ModeRefusal(pub NetworkMode);
 impl ModeRefusal {
     /// The least level that needs the named mode (what the refusal tells about the session).
     pub fn level(self) -> Sensitivity {
-        match self.0 {
-            NetworkMode::Full => Sensitivity::Public,
-            NetworkMode::Proxied => Sensitivity::Confidential,
-            NetworkMode::None => Sensitivity::Secret,
-        }
+        self.0.least_level()
     }
 }
 
@@ -104,7 +100,7 @@ mod tests {
         };
         if let Some(l) = level {
             let mut m = serde_json::Map::new();
-            m.insert(META_SENSITIVITY.into(), Value::from(l));
+            m.insert(meta::SENSITIVITY.into(), Value::from(l));
             r.meta = Some(MetaObject(m));
         }
         r
@@ -135,7 +131,7 @@ mod tests {
             let mut raw = result(error, t, None);
             if let Some(m) = required {
                 let mut meta = serde_json::Map::new();
-                meta.insert(META_REQUIRED_MODE.into(), Value::from(m));
+                meta.insert(meta::REQUIRED_MODE.into(), Value::from(m));
                 raw.meta = Some(MetaObject(meta));
             }
             ToolReply::from_result(raw, at).mode_refusal()

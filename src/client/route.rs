@@ -5,25 +5,6 @@
 use crate::policy::{NetworkMode, Sensitivity};
 use std::sync::atomic::{AtomicU8, Ordering};
 
-const MODES: [NetworkMode; 3] = [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None];
-
-fn mode_index(m: NetworkMode) -> u8 {
-    match m {
-        NetworkMode::Full => 0,
-        NetworkMode::Proxied => 1,
-        NetworkMode::None => 2,
-    }
-}
-
-fn level_index(l: Sensitivity) -> u8 {
-    match l {
-        Sensitivity::Public => 0,
-        Sensitivity::Internal => 1,
-        Sensitivity::Confidential => 2,
-        Sensitivity::Secret => 3,
-    }
-}
-
 /// The routing state of the agent session behind `token`, shared by every isolating client of
 /// this process that uses that token: when one server's reply shows the session rising, every
 /// server of the session moves, one way, before its next call (the session's level is one
@@ -64,23 +45,23 @@ impl Ratchet {
 
     /// The highest session level seen.
     pub fn level(&self) -> Sensitivity {
-        Sensitivity::ALL[usize::from(self.level.load(Ordering::SeqCst).min(3))]
+        Sensitivity::from_index(self.level.load(Ordering::SeqCst)).unwrap_or(Sensitivity::Secret)
     }
 
     /// The least isolated mode the client may still route to.
     pub fn mode(&self) -> NetworkMode {
-        MODES[usize::from(self.mode.load(Ordering::SeqCst).min(2))]
+        NetworkMode::from_index(self.mode.load(Ordering::SeqCst)).unwrap_or(NetworkMode::None)
     }
 
     /// Raises the known level (and the mode floor with it); lower values are ignored.
     pub fn raise_level(&self, level: Sensitivity) {
-        self.level.fetch_max(level_index(level), Ordering::SeqCst);
+        self.level.fetch_max(level.index(), Ordering::SeqCst);
         self.raise_mode(level.required_mode());
     }
 
     /// Raises the mode floor; lower values are ignored.
     pub fn raise_mode(&self, mode: NetworkMode) {
-        self.mode.fetch_max(mode_index(mode), Ordering::SeqCst);
+        self.mode.fetch_max(mode.index(), Ordering::SeqCst);
     }
 
     /// Picks the least isolated of `available` (sorted, least isolated first) that may serve
@@ -95,23 +76,14 @@ impl Ratchet {
             let needed = self.level().max(declared);
             let want = self.mode().max(needed.required_mode());
             let Some(&pick) = available.iter().find(|&&m| m >= want) else {
-                return Err(needed.max(floor_level(want)));
+                return Err(needed.max(want.least_level()));
             };
             // If another call raised the floor past `pick` meanwhile, decide again.
-            let before = self.mode.fetch_max(mode_index(pick), Ordering::SeqCst);
-            if before <= mode_index(pick) {
+            let before = self.mode.fetch_max(pick.index(), Ordering::SeqCst);
+            if before <= pick.index() {
                 return Ok(pick);
             }
         }
-    }
-}
-
-/// The least level that needs `mode`.
-fn floor_level(mode: NetworkMode) -> Sensitivity {
-    match mode {
-        NetworkMode::Full => Sensitivity::Public,
-        NetworkMode::Proxied => Sensitivity::Confidential,
-        NetworkMode::None => Sensitivity::Secret,
     }
 }
 
@@ -120,7 +92,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    const ALL: [NetworkMode; 3] = MODES;
+    const ALL: [NetworkMode; 3] = NetworkMode::ALL;
 
     #[test]
     fn routes_by_level_and_declared_sensitivity_one_way() {

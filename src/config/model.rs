@@ -213,21 +213,6 @@ impl Default for HttpConfig {
     }
 }
 
-impl HttpConfig {
-    /// The accept loop's limits.
-    pub fn conn_limits(&self) -> crate::serve::listener::ConnLimits {
-        crate::serve::listener::ConnLimits {
-            max_connections: self.max_connections.max(1),
-            max_unauthenticated: self.max_unauthenticated_connections.max(1),
-            header_read_timeout: std::time::Duration::from_millis(
-                self.header_read_timeout_ms.max(100),
-            ),
-            max_header_bytes: self.max_header_bytes,
-            shutdown_grace: std::time::Duration::from_secs(10),
-        }
-    }
-}
-
 /// State locations: compliance records and audit log (never inside a workspace), and workspaces.
 /// Relative paths are resolved against the configuration file's folder (the working directory for
 /// the embedded configuration) when it is loaded, so every process of a deployment agrees.
@@ -290,10 +275,8 @@ impl StateConfig {
     /// `full` (the same as [`workspace_root`](Self::workspace_root)), `<workspaces>/<server>.<mode>`
     /// otherwise, so each mode's data can live on its own volume (compose mounts them so).
     pub fn workspace_layer(&self, server: &str, mode: crate::policy::NetworkMode) -> PathBuf {
-        match mode {
-            crate::policy::NetworkMode::Full => self.workspace_root(server),
-            m => self.workspaces.join(format!("{server}.{}", m.as_str())),
-        }
+        self.workspaces
+            .join(bulkhead_vocab::workspace_layer(server, mode))
     }
 
     /// The roots of the less isolated instances of `server`, nearest first: what the instance in

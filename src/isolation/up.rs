@@ -10,7 +10,8 @@ use super::firewall::ruleset;
 use super::netns::{HostLink, Netns, run};
 use crate::policy::NetworkMode;
 use crate::tooldef::DeploymentDef;
-use bulkhead_codegen::emit::deploy::{Allowed, Mode as PlanMode, local, proxy};
+use bulkhead_codegen::emit::deploy::{clients, local, proxy};
+use bulkhead_vocab::HostPort;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -114,12 +115,7 @@ impl Running {
     pub fn connect_args(&self, server: &str) -> Vec<String> {
         let mut args = vec!["connect".to_string(), server.to_string()];
         for i in self.instances.iter().filter(|i| i.server == server) {
-            let flag = match i.mode {
-                NetworkMode::Full => "--url",
-                NetworkMode::Proxied => "--url-proxied",
-                NetworkMode::None => "--url-isolated",
-            };
-            args.extend([flag.to_string(), i.url.clone()]);
+            args.extend([clients::url_flag(i.mode).to_string(), i.url.clone()]);
         }
         args
     }
@@ -201,17 +197,15 @@ fn squid_binary() -> Option<PathBuf> {
 
 /// `host:port` allowlist entries as the proxy policy takes them (entries that are not
 /// `host:port` are left out and logged; `bulkhead check` refuses them in specs).
-fn allowed(entries: &[String]) -> Vec<Allowed> {
-    let mut out: Vec<Allowed> = entries
+fn allowed(entries: &[String]) -> Vec<HostPort> {
+    let mut out: Vec<HostPort> = entries
         .iter()
-        .filter_map(|e| {
-            let parsed = e
-                .rsplit_once(':')
-                .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)));
-            if parsed.is_none() {
-                tracing::warn!(entry = %e, "not `host:port`; left out of the proxy allowlist");
+        .filter_map(|e| match HostPort::parse(e) {
+            Ok(hp) => Some(hp),
+            Err(why) => {
+                tracing::warn!(entry = %e, %why, "left out of the proxy allowlist");
+                None
             }
-            parsed.map(|(host, port)| Allowed { host, port })
         })
         .collect();
     out.sort();
@@ -354,7 +348,7 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                 ),
                 NetworkMode::Proxied => {
                     let ns = Netns::create(&format!("{}-{}p", opts.prefix, i))?;
-                    let ip = *local::instance_addr(s, i, PlanMode::Proxied, 0).ip();
+                    let ip = *local::instance_addr(s, i, NetworkMode::Proxied, 0).ip();
                     let link = HostLink::veth(
                         &format!("{}{}p", opts.prefix, i),
                         &format!("{}{}pc", opts.prefix, i),

@@ -3,8 +3,9 @@
 //! rendered with its arguments.
 
 use crate::call::CallOutcome;
+use crate::policy::meta;
 use crate::resourcedef::{PromptDef, PromptRole, ResourceDef};
-use crate::tooldef::ServerDef;
+use crate::serverdef::ServerDef;
 use rmcp::ErrorData;
 use rmcp::model::{
     GetPromptResult, MetaObject, Prompt, PromptArgument, PromptMessage, ReadResourceResult,
@@ -39,7 +40,7 @@ pub fn listings(def: &ServerDef) -> (Vec<Resource>, Vec<ResourceTemplate>) {
 fn sensitivity_meta(r: &ResourceDef) -> MetaObject {
     let mut m = Map::new();
     m.insert(
-        super::handler::META_SENSITIVITY.into(),
+        meta::SENSITIVITY.into(),
         Value::from(r.tool.sensitivity.as_str()),
     );
     MetaObject(m)
@@ -53,12 +54,9 @@ pub fn read_result(
     out: CallOutcome,
 ) -> Result<ReadResourceResult, ErrorData> {
     let mut meta = Map::new();
+    meta.insert(meta::SENSITIVITY.into(), Value::from(out.level.as_str()));
     meta.insert(
-        super::handler::META_SENSITIVITY.into(),
-        Value::from(out.level.as_str()),
-    );
-    meta.insert(
-        super::handler::META_REQUIRED_MODE.into(),
+        meta::REQUIRED_MODE.into(),
         Value::from(out.required_mode.as_str()),
     );
     if out.is_error {
@@ -68,10 +66,7 @@ pub fn read_result(
         ));
     }
     if let Some(path) = &out.saved_to {
-        meta.insert(
-            super::handler::META_SAVED_TO.into(),
-            Value::from(path.clone()),
-        );
+        meta.insert(meta::SAVED_TO.into(), Value::from(path.clone()));
     }
     let mut contents = ResourceContents::text(out.text, uri).with_meta(MetaObject(meta.clone()));
     if let Some(m) = resource.mime_type {

@@ -12,6 +12,7 @@ use super::notify::{self, Forwarder, Wanted};
 use crate::auth::Grants;
 use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
+use crate::policy::meta;
 use crate::signals::CallSignals;
 use crate::tooldef::ToolDef;
 use rmcp::model::{
@@ -25,13 +26,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
-
-/// `_meta` key carrying the session's sensitivity after the call.
-pub const META_SENSITIVITY: &str = "bulkhead/sensitivity";
-/// `_meta` key carrying the network mode the session now needs.
-pub const META_REQUIRED_MODE: &str = "bulkhead/required_mode";
-/// `_meta` key carrying where a truncated result was saved.
-pub const META_SAVED_TO: &str = "bulkhead/saved_to";
 
 /// The rmcp handler; cheap to clone. Each transport session (or stateless request) gets its own
 /// through [`for_session`](McpServer::for_session), so `logging/setLevel` is per session.
@@ -130,14 +124,14 @@ pub fn mcp_tool(def: &ToolDef) -> Tool {
     annotations.title = def.title.map(str::to_string);
     let mut meta = Map::new();
     meta.insert(
-        "bulkhead/permission".into(),
+        meta::PERMISSION.into(),
         Value::from(def.permission.as_str()),
     );
     meta.insert(
-        META_SENSITIVITY.into(),
+        meta::SENSITIVITY.into(),
         Value::from(def.sensitivity.as_str()),
     );
-    meta.insert("bulkhead/context".into(), Value::from(def.context));
+    meta.insert(meta::CONTEXT.into(), Value::from(def.context));
     let mut tool = Tool::new(def.name, def.description, Arc::new(schema))
         .with_annotations(annotations)
         .with_meta(MetaObject(meta));
@@ -160,13 +154,13 @@ pub fn mcp_result(out: CallOutcome) -> CallToolResult {
     };
     result.structured_content = out.structured;
     let mut meta = Map::new();
-    meta.insert(META_SENSITIVITY.into(), Value::from(out.level.as_str()));
+    meta.insert(meta::SENSITIVITY.into(), Value::from(out.level.as_str()));
     meta.insert(
-        META_REQUIRED_MODE.into(),
+        meta::REQUIRED_MODE.into(),
         Value::from(out.required_mode.as_str()),
     );
     if let Some(path) = out.saved_to {
-        meta.insert(META_SAVED_TO.into(), Value::from(path));
+        meta.insert(meta::SAVED_TO.into(), Value::from(path));
     }
     result.meta = Some(MetaObject(meta));
     result

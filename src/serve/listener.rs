@@ -31,6 +31,19 @@ pub struct ConnLimits {
     pub shutdown_grace: Duration,
 }
 
+impl ConnLimits {
+    /// The limits `http:` in config.yaml sets (each at least 1, header timeout at least 100 ms).
+    pub fn from_config(http: &crate::config::HttpConfig) -> ConnLimits {
+        ConnLimits {
+            max_connections: http.max_connections.max(1),
+            max_unauthenticated: http.max_unauthenticated_connections.max(1),
+            header_read_timeout: Duration::from_millis(http.header_read_timeout_ms.max(100)),
+            max_header_bytes: http.max_header_bytes,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
 impl Default for ConnLimits {
     fn default() -> Self {
         ConnLimits {

@@ -76,9 +76,8 @@ pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError>
         )
         .map_err(|e| setup("audit log")(&e)),
         StoreLocation::Postgres(pg) => {
-            let sink =
-                crate::state::postgres::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
-                    .map_err(|e| setup("audit log")(&e))?;
+            let sink = crate::audit::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
+                .map_err(|e| setup("audit log")(&e))?;
             Ok(AuditLog::start(Box::new(sink), options))
         }
     }

@@ -32,13 +32,6 @@ pub struct Folded {
 /// The sessions of a folded store: (user, session, level, datasets).
 type Sessions = Vec<(String, String, Sensitivity, Vec<(String, Sensitivity)>)>;
 
-fn level_of(n: i64) -> Result<Sensitivity, StateError> {
-    usize::try_from(n)
-        .ok()
-        .and_then(|i| Sensitivity::ALL.get(i).copied())
-        .ok_or_else(|| StateError::new(StateErrorKind::Corrupt, format!("level {n} out of range")))
-}
-
 /// Reads a per-server SQLite store directly (read-only).
 fn read_sqlite(db: &std::path::Path) -> Result<(String, Sessions), StateError> {
     let err = |e: rusqlite::Error| {
@@ -79,9 +72,9 @@ fn read_sqlite(db: &std::path::Path) -> Result<(String, Sessions), StateError> {
             .map_err(err)?;
         let datasets = datasets
             .into_iter()
-            .map(|(n, l)| Ok((n, level_of(l)?)))
+            .map(|(n, l)| Ok((n, super::level_from_i64(l)?)))
             .collect::<Result<Vec<_>, StateError>>()?;
-        out.push((u, s, level_of(l)?, datasets));
+        out.push((u, s, super::level_from_i64(l)?, datasets));
     }
     Ok((id, out))
 }
@@ -127,9 +120,9 @@ async fn read_postgres(
             .await
             .map_err(db)?
             .iter()
-            .map(|d| Ok((d.get::<_, String>(0), level_of(i64::from(d.get::<_, i16>(1)))?)))
+            .map(|d| Ok((d.get::<_, String>(0), super::level_from_i64(i64::from(d.get::<_, i16>(1)))?)))
             .collect::<Result<Vec<_>, StateError>>()?;
-        out.push((u, s, level_of(i64::from(l))?, datasets));
+        out.push((u, s, super::level_from_i64(i64::from(l))?, datasets));
     }
     Ok(Some((id, out)))
 }

@@ -63,6 +63,14 @@ pub use init::{InitPolicy, StoreMarker};
 pub use location::StoreLocation;
 pub use pass::{Pass, PassMode};
 
+/// A backend's hold on a session's lock, carried by a [`Pass`]; releasing it (explicitly or by
+/// drop) ends the pass. Here, beside both backends, so that neither the pass nor a backend
+/// reaches into the other.
+pub(crate) enum Hold {
+    Sqlite(sqlite::slots::SlotHold),
+    Postgres(postgres::PgHold),
+}
+
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
 use std::time::Duration;
@@ -296,18 +304,13 @@ pub(crate) fn session_hash(id: &Identity) -> u64 {
 }
 
 pub(crate) fn level_to_i64(level: Sensitivity) -> i64 {
-    match level {
-        Sensitivity::Public => 0,
-        Sensitivity::Internal => 1,
-        Sensitivity::Confidential => 2,
-        Sensitivity::Secret => 3,
-    }
+    i64::from(level.index())
 }
 
 pub(crate) fn level_from_i64(raw: i64) -> Result<Sensitivity, StateError> {
-    usize::try_from(raw)
+    u8::try_from(raw)
         .ok()
-        .and_then(|i| Sensitivity::ALL.get(i).copied())
+        .and_then(Sensitivity::from_index)
         .ok_or_else(|| {
             StateError::new(StateErrorKind::Corrupt, format!("level {raw} out of range"))
         })
@@ -318,21 +321,6 @@ pub(crate) fn new_store_id() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the OS random source works");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The current time as RFC 3339 UTC with millisecond precision, e.g. `2026-11-22T14:30:00.123Z`.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let ms = now.millisecond();
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
-    )
 }
 
 #[cfg(test)]

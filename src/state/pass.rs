@@ -1,5 +1,6 @@
 //! A call's hold on its session: while a [`Pass`] lives, no process can raise the session's level.
 
+use super::Hold;
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
 
@@ -10,12 +11,6 @@ pub enum PassMode {
     Shared,
     /// This call alone; it may escalate.
     Exclusive,
-}
-
-/// The backend's hold on the lock; releasing it (explicitly or by drop) ends the pass.
-pub(crate) enum Hold {
-    Sqlite(super::sqlite::slots::SlotHold),
-    Postgres(super::postgres::PgHold),
 }
 
 /// A call's hold on its session's lock, with the level read under it. The level is the one every

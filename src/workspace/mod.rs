@@ -36,6 +36,14 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 /// Mode of every directory the workspace creates.
 const DIR_MODE: u32 = 0o700;
 
+/// Prefix of in-flight temp files (written by `write`); listings hide them.
+const TEMP_PREFIX: &str = ".bulkhead-tmp-";
+
+/// Whether `name` is one of our in-flight temp files.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
 /// The directory that holds every user's sessions, opened once as a capability.
 #[derive(Debug)]
 pub struct WorkspaceRoot {

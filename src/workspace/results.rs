@@ -168,7 +168,7 @@ impl SessionWorkspace {
         }
         let tmp = format!(
             "{}{}-{}",
-            super::write::TEMP_PREFIX,
+            super::TEMP_PREFIX,
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
@@ -201,7 +201,7 @@ fn trim(dir: &Dir, max_bytes: u64, max_files: u64, keep: &str) {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let m = e.metadata().ok()?;
-            (m.is_file() && !super::write::is_temp_name(&name)).then(|| {
+            (m.is_file() && !super::is_temp_name(&name)).then(|| {
                 let t = m
                     .modified()
                     .map(|t| t.into_std())

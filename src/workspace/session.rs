@@ -7,7 +7,7 @@ use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt as _};
 use rustix::fs::OFlags;
 
 use super::path::{RelPath, agent_to_relative};
-use super::{WorkspaceError, write};
+use super::{WorkspaceError, is_temp_name};
 use crate::identity::Identity;
 
 /// One entry of a directory listing.
@@ -175,7 +175,7 @@ fn list_layer(dir: &Dir, rel: &RelPath) -> Result<Vec<DirEntryInfo>, WorkspaceEr
         let Ok(name) = entry.file_name().into_string() else {
             continue; // names that are not UTF-8 cannot be addressed by agents
         };
-        if write::is_temp_name(&name) {
+        if is_temp_name(&name) {
             continue;
         }
         // A symlink is resolved from the session root (not from `sub`) so that a relative

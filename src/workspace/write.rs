@@ -8,20 +8,12 @@ use rustix::fs::OFlags;
 
 use super::path::{RelPath, agent_to_relative};
 use super::session::checked_regular;
-use super::{DIR_MODE, SessionWorkspace, WorkspaceError};
+use super::{DIR_MODE, SessionWorkspace, TEMP_PREFIX, WorkspaceError};
 
 /// Mode of every file the workspace creates.
 const FILE_MODE: u32 = 0o600;
 
-/// Prefix of in-flight temp files; listings hide them.
-pub(super) const TEMP_PREFIX: &str = ".bulkhead-tmp-";
-
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Whether `name` is one of our in-flight temp files.
-pub(super) fn is_temp_name(name: &str) -> bool {
-    name.starts_with(TEMP_PREFIX)
-}
 
 impl SessionWorkspace {
     /// Replaces the file at `agent_path` with `bytes` atomically: readers see the old or the new

@@ -4,16 +4,17 @@
 //! self-check's proxy probe against squid and against a proxy that lets everything through.
 
 use super::procs::{Deployment, Store, call, client};
-use bulkhead_codegen::emit::deploy::{Allowed, proxy::squid_policy};
+use bulkhead_codegen::emit::deploy::proxy::squid_policy;
+use bulkhead_vocab::HostPort;
 use serde_json::json;
 
 #[path = "../support/tls.rs"]
 mod tls;
 
 fn policy(pairs: &[(&str, u16)]) -> String {
-    let allowed: Vec<Allowed> = pairs
+    let allowed: Vec<HostPort> = pairs
         .iter()
-        .map(|(h, p)| Allowed {
+        .map(|(h, p)| HostPort {
             host: h.to_string(),
             port: *p,
         })
@@ -156,9 +157,9 @@ fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named
         ("declared.example.com", "10.9.1.1", true),
         ("public.example.com", "198.18.0.7", true),
     ];
-    let allowed: Vec<Allowed> = names
+    let allowed: Vec<HostPort> = names
         .iter()
-        .map(|(n, _, _)| Allowed {
+        .map(|(n, _, _)| HostPort {
             host: (*n).into(),
             port: 443,
         })

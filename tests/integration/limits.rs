@@ -59,7 +59,7 @@ pub async fn start(http_extra: &str, sections: &str) -> Server {
         listener,
         app,
         stop.clone(),
-        config.http.conn_limits(),
+        bulkhead::serve::listener::ConnLimits::from_config(&config.http),
         stats.clone(),
     ));
     Server {

@@ -63,7 +63,8 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
 /// refuses and the call says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
-    use bulkhead_codegen::emit::deploy::{Allowed, proxy::squid_policy};
+    use bulkhead_codegen::emit::deploy::proxy::squid_policy;
+    use bulkhead_vocab::HostPort;
     let url = super::procs::pg::database("crm_proxied");
     let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
@@ -83,7 +84,7 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
         .unwrap();
     let allow = |p: u16| {
         squid_policy(
-            &[Allowed {
+            &[HostPort {
                 host: "127.0.0.1".into(),
                 port: p,
             }],

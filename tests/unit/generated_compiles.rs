@@ -2,8 +2,8 @@
 //! `OUT_DIR`) and says what `specs/servers/template.yaml` says.
 
 use bulkhead::codegen::{Annotations, Permission, Sensitivity, Target};
+use bulkhead::serverdef::ServerDef;
 use bulkhead::servers::{CONNECTORS, SERVERS, server};
-use bulkhead::tooldef::ServerDef;
 use saphyr::{LoadableYamlNode, Yaml};
 
 fn template() -> &'static ServerDef {

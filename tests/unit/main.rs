@@ -7,5 +7,8 @@ mod connectors;
 mod context;
 mod freshness;
 mod generated_compiles;
+#[path = "snapshots/handlers.rs"]
+mod handlers;
+mod snapshots;
 mod state;
 mod workspace;

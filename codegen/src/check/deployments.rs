@@ -5,6 +5,7 @@ use crate::diag::Diagnostic;
 use crate::model::{DeployedServer, Deployment, Server};
 use crate::spec::{DeploymentSpec, SpecKind};
 use crate::suggest::did_you_mean;
+use bulkhead_vocab::HostPort;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Checks deployments against the servers; returns model deployments (sorted by name).
@@ -70,19 +71,24 @@ pub fn check(
                     .label("duplicate port"),
                 );
             }
-            for (key, list) in [("egress", &s.egress), ("proxied_egress", &s.proxied_egress)] {
+            let mut endpoints = |key: &str, list: &[String]| -> Vec<HostPort> {
+                let mut parsed = Vec::new();
                 for (i, entry) in list.iter().enumerate() {
-                    if let Err(why) = host_port(entry) {
-                        errors.push(
+                    match HostPort::parse(entry) {
+                        Ok(hp) => parsed.push(hp),
+                        Err(why) => errors.push(
                             l.error_at_value(
                                 &format!("{at}/{key}/{i}"),
                                 format!("`{entry}` is not `host:port`"),
                             )
-                            .label(why),
-                        );
+                            .label(why.to_string()),
+                        ),
                     }
                 }
-            }
+                parsed
+            };
+            let egress = endpoints("egress", &s.egress);
+            let proxied_egress = endpoints("proxied_egress", &s.proxied_egress);
             for (i, range) in s.internal_ranges.iter().enumerate() {
                 if let Err(why) = internal_range(range) {
                     errors.push(
@@ -97,8 +103,8 @@ pub fn check(
             deployed.push(DeployedServer {
                 name: name.clone(),
                 port: s.port,
-                egress: s.egress.clone(),
-                proxied_egress: s.proxied_egress.clone(),
+                egress,
+                proxied_egress,
                 internal_ranges: s.internal_ranges.clone(),
                 trust_domain: match &s.trust_domain {
                     Some(t) => {
@@ -230,11 +236,7 @@ fn check_host_ports(
     let ranges: Vec<(&DeployedServer, u32, u32)> = deployed
         .iter()
         .map(|s| {
-            let n = match s.max_sensitivity {
-                crate::spec::Sensitivity::Public | crate::spec::Sensitivity::Internal => 1,
-                crate::spec::Sensitivity::Confidential => 2,
-                crate::spec::Sensitivity::Secret => 3,
-            };
+            let n = bulkhead_vocab::NetworkMode::needed_for(s.max_sensitivity).count() as u32;
             (s, u32::from(s.port), u32::from(s.port) + n - 1)
         })
         .collect();
@@ -266,70 +268,4 @@ fn check_host_ports(
 /// metadata) and unspecified addresses are never reachable through the proxy.
 pub fn internal_range(range: &str) -> Result<(), String> {
     crate::net::internal_range(range)
-}
-
-/// Checks a `host:port` entry: a DNS name or IPv4 address, and a port from 1 to 65535.
-pub fn host_port(entry: &str) -> Result<(), String> {
-    let (host, port) = entry.rsplit_once(':').ok_or("missing `:port`")?;
-    let port: u32 = port
-        .parse()
-        .map_err(|_| "the port is not a number".to_string())?;
-    if !(1..=65535).contains(&port) {
-        return Err("the port must be from 1 to 65535".into());
-    }
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-        });
-    if !ok {
-        return Err("the host is not a DNS name or IPv4 address".into());
-    }
-    match host.parse::<std::net::Ipv4Addr>() {
-        Ok(ip) if ip.is_loopback() || ip.is_unspecified() || ip.octets()[0] == 0 => {
-            Err("loopback and unspecified addresses are never egress".into())
-        }
-        Ok(ip) if ip.is_link_local() => {
-            Err("link-local addresses (cloud metadata, 169.254.0.0/16) are never egress".into())
-        }
-        Ok(ip) if ip.is_multicast() || ip.is_broadcast() => {
-            Err("multicast and broadcast addresses are never egress".into())
-        }
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_port;
-
-    #[test]
-    fn host_port_accepts_names_and_routable_addresses() {
-        for ok in ["db.internal:5432", "hooks.example.com:443", "10.1.2.3:80"] {
-            assert_eq!(host_port(ok), Ok(()), "{ok}");
-        }
-    }
-
-    #[test]
-    fn host_port_refuses_metadata_loopback_and_malformed() {
-        for bad in [
-            "169.254.169.254:80",
-            "169.254.1.1:443",
-            "127.0.0.1:8000",
-            "0.0.0.0:80",
-            "224.0.0.1:5353",
-            "255.255.255.255:9",
-            "host",
-            "host:0",
-            "host:70000",
-            "-bad.example:80",
-        ] {
-            assert!(host_port(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -416,8 +416,8 @@ fn deployment_def(d: &crate::model::Deployment) -> TokenStream {
     let name = &d.name;
     let servers = d.servers.iter().map(|s| {
         let (server, port) = (&s.name, proc_macro2::Literal::u16_unsuffixed(s.port));
-        let egress = &s.egress;
-        let proxied = &s.proxied_egress;
+        let egress: Vec<String> = s.egress.iter().map(ToString::to_string).collect();
+        let proxied: Vec<String> = s.proxied_egress.iter().map(ToString::to_string).collect();
         let internal = &s.internal_ranges;
         let max = sensitivity(s.max_sensitivity);
         quote!(bh::DeployedServerDef { name: #server, port: #port, egress: &[#(#egress),*], proxied_egress: &[#(#proxied),*], internal_ranges: &[#(#internal),*], max_sensitivity: #max })

@@ -19,59 +19,7 @@ pub use server::{
     ResourceSpec, ServerSpec, ToolSpec,
 };
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// What a tool may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Permission {
-    /// Reads data, no side effects.
-    Read,
-    /// Changes data inside the deployment.
-    Write,
-    /// Reaches the network outside the deployment.
-    Connect,
-}
-
-/// How sensitive the data a tool or connector reads is.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Sensitivity {
-    /// No restriction.
-    Public,
-    /// Internal, not private.
-    Internal,
-    /// Private: connect tools are refused afterwards; proxied network.
-    Confidential,
-    /// Private: no network at all.
-    Secret,
-}
-
-impl Sensitivity {
-    /// The spec spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Sensitivity::Public => "public",
-            Sensitivity::Internal => "internal",
-            Sensitivity::Confidential => "confidential",
-            Sensitivity::Secret => "secret",
-        }
-    }
-}
-
-impl Permission {
-    /// The spec spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::Read => "read",
-            Permission::Write => "write",
-            Permission::Connect => "connect",
-        }
-    }
-}
+pub use bulkhead_vocab::{Permission, Sensitivity};
 
 /// Which kind of spec a file is, from the folder it lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

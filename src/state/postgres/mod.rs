@@ -4,11 +4,7 @@
 //! is read in a snapshot taken after the lock is granted, an escalation is one function call, and
 //! triggers refuse any lowering, deletion or truncation.
 
-mod audit;
-
-pub use audit::PgAuditSink;
-
-use super::pass::Hold;
+use super::Hold;
 use super::{
     DatasetRecord, Pass, PassMode, SessionRecord, StateError, StateErrorKind, StoreOptions,
     level_from_i64, level_to_i64,

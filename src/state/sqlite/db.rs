@@ -188,7 +188,7 @@ fn migrate_v1(conn: &Connection) -> rusqlite::Result<()> {
             conn.execute_batch(SCHEMA_V2)?;
             conn.execute(
                 "INSERT INTO meta (one, store_id, generation, created_at) VALUES (1, ?1, 0, ?2)",
-                rusqlite::params![new_store_id(), crate::state::now_rfc3339()],
+                rusqlite::params![new_store_id(), crate::clock::now_rfc3339()],
             )?;
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
@@ -226,7 +226,7 @@ pub fn create(path: &Path) -> Result<(), StateError> {
             conn.execute_batch(SCHEMA_V2)?;
             conn.execute(
                 "INSERT INTO meta (one, store_id, generation, created_at) VALUES (1, ?1, 0, ?2)",
-                rusqlite::params![new_store_id(), crate::state::now_rfc3339()],
+                rusqlite::params![new_store_id(), crate::clock::now_rfc3339()],
             )?;
             conn.pragma_update(None, "application_id", APPLICATION_ID)?;
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -7,10 +7,10 @@ pub mod slots;
 
 pub use db::SCHEMA_VERSION;
 
-use super::pass::Hold;
+use super::Hold;
 use super::{
     DatasetRecord, Pass, PassMode, SessionRecord, StateError, StateErrorKind, StoreOptions,
-    level_from_i64, level_to_i64, now_rfc3339, session_hash,
+    level_from_i64, level_to_i64, session_hash,
 };
 use crate::identity::Identity;
 use crate::policy::Sensitivity;
@@ -314,7 +314,7 @@ impl Inner {
         dataset: &str,
         level: Sensitivity,
     ) -> Result<(Sensitivity, u64), StateError> {
-        let now = now_rfc3339();
+        let now = crate::clock::now_rfc3339();
         let raw = level_to_i64(level);
         let mut conn = lock(&self.writer);
         let err = |e| db::map_sql_error(&self.path, e);

@@ -5,7 +5,7 @@
 //! from those clients too: `<deployment>.compose.<client>.json` against the compose deployment
 //! (its ports published on 127.0.0.1), `<deployment>.up.<client>.json` against `bulkhead up`.
 
-use super::{Mode, ServerPlan, local, plan};
+use super::{NetworkMode, ServerPlan, local, plan};
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 /// Seconds a client waits for a result.
 pub const READ_TIMEOUT: u64 = 60;
 
-fn url(p: &ServerPlan, mode: Mode) -> Option<String> {
+fn url(p: &ServerPlan, mode: NetworkMode) -> Option<String> {
     p.instance(mode)
         .map(|i| format!("http://{}:{}/mcp", i.service, p.server.port))
 }
@@ -37,16 +37,22 @@ impl Runner {
     }
 }
 
+/// The `bulkhead connect` option that names the instance in `mode` (`--url`, `--url-proxied`,
+/// `--url-isolated`).
+pub fn url_flag(mode: NetworkMode) -> &'static str {
+    match mode {
+        NetworkMode::Full => "--url",
+        NetworkMode::Proxied => "--url-proxied",
+        NetworkMode::None => "--url-isolated",
+    }
+}
+
 /// `bulkhead connect` arguments reaching every instance of `p` as `runner` runs them.
 pub fn connect_args(p: &ServerPlan, runner: Runner) -> Vec<String> {
     let mut args = vec!["connect".to_string(), p.server.name.clone()];
     let index = u8::try_from(p.index).unwrap_or(u8::MAX);
     for inst in &p.instances {
-        let flag = match inst.mode {
-            Mode::Full => "--url",
-            Mode::Proxied => "--url-proxied",
-            Mode::None => "--url-isolated",
-        };
+        let flag = url_flag(inst.mode);
         let addr = match runner {
             Runner::Compose => format!("127.0.0.1:{}", p.host_port(inst.mode)),
             Runner::Up => {
@@ -67,11 +73,11 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     for p in &plans {
         let mut e = Map::new();
         e.insert("type".into(), json!("client"));
-        e.insert("url".into(), json!(url(p, Mode::Full)));
-        if let Some(u) = url(p, Mode::Proxied) {
+        e.insert("url".into(), json!(url(p, NetworkMode::Full)));
+        if let Some(u) = url(p, NetworkMode::Proxied) {
             e.insert("url_proxied".into(), json!(u));
         }
-        if let Some(u) = url(p, Mode::None) {
+        if let Some(u) = url(p, NetworkMode::None) {
             e.insert("url_isolated".into(), json!(u));
         }
         e.insert("read_timeout".into(), json!(READ_TIMEOUT));

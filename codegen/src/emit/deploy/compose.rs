@@ -20,12 +20,13 @@
 //! instances that run a tool using it (read-only unless a tool writes through it).
 
 use super::{
-    CONFIG_PATH, EGRESS_FORWARD, EGRESS_SOCKET, Mode, PROXY_POLICY_PATH, PROXY_PORT, SECRETS_DIR,
-    SERVE_SOCKET, SOCKET_DIR, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan,
+    CONFIG_PATH, EGRESS_FORWARD, EGRESS_SOCKET, NetworkMode, PROXY_POLICY_PATH, PROXY_PORT,
+    SECRETS_DIR, SERVE_SOCKET, SOCKET_DIR, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan,
 };
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
+use bulkhead_vocab::workspace_layer;
 use serde_json::{Map, Value, json};
 
 /// The network where the agent and every instance meet (no route out).
@@ -38,12 +39,12 @@ pub const COMPLIANCE_VOLUME: &str = "compliance";
 pub const DEV_SECRET: &str = "bulkhead_dev_secret";
 
 /// The workspace volume written by `server`'s instance in `mode`.
-pub fn workspace_volume(server: &str, mode: Mode) -> String {
+pub fn workspace_volume(server: &str, mode: NetworkMode) -> String {
     format!("{server}-ws-{}", mode.as_str())
 }
 
 /// The socket volume an instance without network shares with its relay.
-pub fn socket_volume(server: &str, mode: Mode) -> String {
+pub fn socket_volume(server: &str, mode: NetworkMode) -> String {
     format!("{server}-sock-{}", mode.as_str())
 }
 
@@ -97,7 +98,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     out.add(format!("compose/{}.yaml", d.name), text);
 }
 
-fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
+fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
     let port = p.server.port;
     let mut env = Map::new();
     env.insert("BULKHEAD_STATE_DIR".into(), json!(STATE_DIR));
@@ -136,7 +137,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         );
         service_secrets.push(json!(s.name));
     }
-    if mode == Mode::Proxied {
+    if mode == NetworkMode::Proxied {
         let proxy = format!("http://{EGRESS_FORWARD}");
         for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             env.insert(var.into(), json!(proxy));
@@ -146,8 +147,8 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         }
     }
     let listen = match mode {
-        Mode::Full => format!("0.0.0.0:{port}"),
-        Mode::Proxied | Mode::None => format!("unix:{SERVE_SOCKET}"),
+        NetworkMode::Full => format!("0.0.0.0:{port}"),
+        NetworkMode::Proxied | NetworkMode::None => format!("unix:{SERVE_SOCKET}"),
     };
     let mut command = vec![
         json!("serve"),
@@ -157,7 +158,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         json!("--mode"),
         json!(mode.as_str()),
     ];
-    if mode == Mode::Proxied {
+    if mode == NetworkMode::Proxied {
         command.push(json!("--forward"));
         command.push(json!(format!("{EGRESS_FORWARD}=unix:{EGRESS_SOCKET}")));
     }
@@ -168,7 +169,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         "command": command,
         "environment": env,
     });
-    if mode == Mode::Full {
+    if mode == NetworkMode::Full {
         svc["networks"] = json!([AGENTS_NET, EGRESS_NET]);
         // Desktop clients on this machine reach the full instance; agents use `agents`.
         svc["ports"] = json!([format!("127.0.0.1:{port}:{port}")]);
@@ -178,7 +179,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
     }
     svc["secrets"] = json!(service_secrets);
     let mut mounts = Vec::new();
-    for lower in Mode::ALL.into_iter().filter(|m| *m <= mode) {
+    for lower in NetworkMode::ALL.into_iter().filter(|m| *m <= mode) {
         if p.instance(lower).is_none() {
             continue;
         }
@@ -186,11 +187,11 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
         mounts.push(json!(format!(
             "{}:{WORKSPACES_DIR}/{}{ro}",
             workspace_volume(&p.server.name, lower),
-            lower.workspace_folder(&p.server.name)
+            workspace_layer(&p.server.name, lower)
         )));
     }
     mounts.push(json!(format!("{COMPLIANCE_VOLUME}:{STATE_DIR}")));
-    if mode != Mode::Full {
+    if mode != NetworkMode::Full {
         mounts.push(json!(format!(
             "{}:{SOCKET_DIR}",
             socket_volume(&p.server.name, mode)
@@ -204,8 +205,8 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
     svc["volumes"] = json!(mounts);
     harden(&mut svc);
     let probe = match mode {
-        Mode::Full => vec![format!("http://127.0.0.1:{port}/healthz")],
-        Mode::Proxied | Mode::None => vec![
+        NetworkMode::Full => vec![format!("http://127.0.0.1:{port}/healthz")],
+        NetworkMode::Proxied | NetworkMode::None => vec![
             "--unix-socket".to_string(),
             SERVE_SOCKET.to_string(),
             "http://localhost/healthz".to_string(),
@@ -245,7 +246,7 @@ fn healthcheck(probe: Vec<String>) -> Value {
 /// The relay of the instance in `mode`: on `agents` under the instance's name (so agents use
 /// `http://<instance>:<port>/mcp` as before), published on 127.0.0.1 for desktop clients, and
 /// for a proxied instance the one way from its egress socket to the squid service.
-fn relay(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
+fn relay(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
     let port = p.server.port;
     let instance = p
         .instance(mode)
@@ -258,7 +259,7 @@ fn relay(d: &Deployment, p: &ServerPlan, mode: Mode) -> Value {
     ];
     let mut depends = Map::new();
     depends.insert(instance.clone(), json!({ "condition": "service_healthy" }));
-    if let Some(proxy) = p.proxy_service().filter(|_| mode == Mode::Proxied) {
+    if let Some(proxy) = p.proxy_service().filter(|_| mode == NetworkMode::Proxied) {
         command.push(json!("--route"));
         command.push(json!(format!("unix:{EGRESS_SOCKET}={proxy}:{PROXY_PORT}")));
         depends.insert(proxy, json!({ "condition": "service_started" }));

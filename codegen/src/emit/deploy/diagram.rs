@@ -3,9 +3,10 @@
 //! network, and a Mermaid flowchart of instances, networks, egress proxies and volumes.
 
 use super::compose::{AGENTS_NET, COMPLIANCE_VOLUME, EGRESS_NET, workspace_volume};
-use super::{Mode, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan};
+use super::{NetworkMode, STATE_DIR, ServerPlan, WORKSPACES_DIR, plan};
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
+use bulkhead_vocab::workspace_layer;
 use std::fmt::Write;
 
 fn id(name: &str) -> String {
@@ -53,7 +54,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     }
     let _ = writeln!(m, "  end");
     for p in &plans {
-        for i in p.instances.iter().filter(|i| i.mode != Mode::Full) {
+        for i in p.instances.iter().filter(|i| i.mode != NetworkMode::Full) {
             let _ = writeln!(
                 m,
                 "  {}[\"{}<br/>--mode {}, network_mode none\"]",
@@ -75,7 +76,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                 m,
                 "  vol_{}[(\"volume {vol}<br/>{WORKSPACES_DIR}/{}\")]",
                 id(&vol),
-                i.mode.workspace_folder(&p.server.name)
+                workspace_layer(&p.server.name, i.mode)
             );
         }
     }
@@ -92,10 +93,10 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                 }
             }
             match i.mode {
-                Mode::Full => {
+                NetworkMode::Full => {
                     let _ = writeln!(m, "  {node} -->|\"network {EGRESS_NET}\"| internet");
                 }
-                Mode::Proxied => {
+                NetworkMode::Proxied => {
                     let proxy = p.proxy_service().unwrap_or_default();
                     let _ = writeln!(
                         m,
@@ -118,7 +119,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                         );
                     }
                 }
-                Mode::None => {} // no edge out: the node's label says `--mode none`
+                NetworkMode::None => {} // no edge out: the node's label says `--mode none`
             }
             for lower in p.instances.iter().filter(|l| l.mode <= i.mode) {
                 let vol = id(&workspace_volume(&p.server.name, lower.mode));
@@ -169,7 +170,7 @@ fn trust_domains(d: &Deployment) -> String {
 }
 
 /// The instances of `p` that run what is first allowed in `from`, as `a`, `b`.
-fn instances_from(p: &ServerPlan, from: super::Mode) -> String {
+fn instances_from(p: &ServerPlan, from: NetworkMode) -> String {
     let names: Vec<String> = p
         .instances
         .iter()
@@ -221,7 +222,7 @@ pub(super) fn tables(p: &ServerPlan) -> String {
             t,
             "| workspaces written by `{}` (volume `{vol}`) | `{WORKSPACES_DIR}/{}` | `{}` | {} |",
             i.service,
-            i.mode.workspace_folder(name),
+            workspace_layer(name, i.mode),
             i.service,
             if ro.is_empty() {
                 "—".to_string()
@@ -266,15 +267,20 @@ pub(super) fn tables(p: &ServerPlan) -> String {
     let _ = write!(t, "\n| instance | network out |\n|---|---|\n");
     for i in &p.instances {
         let out = match i.mode {
-            Mode::Full => format!(
+            NetworkMode::Full => format!(
                 "network `{EGRESS_NET}` (deployment egress: {})",
                 if p.server.egress.is_empty() {
                     "not declared".to_string()
                 } else {
-                    p.server.egress.join(", ")
+                    p.server
+                        .egress
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             ),
-            Mode::Proxied => format!(
+            NetworkMode::Proxied => format!(
                 "only through `{}`: {}; allowlisted names may resolve to {}",
                 p.proxy_service().unwrap_or_default(),
                 if p.allowed.is_empty() {
@@ -300,7 +306,7 @@ pub(super) fn tables(p: &ServerPlan) -> String {
                     )
                 }
             ),
-            Mode::None => "none".to_string(),
+            NetworkMode::None => "none".to_string(),
         };
         let _ = writeln!(t, "| `{}` | {out} |", i.service);
     }

@@ -5,6 +5,7 @@
 
 use crate::emit::{Output, header};
 use crate::model::Model;
+use bulkhead_vocab::workspace_layer;
 
 /// The server image. `{mounts}` is replaced by the mount points compose uses: an engine creates a
 /// missing mount point owned by root (the server runs as 10001), and copies an existing one's
@@ -105,7 +106,7 @@ fn mount_points(model: &Model) -> Vec<String> {
                 dirs.push(format!(
                     "{}/{}",
                     super::WORKSPACES_DIR,
-                    i.mode.workspace_folder(&p.server.name)
+                    workspace_layer(&p.server.name, i.mode)
                 ));
             }
         }

@@ -19,12 +19,13 @@
 
 use super::compose::workspace_volume;
 use super::{
-    CONFIG_PATH, Mode, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, STATE_DIR, ServerPlan, UID,
+    CONFIG_PATH, NetworkMode, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, STATE_DIR, ServerPlan, UID,
     WORKSPACES_DIR, plan, proxy,
 };
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
+use bulkhead_vocab::{HostPort, workspace_layer};
 use serde_json::{Map, Value, json};
 
 /// The Secret holding the state store's URL (key `url`); created by the operator.
@@ -53,7 +54,7 @@ fn dns(name: &str) -> String {
     name.replace('_', "-")
 }
 
-fn labels(p: &ServerPlan, role: &str, mode: Option<Mode>) -> Value {
+fn labels(p: &ServerPlan, role: &str, mode: Option<NetworkMode>) -> Value {
     let mut l = json!({
         "app.kubernetes.io/part-of": "bulkhead",
         "bulkhead.dev/server": dns(&p.server.name),
@@ -203,7 +204,7 @@ fn claim(name: &str, size: &str) -> Value {
     })
 }
 
-fn service(name: &str, p: &ServerPlan, role: &str, mode: Option<Mode>, port: u16) -> Value {
+fn service(name: &str, p: &ServerPlan, role: &str, mode: Option<NetworkMode>, port: u16) -> Value {
     let sel = labels(p, role, mode);
     json!({
         "apiVersion": "v1",
@@ -222,7 +223,7 @@ fn container_security() -> Value {
     })
 }
 
-fn instance(d: &Deployment, p: &ServerPlan, mode: Mode, name: &str) -> Value {
+fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
     let port = p.server.port;
     let mut env = vec![
         json!({"name": "BULKHEAD_STATE_STORE_FILE", "value": format!("{STATE_SECRET_DIR}/url")}),
@@ -255,7 +256,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode, name: &str) -> Value {
         );
         secret_items.push(json!({"key": s.name, "path": s.name}));
     }
-    if mode == Mode::Proxied {
+    if mode == NetworkMode::Proxied {
         let proxy = format!(
             "http://{}:{PROXY_PORT}",
             dns(&p.proxy_service().unwrap_or_default())
@@ -280,14 +281,14 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: Mode, name: &str) -> Value {
         json!({"name": "tmp", "emptyDir": {}}),
     ];
     // Per-mode data: its own workspaces read-write, the less isolated ones read-only, none above.
-    for lower in Mode::ALL.into_iter().filter(|m| *m <= mode) {
+    for lower in NetworkMode::ALL.into_iter().filter(|m| *m <= mode) {
         if p.instance(lower).is_none() {
             continue;
         }
         let vol = dns(&workspace_volume(&p.server.name, lower));
         mounts.push(json!({
             "name": vol,
-            "mountPath": format!("{WORKSPACES_DIR}/{}", lower.workspace_folder(&p.server.name)),
+            "mountPath": format!("{WORKSPACES_DIR}/{}", workspace_layer(&p.server.name, lower)),
             "readOnly": lower != mode,
         }));
         volumes.push(json!({"name": vol, "persistentVolumeClaim": {"claimName": vol, "readOnly": lower != mode}}));
@@ -471,35 +472,32 @@ fn common_policies() -> Vec<(String, Value)> {
     ]
 }
 
-fn ports_of(entries: &[String]) -> Vec<u16> {
-    let mut ports: Vec<u16> = entries
-        .iter()
-        .filter_map(|e| e.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
-        .collect();
+fn ports_of(entries: &[HostPort]) -> Vec<u16> {
+    let mut ports: Vec<u16> = entries.iter().map(|e| e.port).collect();
     ports.sort();
     ports.dedup();
     ports
 }
 
-fn instance_policy(p: &ServerPlan, mode: Mode, name: &str) -> Value {
+fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
     let sel = json!({"matchLabels": labels(p, "instance", Some(mode))});
     let ingress = json!([{
         "from": [{"namespaceSelector": {"matchLabels": {AGENTS_LABEL: "true"}}}],
         "ports": [{"protocol": "TCP", "port": p.server.port}],
     }]);
     let egress = match mode {
-        Mode::Full => {
+        NetworkMode::Full => {
             let ports = ports_of(&p.server.egress);
             (!ports.is_empty()).then(|| json!([{
                 "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE}}],
                 "ports": ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>(),
             }]))
         }
-        Mode::Proxied => Some(json!([{
+        NetworkMode::Proxied => Some(json!([{
             "to": [{"podSelector": {"matchLabels": labels(p, "egress-proxy", None)}}],
             "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
         }])),
-        Mode::None => None,
+        NetworkMode::None => None,
     };
     let types: &[&str] = if egress.is_some() {
         &["Ingress", "Egress"]
@@ -512,11 +510,10 @@ fn instance_policy(p: &ServerPlan, mode: Mode, name: &str) -> Value {
 fn proxy_policy(p: &ServerPlan, name: &str) -> Value {
     let sel = json!({"matchLabels": labels(p, "egress-proxy", None)});
     let ingress = json!([{
-        "from": [{"podSelector": {"matchLabels": labels(p, "instance", Some(Mode::Proxied))}}],
+        "from": [{"podSelector": {"matchLabels": labels(p, "instance", Some(NetworkMode::Proxied))}}],
         "ports": [{"protocol": "TCP", "port": PROXY_PORT}],
     }]);
-    let entries: Vec<String> = p.allowed.iter().map(|a| a.authority()).collect();
-    let ports = ports_of(&entries);
+    let ports = ports_of(&p.allowed);
     // Public addresses, the internal ranges the deployment names, and allowlisted internal
     // addresses written as such; never a local or another internal range (squid checks names).
     let except: Vec<&str> = crate::net::NEVER

@@ -2,7 +2,7 @@
 //! egress proxy listens. One home for both the runtime that binds them and the desktop client
 //! files that reach them.
 
-use super::Mode;
+use bulkhead_vocab::NetworkMode;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// The second octet `bulkhead up` uses unless told otherwise (`10.250.…`).
@@ -29,11 +29,11 @@ pub fn isolated_link(subnet: u8, index: u8) -> (Ipv4Addr, Ipv4Addr) {
 
 /// Where the `index`-th server's instance in `mode` serves: `full` on loopback, `proxied` on
 /// the egress bridge, `none` on its own link.
-pub fn instance_addr(subnet: u8, index: u8, mode: Mode, port: u16) -> SocketAddrV4 {
+pub fn instance_addr(subnet: u8, index: u8, mode: NetworkMode, port: u16) -> SocketAddrV4 {
     let ip = match mode {
-        Mode::Full => Ipv4Addr::LOCALHOST,
-        Mode::Proxied => Ipv4Addr::new(10, subnet, 0, 10 + index),
-        Mode::None => isolated_link(subnet, index).1,
+        NetworkMode::Full => Ipv4Addr::LOCALHOST,
+        NetworkMode::Proxied => Ipv4Addr::new(10, subnet, 0, 10 + index),
+        NetworkMode::None => isolated_link(subnet, index).1,
     };
     SocketAddrV4::new(ip, port)
 }

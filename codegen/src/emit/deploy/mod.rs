@@ -17,6 +17,7 @@ use super::Output;
 use crate::model::{Connector, DeployedServer, Deployment, Model, Server, Target};
 use crate::spec::{ConnectorKind, Permission, Sensitivity};
 use crate::vars;
+use bulkhead_vocab::{HostPort, NetworkMode};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -48,73 +49,13 @@ pub const PROXY_UID: u32 = 10002;
 /// Where the egress proxy image reads the generated policy.
 pub const PROXY_POLICY_PATH: &str = "/etc/squid/policy.conf";
 
-/// The network mode of one instance (the runtime's `--mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Mode {
-    /// Full network.
-    Full,
-    /// Egress only through the proxy.
-    Proxied,
-    /// No egress at all.
-    None,
-}
-
-impl Mode {
-    /// Every mode, least isolated first.
-    pub const ALL: [Mode; 3] = [Mode::Full, Mode::Proxied, Mode::None];
-
-    /// The least isolated mode that may run a tool of `sensitivity` (the runtime's rule:
-    /// confidential needs `proxied`, secret needs `none`).
-    pub fn for_sensitivity(sensitivity: Sensitivity) -> Mode {
-        match sensitivity {
-            Sensitivity::Public | Sensitivity::Internal => Mode::Full,
-            Sensitivity::Confidential => Mode::Proxied,
-            Sensitivity::Secret => Mode::None,
-        }
-    }
-
-    /// The folder of `server`'s workspaces written by an instance in this mode (the runtime's
-    /// `StateConfig::workspace_layer`): `<server>` for `full`, `<server>.<mode>` otherwise.
-    pub fn workspace_folder(self, server: &str) -> String {
-        match self {
-            Mode::Full => server.to_string(),
-            other => format!("{server}.{}", other.as_str()),
-        }
-    }
-
-    /// The `--mode` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Full => "full",
-            Mode::Proxied => "proxied",
-            Mode::None => "none",
-        }
-    }
-}
-
 /// One running instance of a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Instance {
     /// Compose service name (also its host name on the `agents` network).
     pub service: String,
     /// Network mode.
-    pub mode: Mode,
-}
-
-/// One `host:port` the proxied instance may reach.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Allowed {
-    /// DNS name or IPv4 address, as written.
-    pub host: String,
-    /// Port.
-    pub port: u16,
-}
-
-impl Allowed {
-    /// `host:port`, the `:authority` of a CONNECT request.
-    pub fn authority(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
+    pub mode: NetworkMode,
 }
 
 /// Where one tool runs: every instance from the least isolated mode its sensitivity allows.
@@ -122,14 +63,14 @@ impl Allowed {
 pub struct Placement {
     /// Tool name.
     pub tool: String,
-    /// Its permission (`read`, `write`, `connect`).
-    pub permission: &'static str,
+    /// Its permission.
+    pub permission: Permission,
     /// Its declared sensitivity.
     pub sensitivity: Sensitivity,
     /// `connector.operation`, `handler` or `text`.
     pub runs: String,
     /// The least isolated mode that runs it.
-    pub from: Mode,
+    pub from: NetworkMode,
 }
 
 /// One file or folder of connector data mounted into the instances that run its tools.
@@ -148,7 +89,7 @@ pub struct DataMount {
     /// Mounted read-only (nothing writes through the connector).
     pub read_only: bool,
     /// The least isolated mode whose instance mounts it.
-    pub from: Mode,
+    pub from: NetworkMode,
 }
 
 /// One variable an instance needs from the deployment's environment.
@@ -159,7 +100,7 @@ pub struct EnvVar {
     /// The compose value: the spec's own expression (same default or message).
     pub value: String,
     /// The least isolated mode whose instance needs it.
-    pub from: Mode,
+    pub from: NetworkMode,
 }
 
 /// One credential passed as a compose secret (a file at `/run/secrets/<name>`).
@@ -170,7 +111,7 @@ pub struct SecretVar {
     /// The compose secret's name (the variable in lowercase).
     pub name: String,
     /// The least isolated mode whose instance needs it.
-    pub from: Mode,
+    pub from: NetworkMode,
 }
 
 /// What a deployed server needs: its instances and its proxied allowlist.
@@ -183,7 +124,7 @@ pub struct ServerPlan<'a> {
     /// Instances: full always, proxied from confidential, isolated from secret.
     pub instances: Vec<Instance>,
     /// The proxied allowlist, sorted and without repeats.
-    pub allowed: Vec<Allowed>,
+    pub allowed: Vec<HostPort>,
     /// Where each tool runs, by tool name.
     pub tools: Vec<Placement>,
     /// Connector data to mount, by connector and setting.
@@ -197,33 +138,17 @@ pub struct ServerPlan<'a> {
 impl<'a> ServerPlan<'a> {
     /// Plans one deployed server.
     pub fn new(model: &Model, server: &'a DeployedServer, index: usize) -> ServerPlan<'a> {
-        let mut instances = vec![Instance {
-            service: server.name.clone(),
-            mode: Mode::Full,
-        }];
-        if server.max_sensitivity >= Sensitivity::Confidential {
-            instances.push(Instance {
-                service: format!("{}-proxied", server.name),
-                mode: Mode::Proxied,
-            });
-        }
-        if server.max_sensitivity >= Sensitivity::Secret {
-            instances.push(Instance {
-                service: format!("{}-isolated", server.name),
-                mode: Mode::None,
-            });
-        }
-        let mut allowed: Vec<Allowed> = server
-            .proxied_egress
-            .iter()
-            .filter_map(|entry| {
-                let (host, port) = entry.rsplit_once(':')?;
-                Some(Allowed {
-                    host: host.to_string(),
-                    port: port.parse().ok()?,
-                })
+        let instances = NetworkMode::needed_for(server.max_sensitivity)
+            .map(|mode| Instance {
+                service: match mode {
+                    NetworkMode::Full => server.name.clone(),
+                    NetworkMode::Proxied => format!("{}-proxied", server.name),
+                    NetworkMode::None => format!("{}-isolated", server.name),
+                },
+                mode,
             })
             .collect();
+        let mut allowed: Vec<HostPort> = server.proxied_egress.clone();
         allowed.sort();
         allowed.dedup();
         let mut plan = ServerPlan {
@@ -249,9 +174,9 @@ impl<'a> ServerPlan<'a> {
             .iter()
             .chain(spec.resources.iter().map(|r| &r.tool));
         // Per connector: the least isolated mode that uses it, and whether anything writes.
-        let mut used: BTreeMap<&str, (Mode, bool)> = BTreeMap::new();
+        let mut used: BTreeMap<&str, (NetworkMode, bool)> = BTreeMap::new();
         for t in tools {
-            let from = Mode::for_sensitivity(t.sensitivity);
+            let from = t.sensitivity.required_mode();
             let runs = match &t.target {
                 Target::Connector {
                     connector,
@@ -267,11 +192,7 @@ impl<'a> ServerPlan<'a> {
             };
             self.tools.push(Placement {
                 tool: t.name.clone(),
-                permission: match t.permission {
-                    Permission::Read => "read",
-                    Permission::Write => "write",
-                    Permission::Connect => "connect",
-                },
+                permission: t.permission,
                 sensitivity: t.sensitivity,
                 runs,
                 from,
@@ -339,32 +260,32 @@ impl<'a> ServerPlan<'a> {
     }
 
     /// Whether the instance in `mode` runs tools (or reads data) first allowed from `from`.
-    pub fn reaches(mode: Mode, from: Mode) -> bool {
+    pub fn reaches(mode: NetworkMode, from: NetworkMode) -> bool {
         from <= mode
     }
 
     /// The instance of `mode`, if the server needs one.
-    pub fn instance(&self, mode: Mode) -> Option<&Instance> {
+    pub fn instance(&self, mode: NetworkMode) -> Option<&Instance> {
         self.instances.iter().find(|i| i.mode == mode)
     }
 
     /// The egress proxy's service name (present when there is a proxied instance).
     pub fn proxy_service(&self) -> Option<String> {
-        self.instance(Mode::Proxied)
+        self.instance(NetworkMode::Proxied)
             .map(|_| format!("{}-egress-proxy", self.server.name))
     }
 
     /// The relay that reaches the instance in `mode` (proxied and isolated instances have no
     /// network in compose: agents reach them through it).
-    pub fn relay_service(&self, mode: Mode) -> Option<String> {
+    pub fn relay_service(&self, mode: NetworkMode) -> Option<String> {
         self.instance(mode)
-            .filter(|i| i.mode != Mode::Full)
+            .filter(|i| i.mode != NetworkMode::Full)
             .map(|i| format!("{}-relay", i.service))
     }
 
     /// The host port (on 127.0.0.1) compose publishes the instance in `mode` on: `port` for full,
     /// the next ones for proxied and isolated (`bulkhead check` keeps servers' ranges apart).
-    pub fn host_port(&self, mode: Mode) -> u16 {
+    pub fn host_port(&self, mode: NetworkMode) -> u16 {
         let offset = self
             .instances
             .iter()
@@ -386,7 +307,7 @@ fn data_mount(
     written: &str,
     is_dir: bool,
     read_only: bool,
-    from: Mode,
+    from: NetworkMode,
 ) -> DataMount {
     let host = |p: &str| {
         if p.starts_with('/') {

@@ -6,7 +6,7 @@
 //! `docker/Dockerfile.proxy`), and the file `bulkhead up` writes beside its own squid. Both
 //! render the policy with [`squid_policy`], so what a reviewer reads is what runs.
 
-use super::{Allowed, Mode, plan};
+use super::{HostPort, NetworkMode, plan};
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
 use std::fmt::Write as _;
@@ -31,7 +31,7 @@ fn is_ip_literal(host: &str) -> bool {
 /// The squid directives that allow exactly `allowed` (the shared part of every proxy config);
 /// allowlisted names may resolve into the `internal` ranges the deployment names, never into
 /// any other internal or local range ([`crate::net`]).
-pub fn squid_policy(allowed: &[Allowed], internal: &[String]) -> String {
+pub fn squid_policy(allowed: &[HostPort], internal: &[String]) -> String {
     let mut out = String::new();
     for (i, a) in allowed.iter().enumerate() {
         let n = i + 1;
@@ -89,7 +89,7 @@ pub fn squid_policy(allowed: &[Allowed], internal: &[String]) -> String {
 /// Adds one policy file per proxied server of `d`.
 pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     for p in plan(model, d) {
-        if p.instance(Mode::Proxied).is_none() {
+        if p.instance(NetworkMode::Proxied).is_none() {
             continue;
         }
         let mut text = header("#", &[&d.source]);

@@ -2,7 +2,7 @@
 //! trigger), inserted in batches by the audit writer thread on its own connection. A committed
 //! insert is durable, so every batch counts as synced.
 
-use crate::audit::AuditSink;
+use super::AuditSink;
 use std::str::FromStr;
 use std::time::Duration;
 

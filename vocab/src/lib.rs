@@ -1,0 +1,20 @@
+//! Bulkhead's policy vocabulary, shared by the generator (`bulkhead-codegen`), the runtime and
+//! the client so that each word and each rule is written once: the sensitivity levels, the
+//! permissions, the network modes, which instance may serve which level (placement), the names
+//! of per-mode workspace layers, parsed egress endpoints and the `_meta` keys on the wire.
+//!
+//! Like cxx's `syntax` module, compiled into both the build-time generator and the runtime:
+//! the two cannot disagree about a rule because there is only one of it.
+
+mod endpoint;
+mod layer;
+pub mod meta;
+mod mode;
+mod permission;
+mod sensitivity;
+
+pub use endpoint::{HostPort, HostPortError};
+pub use layer::workspace_layer;
+pub use mode::NetworkMode;
+pub use permission::Permission;
+pub use sensitivity::Sensitivity;
