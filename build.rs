@@ -4,6 +4,8 @@ fn main() {
     println!("cargo::rerun-if-changed=specs/servers");
     println!("cargo::rerun-if-changed=specs/connectors");
     println!("cargo::rerun-if-changed=specs/deployments");
+    // Its identity rules and limits are part of generated/POLICY.md.
+    println!("cargo::rerun-if-changed=config.yaml");
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     match bulkhead_codegen::Builder::new(root, out).run() {

@@ -9,7 +9,7 @@ pub mod emit;
 pub mod load;
 pub mod model;
 pub mod net;
-pub mod policy_diff;
+pub mod review;
 pub mod schema;
 pub mod source;
 pub mod spec;
@@ -22,16 +22,36 @@ use diag::Diagnostics;
 use emit::Output;
 use std::path::{Path, PathBuf};
 
-/// Loads and checks every spec under `specs_dir` (paths shown relative to `root`).
+/// Loads and checks every spec under `specs_dir` (paths shown relative to `root`), with
+/// `root/config.yaml` when there is one (read as YAML only; the runtime checks its meaning).
 pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
     let (set, mut errors) = load::load_dir(specs_dir, root)?;
+    let config_path = root.join("config.yaml");
+    let config = if config_path.is_file() {
+        let file =
+            source::SourceFile::read(&config_path, "config.yaml".into()).map_err(|source| {
+                load::LoadError::Io {
+                    path: config_path.clone(),
+                    source,
+                }
+            })?;
+        match yaml::parse(&file) {
+            Ok(node) => Some(node.to_json()),
+            Err(mut d) => {
+                errors.append(&mut d);
+                None
+            }
+        }
+    } else {
+        None
+    };
     match check::check(
         &set.connectors,
         &set.servers,
         &set.deployments,
         &set.declared,
     ) {
-        Ok(model) if errors.is_empty() => Ok(model),
+        Ok(model) if errors.is_empty() => Ok(model::Model { config, ..model }),
         Ok(_) => Err(BuildError::Specs(Diagnostics(errors).sorted())),
         Err(mut more) => {
             errors.append(&mut more);
@@ -69,6 +89,21 @@ pub fn generate(model: &model::Model) -> Output {
     let mut out = Output::default();
     emit::rust::emit(model, &mut out);
     emit::deploy::emit(model, &mut out);
+    let mut sources: Vec<&str> = model
+        .connectors
+        .iter()
+        .map(|c| c.source.as_str())
+        .chain(model.servers.iter().map(|s| s.source.as_str()))
+        .chain(model.deployments.iter().map(|d| d.source.as_str()))
+        .collect();
+    sources.sort();
+    if model.config.is_some() {
+        sources.push("config.yaml");
+    }
+    out.add(
+        "POLICY.md",
+        review::policy_table(&review::resolve(model), &sources),
+    );
     out
 }
 

@@ -15,6 +15,9 @@ pub struct Model {
     pub deployments: Vec<Deployment>,
     /// Warnings: worth fixing, not stopping the build.
     pub warnings: Vec<crate::diag::Diagnostic>,
+    /// The project's `config.yaml` as JSON (`${VAR}` unexpanded), when it has one: the policy
+    /// review reads its identity rules and limits.
+    pub config: Option<Value>,
 }
 
 impl Model {

@@ -53,6 +53,14 @@ fn within(inner: (IpAddr, u8), outer: (IpAddr, u8)) -> bool {
     (a >> shift) == (b >> shift)
 }
 
+/// Whether CIDR range `inner` lies inside CIDR range `outer` (false when either is malformed).
+pub fn range_within(inner: &str, outer: &str) -> bool {
+    match (parse(inner), parse(outer)) {
+        (Some(i), Some(o)) => within(i, o),
+        _ => false,
+    }
+}
+
 /// `Ok` when `range` is a CIDR range inside [`INTERNAL`] with its host bits clear.
 pub fn internal_range(range: &str) -> Result<(), String> {
     let Some(r) = parse(range) else {

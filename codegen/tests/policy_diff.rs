@@ -1,7 +1,13 @@
-//! `bulkhead check --against`: each kind of weakening is reported, tightenings and unchanged
-//! specs are not. The project's own specs, copied and edited in a temporary folder.
+//! The policy review's rules on the project's own specs, copied and edited in a temporary
+//! folder: each kind of weakening is reported, tightenings and unchanged specs are not (the
+//! same over real git revisions, through the CLI: `tests/integration/policy_review.rs`).
 
-use bulkhead_codegen::policy_diff::weakenings;
+use bulkhead_codegen::model::Model;
+use bulkhead_codegen::review::{Weakening, resolve, review};
+
+fn weakenings(base: &Model, head: &Model) -> Vec<Weakening> {
+    review(&resolve(base), &resolve(head)).weakenings
+}
 use std::path::Path;
 
 fn copy_specs(to: &Path) {
@@ -78,17 +84,18 @@ fn every_kind_of_weakening_is_reported_and_nothing_else() {
     let head = load(h);
     let got: Vec<String> = weakenings(&base, &head)
         .into_iter()
-        .map(|w| format!("{}: {}", w.file, w.what))
+        .map(|w| format!("{}: {}", w.file, w.line()))
         .collect();
     assert_eq!(
         got,
         [
-            "specs/connectors/security_logs.yaml: connector `security_logs`: sensitivity lowered from secret to confidential",
-            "specs/deployments/cluster.yaml: deployment `cluster`, server `template`: instance `template-isolated` (--mode none) removed",
-            "specs/deployments/local.yaml: deployment `local`, server `template`: instance `template-isolated` (--mode none) removed",
-            "specs/deployments/local.yaml: deployment `local`, server `template`: proxied egress widened: + api.example.com:443",
-            "specs/servers/template.yaml: tool `template.read_file`: permission widened from read to write",
-            "specs/servers/template.yaml: tool `template.search_security_logs`: sensitivity lowered from secret to confidential",
+            "specs/deployments/local.yaml: egress-widened: deployment `local` instance `template-proxied` (proxied): + api.example.com:443",
+            "specs/deployments/cluster.yaml: instance-removed: server `template`: no `none` instance any more (was `template-isolated`)",
+            "specs/deployments/cluster.yaml: mount-added: deployment `cluster` instance `template-proxied` (proxied): + data/security-logs (dir, ro)",
+            "specs/deployments/local.yaml: mount-added: deployment `local` instance `template-proxied` (proxied): + data/security-logs (dir, ro)",
+            "specs/servers/template.yaml: permission-widened: tool `template.read_file`: read → write",
+            "specs/connectors/security_logs.yaml: sensitivity-lowered: connector `security_logs`: secret → confidential",
+            "specs/servers/template.yaml: sensitivity-lowered: tool `template.search_security_logs`: secret → confidential",
         ]
     );
 }

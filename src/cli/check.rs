@@ -3,22 +3,27 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+/// Exit code of `check --against` when the change weakens policy without acknowledgement.
+pub const WEAKENED: u8 = 3;
+/// Exit code of `check --against` when no base revision could be loaded to compare with.
+pub const BASE_UNRESOLVED: u8 = 4;
+/// How far back along first parents `check --against` looks for a base that loads.
+const WALK_BACK: usize = 20;
+
 /// Loads and checks `root/specs`; prints a summary or every diagnostic. With `against`, also
-/// prints a warning block listing how the specs weaken policy compared with that git revision.
+/// reviews the effective policy against that git revision and fails closed: any weakening not
+/// acknowledged, or a base that cannot be resolved, is a distinct non-zero exit.
 pub fn run(root: &Path, against: Option<&str>) -> anyhow::Result<ExitCode> {
     let config_ok = check_config(root);
     let specs = check_specs(root)?;
     let data_ok = specs != ExitCode::SUCCESS || check_data(root);
-    if let Some(rev) = against
-        && specs == ExitCode::SUCCESS
-    {
-        compare(root, rev)?;
+    if !(config_ok && data_ok) || specs != ExitCode::SUCCESS {
+        return Ok(ExitCode::FAILURE);
     }
-    Ok(if config_ok && data_ok {
-        specs
-    } else {
-        ExitCode::FAILURE
-    })
+    match against {
+        Some(rev) => compare(root, rev),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// Connector data (a sqlite file, a log folder) must not overlap the workspaces or the state
@@ -64,50 +69,181 @@ fn check_data(root: &Path) -> bool {
     ok
 }
 
-/// Loads the specs of `rev` (from `git archive`) and prints what `root`'s specs weaken.
-fn compare(root: &Path, rev: &str) -> anyhow::Result<()> {
-    let base_dir = tempfile::tempdir()?;
-    let tar = base_dir.path().join("specs.tar");
-    let archived = std::process::Command::new("git")
+/// Runs `git` in `root`; its stdout, or why it failed.
+fn git(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let out = std::process::Command::new("git")
         .arg("-C")
         .arg(root)
-        .args(["archive", "--format=tar", "-o"])
-        .arg(&tar)
-        .arg(rev)
-        .arg("specs")
+        .args(args)
         .output()?;
-    if !archived.status.success() {
+    if !out.status.success() {
         anyhow::bail!(
-            "cannot read specs/ at `{rev}`: {}",
-            String::from_utf8_lossy(&archived.stderr).trim()
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let unpacked = std::process::Command::new("tar")
-        .arg("-xf")
-        .arg(&tar)
-        .arg("-C")
-        .arg(base_dir.path())
-        .status()?;
-    anyhow::ensure!(unpacked.success(), "cannot unpack specs/ of `{rev}`");
+    Ok(out.stdout)
+}
+
+/// Writes `specs/` and `config.yaml` of `commit` under `into`, from the object database (not
+/// `git archive`, which a base's `.gitattributes` could tell to leave files out).
+fn materialize(root: &Path, commit: &str, into: &Path) -> anyhow::Result<()> {
+    let prefix = String::from_utf8(git(root, &["rev-parse", "--show-prefix"])?)?
+        .trim()
+        .to_string();
+    let specs = format!("{prefix}specs");
+    let config = format!("{prefix}config.yaml");
+    let listing = git(
+        root,
+        &[
+            "ls-tree",
+            "-r",
+            "-z",
+            "--full-tree",
+            commit,
+            "--",
+            &specs,
+            &config,
+        ],
+    )?;
+    for entry in listing.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let entry = std::str::from_utf8(entry)?;
+        let (meta, path) = entry
+            .split_once('\t')
+            .ok_or_else(|| anyhow::anyhow!("unexpected ls-tree line `{entry}`"))?;
+        let mut fields = meta.split(' ');
+        let (kind, oid) = (fields.nth(1), fields.next());
+        let (Some("blob"), Some(oid)) = (kind, oid) else {
+            continue;
+        };
+        let rel = path.strip_prefix(&prefix).unwrap_or(path);
+        if rel.split('/').any(|part| part == ".." || part.is_empty()) {
+            anyhow::bail!("refusing path `{path}` in `{commit}`");
+        }
+        let dest = into.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&dest, git(root, &["cat-file", "blob", oid])?)?;
+    }
+    Ok(())
+}
+
+/// The base to compare with: `rev` itself when its specs load, else the nearest first-parent
+/// ancestor (within [`WALK_BACK`]) that loads, said out loud. `None` when none loads.
+fn resolve_base(
+    root: &Path,
+    rev: &str,
+) -> anyhow::Result<Option<(String, bulkhead_codegen::model::Model)>> {
+    let commits = String::from_utf8(git(
+        root,
+        &[
+            "rev-list",
+            "--first-parent",
+            &format!("--max-count={WALK_BACK}"),
+            &format!("{rev}^{{commit}}"),
+        ],
+    )?)?;
+    let mut first_error = None;
+    for (back, commit) in commits.lines().enumerate() {
+        let dir = tempfile::tempdir()?;
+        materialize(root, commit, dir.path())?;
+        match bulkhead_codegen::load(&dir.path().join("specs"), dir.path()) {
+            Ok(model) => {
+                if back > 0 {
+                    let subject =
+                        String::from_utf8(git(root, &["log", "-1", "--format=%h %s", commit])?)?;
+                    println!(
+                        "note: specs/ at `{rev}` do not load ({}); compared with {} back along first parents: {}",
+                        first_error.unwrap_or_default(),
+                        back,
+                        subject.trim()
+                    );
+                }
+                return Ok(Some((commit.to_string(), model)));
+            }
+            Err(e) => {
+                if first_error.is_none() {
+                    let text = e.to_string();
+                    let line = text
+                        .lines()
+                        .find(|l| l.starts_with("error"))
+                        .unwrap_or("errors")
+                        .to_string();
+                    first_error = Some(line);
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Reviews the effective policy of `root` against `rev`: every weakening is listed; each one
+/// not acknowledged in `specs/policy-acks.yaml` fails the check ([`WEAKENED`]), as does a base
+/// that cannot be resolved ([`BASE_UNRESOLVED`]).
+fn compare(root: &Path, rev: &str) -> anyhow::Result<ExitCode> {
+    use bulkhead_codegen::review;
     let head = bulkhead_codegen::load(&root.join("specs"), root)?;
-    let base = match bulkhead_codegen::load(&base_dir.path().join("specs"), base_dir.path()) {
-        Ok(m) => m,
+    let acks = match review::Acks::load(root) {
+        Ok(a) => a,
         Err(e) => {
-            println!("note: specs/ at `{rev}` do not load ({e}); nothing to compare");
-            return Ok(());
+            eprintln!("error: {e}; no weakening can be accepted until it is fixed");
+            return Ok(ExitCode::FAILURE);
         }
     };
-    let weaker = bulkhead_codegen::policy_diff::weakenings(&base, &head);
-    if weaker.is_empty() {
-        println!("policy: nothing weakened against `{rev}`");
-        return Ok(());
+    let Some((commit, base)) = resolve_base(root, rev)? else {
+        eprintln!(
+            "error: neither `{rev}` nor its {} nearest first-parent ancestors have specs that load; the policy cannot be reviewed",
+            WALK_BACK - 1
+        );
+        return Ok(ExitCode::from(BASE_UNRESOLVED));
+    };
+    let short = &commit[..commit.len().min(12)];
+    let r = review::review(&review::resolve(&base), &review::resolve(&head));
+    for rename in &r.renames {
+        println!("note: {rename}");
     }
-    println!("warning: this change weakens policy against `{rev}`:");
-    for w in &weaker {
-        println!("  - {} ({})", w.what, w.file);
+    let mut unacked = 0;
+    let mut used = Vec::new();
+    for w in &r.weakenings {
+        let line = w.line();
+        match acks.find(&line) {
+            Some(a) => {
+                used.push(line.clone());
+                println!("acknowledged: {line} ({}) — {}", w.file, a.reason.trim());
+            }
+            None => {
+                unacked += 1;
+                println!("weakened: {line} ({})", w.file);
+            }
+        }
     }
-    println!("  Reviewers: check each line above before approving.");
-    Ok(())
+    for a in &acks.acks {
+        if !used.iter().any(|u| u == a.weakening.trim()) {
+            println!(
+                "note: {} acknowledges `{}`, which this change does not make",
+                review::ACKS_FILE,
+                a.weakening.trim()
+            );
+        }
+    }
+    if unacked == 0 {
+        println!(
+            "policy: nothing weakened against `{rev}` ({short}){}",
+            if r.weakenings.is_empty() {
+                ""
+            } else {
+                " that is not acknowledged"
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "policy: {unacked} weakening(s) against `{rev}` ({short}) not acknowledged. Review each; to accept one, add it word for word to {} with a reason:\n  acks:\n    - weakening: \"<the line after `weakened: `, without the file>\"\n      reason: \"<why>\"",
+        review::ACKS_FILE
+    );
+    Ok(ExitCode::from(WEAKENED))
 }
 
 /// `config.yaml` at the root, when there is one: shape, keys, `${VAR}` expansion (with this

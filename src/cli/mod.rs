@@ -55,9 +55,10 @@ enum Command {
         /// The project folder holding specs/.
         #[arg(long, default_value = ".")]
         root: PathBuf,
-        /// A git revision to compare with: prints a warning block when the specs weaken policy
-        /// (sensitivity lowered, permission widened, instance removed, egress widened).
-        #[arg(long)]
+        /// A git revision to compare the effective policy (specs/ and config.yaml) with. Exits 3
+        /// when it is weakened and the weakening is not in specs/policy-acks.yaml, 4 when no
+        /// revision within 20 first-parent commits of REV loads.
+        #[arg(long, value_name = "REV")]
         against: Option<String>,
     },
     /// Serve one generated server.
@@ -157,6 +158,10 @@ enum Command {
     Tools {
         /// Server name (default: every server).
         server: Option<String>,
+        /// The project folder: its specs/ are listed when it has them (what `check` reads),
+        /// otherwise the specs compiled into this binary.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
     },
     /// Mint a development token from the configured HS256 key (refused for production configs).
     Token {
@@ -274,7 +279,7 @@ pub fn main() -> ExitCode {
                 max_rebuilds,
             })
         }
-        Command::Tools { server } => tools::run(server.as_deref()),
+        Command::Tools { server, root } => tools::run(&root, server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config)
             .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),

@@ -67,7 +67,63 @@ fn args_struct(tool: &str) -> String {
     out
 }
 
-fn tool_yaml(tool: &str, uses: Option<&str>) -> String {
+/// What a new tool declares: defaults for a handler, its operation's needs for `--uses`.
+struct Declared {
+    permission: &'static str,
+    context: &'static str,
+    sensitivity: &'static str,
+}
+
+const HANDLER_DEFAULTS: Declared = Declared {
+    permission: "read",
+    context: "default",
+    sensitivity: "public",
+};
+
+/// What a tool using `op` (`connector.operation`) must declare at least: the connector's
+/// sensitivity, the permission the operation needs (it writes, it reaches the network) and
+/// the context preset made for its results. Read from the project's specs, so `bulkhead check`
+/// accepts what is written.
+fn declared_for(root: &Path, op: &str) -> anyhow::Result<Declared> {
+    let (connector, operation) = op
+        .split_once('.')
+        .ok_or_else(|| anyhow::anyhow!("--uses `{op}`: expected `<connector>.<operation>`"))?;
+    let model = bulkhead_codegen::load(&root.join("specs"), root).map_err(|e| {
+        anyhow::anyhow!("specs/ must load to look up `{op}`; fix these first:\n{e}")
+    })?;
+    let c = model.connector(connector).ok_or_else(|| {
+        let known: Vec<&str> = model.connectors.iter().map(|c| c.name.as_str()).collect();
+        anyhow::anyhow!(
+            "--uses `{op}`: no connector `{connector}` (known: {})",
+            known.join(", ")
+        )
+    })?;
+    let o = c.operations.iter().find(|o| o.name == operation).ok_or_else(|| {
+        let known: Vec<&str> = c.operations.iter().map(|o| o.name.as_str()).collect();
+        anyhow::anyhow!(
+            "--uses `{op}`: connector `{connector}` has no operation `{operation}` (it has: {})",
+            known.join(", ")
+        )
+    })?;
+    use bulkhead_codegen::model::OperationBody;
+    Ok(Declared {
+        permission: if o.reaches_network() {
+            "connect"
+        } else if o.writes() {
+            "write"
+        } else {
+            "read"
+        },
+        context: match o.body {
+            OperationBody::Sql { .. } => "sql_query",
+            OperationBody::Logs { .. } => "log_search",
+            _ => "default",
+        },
+        sensitivity: c.sensitivity.as_str(),
+    })
+}
+
+fn tool_yaml(tool: &str, uses: Option<&str>, d: &Declared) -> String {
     let mut y = String::new();
     let _ = writeln!(y, "  {tool}:");
     let _ = writeln!(
@@ -76,15 +132,18 @@ fn tool_yaml(tool: &str, uses: Option<&str>) -> String {
     );
     let _ = writeln!(
         y,
-        "    permission: read          # read | write | connect (reaches outside; refused once the session holds private data)"
+        "    permission: {:<18}# read | write | connect (reaches outside; refused once the session holds private data)",
+        d.permission
     );
     let _ = writeln!(
         y,
-        "    context: default          # default | sql_query | log_search | a preset of this server's context_presets"
+        "    context: {:<21}# default | sql_query | log_search | a preset of this server's context_presets",
+        d.context
     );
     let _ = writeln!(
         y,
-        "    sensitivity: public       # public | internal | confidential | secret (at least its connector's)"
+        "    sensitivity: {:<17}# public | internal | confidential | secret (at least its connector's)",
+        d.sensitivity
     );
     match uses {
         Some(op) => {
@@ -116,7 +175,7 @@ fn tool_yaml(tool: &str, uses: Option<&str>) -> String {
 
 fn handler_method(tool: &str) -> String {
     format!(
-        "    async fn {tool}(&self, cx: ToolContext, args: {args}) -> ToolResult {{\n        // The wrapper has checked identity, mode, permission and arguments and raised the session\n        // before this runs; return the data (large results are truncated and saved for you).\n        let _ = cx;\n        Ok(ToolOutput::Text(format!(\"{tool}: {{}}\", args.text)))\n    }}\n",
+        "    async fn {tool}(&self, cx: ToolContext, args: {args}) -> crate::codegen::ToolResult {{\n        // The wrapper has checked identity, mode, permission and arguments and raised the session\n        // before this runs; return the data (large results are truncated and saved for you).\n        let _ = cx;\n        Ok(crate::codegen::ToolOutput::Text(format!(\"{tool}: {{}}\", args.text)))\n    }}\n",
         args = args_struct(tool)
     )
 }
@@ -125,10 +184,7 @@ fn handler_module(server: &str, tools: &[&str]) -> String {
     let args: Vec<String> = tools.iter().map(|t| args_struct(t)).collect();
     let mut m = String::new();
     let _ = writeln!(m, "//! Handlers of the `{server}` server's Rust tools.\n");
-    let _ = writeln!(
-        m,
-        "use crate::codegen::{{ToolContext, ToolOutput, ToolResult}};"
-    );
+    let _ = writeln!(m, "use crate::codegen::ToolContext;");
     let _ = writeln!(
         m,
         "use crate::servers::{server}::{{Handlers, {}}};\n",
@@ -163,7 +219,7 @@ fn new_server(root: &Path, name: &str) -> anyhow::Result<Vec<(PathBuf, &'static 
     let tool = "hello";
     let text = format!(
         "# yaml-language-server: $schema=../schema/server.schema.json\nname: {name}\ninstructions: What this server is for, in a sentence or two the model reads.\ntools:\n{}",
-        tool_yaml(tool, None)
+        tool_yaml(tool, None, &HANDLER_DEFAULTS)
     );
     std::fs::create_dir_all(spec.parent().expect("has a parent"))?;
     std::fs::write(&spec, text)?;
@@ -196,6 +252,32 @@ fn add_mod_line(root: &Path, server: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// `spec` with `block` added at the end of its top-level `tools:` mapping, wherever that is
+/// (before `resources:` or `prompts:`, say), or in a new `tools:` at the end.
+fn insert_tool(spec: &str, block: &str) -> String {
+    let lines: Vec<&str> = spec.lines().collect();
+    let Some(start) = lines.iter().position(|l| l.trim_end() == "tools:") else {
+        return format!("{}\ntools:\n{block}", spec.trim_end());
+    };
+    let top_level = |l: &str| !l.is_empty() && !l.starts_with([' ', '#']);
+    let mut end = lines[start + 1..]
+        .iter()
+        .position(|l| top_level(l))
+        .map_or(lines.len(), |p| start + 1 + p);
+    // Blank lines and column-0 comments just before the next key belong to it.
+    while end > start + 1 && (lines[end - 1].trim().is_empty() || lines[end - 1].starts_with('#')) {
+        end -= 1;
+    }
+    let mut out = lines[..end].join("\n");
+    out.push('\n');
+    out.push_str(block);
+    if end < lines.len() {
+        out.push_str(&lines[end..].join("\n"));
+        out.push('\n');
+    }
+    out
+}
+
 fn new_tool(
     root: &Path,
     server: &str,
@@ -214,20 +296,11 @@ fn new_tool(
         !text.lines().any(|l| l.trim_end() == format!("  {tool}:")),
         "server `{server}` has a tool `{tool}` already"
     );
-    // Tools go at the end of the `tools:` block, which must be the last top-level key.
-    let last_top = text
-        .lines()
-        .filter(|l| !l.starts_with([' ', '#']) && !l.trim().is_empty())
-        .last()
-        .unwrap_or_default();
-    anyhow::ensure!(
-        last_top.starts_with("tools:"),
-        "{}: `tools:` is not the last top-level key; add the tool by hand (see README, Adding a tool)",
-        spec.display()
-    );
-    let mut out = text.trim_end().to_string();
-    out.push('\n');
-    out.push_str(&tool_yaml(tool, uses));
+    let declared = match uses {
+        Some(op) => declared_for(root, op)?,
+        None => HANDLER_DEFAULTS,
+    };
+    let out = insert_tool(&text, &tool_yaml(tool, uses, &declared));
     std::fs::write(&spec, out)?;
     let mut written = vec![(spec, "updated")];
     if uses.is_none() {
@@ -284,6 +357,13 @@ mod tests {
             "//! Handlers.\n\npub mod template;\n",
         )
         .unwrap();
+        let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::fs::create_dir_all(root.join("specs/connectors")).unwrap();
+        std::fs::copy(
+            project.join("specs/connectors/records.yaml"),
+            root.join("specs/connectors/records.yaml"),
+        )
+        .unwrap();
         new_server(root, "support").unwrap();
         let mods = std::fs::read_to_string(root.join("src/handlers/mod.rs")).unwrap();
         assert_eq!(
@@ -297,6 +377,14 @@ mod tests {
             spec.contains("  lookup:\n") && spec.contains("uses: records.search"),
             "{spec}"
         );
+        // `--uses` declares what the operation needs, so the specs still check.
+        assert!(
+            spec.contains("    permission: read ")
+                && spec.contains("    context: sql_query ")
+                && spec.contains("    sensitivity: confidential "),
+            "{spec}"
+        );
+        bulkhead_codegen::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
         let m = std::fs::read_to_string(root.join("src/handlers/support.rs")).unwrap();
         assert!(
             m.contains("use crate::servers::support::{Handlers, LookupArgs, HelloArgs};"),
@@ -312,5 +400,43 @@ mod tests {
             "no duplicate"
         );
         assert!(new_server(root, "Bad-Name").is_err());
+    }
+
+    /// The shipped template spec has `resources:` and `prompts:` after `tools:`: a new tool goes
+    /// into the `tools:` block and the specs still load.
+    #[test]
+    fn a_tool_joins_the_tools_block_wherever_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for sub in ["servers", "connectors"] {
+            std::fs::create_dir_all(root.join("specs").join(sub)).unwrap();
+            for e in std::fs::read_dir(project.join("specs").join(sub)).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), root.join("specs").join(sub).join(e.file_name())).unwrap();
+            }
+        }
+        std::fs::create_dir_all(root.join("src/handlers")).unwrap();
+        std::fs::copy(
+            project.join("src/handlers/template.rs"),
+            root.join("src/handlers/template.rs"),
+        )
+        .unwrap();
+        new_tool(root, "template", "lookup_owner", None).unwrap();
+        new_tool(root, "template", "find_record", Some("records.get")).unwrap();
+        let model =
+            bulkhead_codegen::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
+        let t = model.server("template").unwrap();
+        let names: Vec<&str> = t.tools.iter().map(|t| t.name.as_str()).collect();
+        assert!(
+            names.contains(&"lookup_owner") && names.contains(&"find_record"),
+            "{names:?}"
+        );
+        assert!(!t.resources.is_empty() && !t.prompts.is_empty());
+        let m = std::fs::read_to_string(root.join("src/handlers/template.rs")).unwrap();
+        assert!(
+            m.contains("async fn lookup_owner(") && m.contains("LookupOwnerArgs"),
+            "{m}"
+        );
     }
 }

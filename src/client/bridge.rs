@@ -1,5 +1,6 @@
 //! `bulkhead connect`: a stdio MCP server that holds one [`McpClient`] (the isolating client when
-//! the server has more than one instance) and forwards `tools/list` and `tools/call` to it. Desktop
+//! the server has more than one instance) and forwards tools, resources and prompts to it (the
+//! same surface an HTTP client of the server gets). Desktop
 //! clients (Claude Desktop, VS Code, Cursor) start it as their MCP server, so a session moves one
 //! way across the instances exactly as an agent's would: confidential and secret tools answer
 //! from the proxied and isolated instances, and connect tools are refused after them.
@@ -11,8 +12,10 @@
 use super::McpClient;
 use crate::errors::FATAL_PREFIX;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -43,7 +46,13 @@ impl Bridge {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
             .with_server_info(Implementation::new(
                 format!("bulkhead-connect-{}", self.server),
                 env!("CARGO_PKG_VERSION"),
@@ -80,4 +89,69 @@ impl ServerHandler for Bridge {
         };
         Ok(result.into())
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.client
+            .list_resources()
+            .await
+            .map(ListResourcesResult::with_all_items)
+            .map_err(failed)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.client
+            .list_resource_templates()
+            .await
+            .map(ListResourceTemplatesResult::with_all_items)
+            .map_err(failed)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.client
+            .read_resource(&request.uri)
+            .await
+            .map_err(failed)?
+            .map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.client
+            .list_prompts()
+            .await
+            .map(ListPromptsResult::with_all_items)
+            .map_err(failed)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.client
+            .get_prompt(&request.name, request.arguments)
+            .await
+            .map_err(failed)?
+            .map(Into::into)
+    }
+}
+
+/// A failure of the client itself, as the desktop client sees it.
+fn failed(e: super::ClientError) -> ErrorData {
+    ErrorData::internal_error(format!("bulkhead connect: {e}"), None)
 }

@@ -10,7 +10,8 @@ use super::{ClientError, StrictClient, ToolReply};
 use crate::policy::meta;
 use crate::policy::{NetworkMode, Sensitivity};
 use futures::future::join_all;
-use rmcp::model::Tool;
+use rmcp::ErrorData;
+use rmcp::model::{ReadResourceResult, Tool};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -127,6 +128,57 @@ impl IsolatingClient {
             }
         }
         Ok(tools)
+    }
+
+    /// Reads `uri` like a tool call is routed: on the least isolated instance the known level
+    /// allows; a refusal naming a more isolated mode (in its `data`) raises the floor and is
+    /// retried once there. The result's `_meta` level raises the session's known level.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<Result<ReadResourceResult, ErrorData>, ClientError> {
+        let first = self.pick(Sensitivity::Public)?;
+        let read = self.instance(first).read_resource(uri).await?;
+        let refused_for = |r: &Result<ReadResourceResult, ErrorData>| {
+            let data = r.as_ref().err()?.data.as_ref()?;
+            data.get(meta::REQUIRED_MODE)?
+                .as_str()
+                .and_then(NetworkMode::parse)
+        };
+        let read = match refused_for(&read) {
+            Some(mode) if mode > first => {
+                tracing::info!(server = %self.server, from = %first, to = %mode, "instance refused the session's level; switching");
+                self.ratchet.raise_mode(mode);
+                let second = self.pick(Sensitivity::Public)?;
+                self.instance(second).read_resource(uri).await?
+            }
+            _ => read,
+        };
+        let level = match &read {
+            Ok(r) => r
+                .meta
+                .as_ref()
+                .and_then(|m| m.0.get(meta::SENSITIVITY))
+                .cloned(),
+            Err(e) => e
+                .data
+                .as_ref()
+                .and_then(|d| d.get(meta::SENSITIVITY))
+                .cloned(),
+        };
+        if let Some(level) = level
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(Sensitivity::parse)
+        {
+            self.ratchet.raise_level(level);
+        }
+        Ok(read)
+    }
+
+    /// The instance the next call would use (listings come from it).
+    pub fn current(&self) -> Result<&StrictClient, ClientError> {
+        Ok(self.instance(self.pick(Sensitivity::Public)?))
     }
 
     /// Closes every connection.

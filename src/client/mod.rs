@@ -48,6 +48,54 @@ impl McpClient {
         }
     }
 
+    /// The instance listings and prompts come from: the only one, or the one the next call
+    /// would use.
+    fn current(&self) -> Result<&StrictClient, ClientError> {
+        match self {
+            McpClient::Strict(c) => Ok(c),
+            McpClient::Isolating(c) => c.current(),
+        }
+    }
+
+    /// The server's fixed resources.
+    pub async fn list_resources(&self) -> Result<Vec<rmcp::model::Resource>, ClientError> {
+        self.current()?.list_resources().await
+    }
+
+    /// The server's resource templates.
+    pub async fn list_resource_templates(
+        &self,
+    ) -> Result<Vec<rmcp::model::ResourceTemplate>, ClientError> {
+        self.current()?.list_resource_templates().await
+    }
+
+    /// Reads `uri`, routed like a tool call (see [`IsolatingClient::read_resource`]); the
+    /// server's refusal is the inner `Err`.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<Result<rmcp::model::ReadResourceResult, rmcp::ErrorData>, ClientError> {
+        match self {
+            McpClient::Strict(c) => c.read_resource(uri).await,
+            McpClient::Isolating(c) => c.read_resource(uri).await,
+        }
+    }
+
+    /// The server's prompts.
+    pub async fn list_prompts(&self) -> Result<Vec<rmcp::model::Prompt>, ClientError> {
+        self.current()?.list_prompts().await
+    }
+
+    /// Renders a prompt (fixed text: the current instance answers); the server's refusal is
+    /// the inner `Err`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> Result<Result<rmcp::model::GetPromptResult, rmcp::ErrorData>, ClientError> {
+        self.current()?.get_prompt(name, args).await
+    }
+
     /// The network mode of the instance the next call would go to (at least).
     pub fn current_mode(&self) -> NetworkMode {
         match self {

@@ -3,7 +3,11 @@
 
 use super::{ClientError, ToolReply};
 use crate::policy::NetworkMode;
-use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, GetPromptResult, Prompt,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, Tool,
+};
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -139,6 +143,60 @@ impl StrictClient {
         Ok(reply)
     }
 
+    /// The server's fixed resources.
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        self.bounded(service.list_all_resources()).await
+    }
+
+    /// The server's resource templates.
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        self.bounded(service.list_all_resource_templates()).await
+    }
+
+    /// Reads `uri`. The server's refusal (a JSON-RPC error, with the mode the session needs in
+    /// its `data`) is the inner `Err`; the outer one is this client's own failure.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<Result<ReadResourceResult, ErrorData>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        let read = service.read_resource(ReadResourceRequestParams::new(uri));
+        match self.bounded_raw(read).await? {
+            Ok(r) => Ok(Ok(r)),
+            Err(ServiceError::McpError(e)) => Ok(Err(e)),
+            Err(e) => Err(ClientError::Protocol(format!("{}: {e}", self.url))),
+        }
+    }
+
+    /// The server's prompts.
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        self.bounded(service.list_all_prompts()).await
+    }
+
+    /// Renders prompt `name` with `args`; the server's refusal is the inner `Err`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> Result<Result<GetPromptResult, ErrorData>, ClientError> {
+        let guard = self.service.read().await;
+        let service = guard.as_ref().ok_or(ClientError::Closed)?;
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = args;
+        match self.bounded_raw(service.get_prompt(params)).await? {
+            Ok(r) => Ok(Ok(r)),
+            Err(ServiceError::McpError(e)) => Ok(Err(e)),
+            Err(e) => Err(ClientError::Protocol(format!("{}: {e}", self.url))),
+        }
+    }
+
     /// The server's tools.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         let guard = self.service.read().await;
@@ -155,6 +213,16 @@ impl StrictClient {
         {
             tracing::warn!(url = %self.url, error = %e, "client task ended abnormally");
         }
+    }
+
+    /// Bounds `request` by the read timeout, leaving its own result as it is.
+    async fn bounded_raw<T>(&self, request: impl Future<Output = T>) -> Result<T, ClientError> {
+        tokio::time::timeout(Duration::from_secs(self.read_timeout), request)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                url: self.url.clone(),
+                seconds: self.read_timeout,
+            })
     }
 
     async fn bounded<T>(

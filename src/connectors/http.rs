@@ -260,21 +260,35 @@ impl Http {
         Ok(url)
     }
 
+    /// A request that never got an answer. The network being down or slow is retryable (a name
+    /// that does not resolve, a refused or reset connection, a timeout): the same call may work
+    /// in a moment. What retrying cannot change is fatal: the egress proxy refusing the
+    /// destination (policy), a certificate the trusted CAs do not vouch for, a build without TLS.
     fn transport(&self, target: &str, e: reqwest::Error) -> ToolError {
         let e = e.without_url();
         if e.is_timeout() {
-            ToolError::fatal(format!(
-                "{target} did not answer within {} ms",
+            return ToolError::retry(format!(
+                "{target} did not answer within {} ms; retry later",
                 self.timeout_ms
+            ));
+        }
+        if e.is_builder() {
+            return ToolError::fatal(format!(
+                "cannot send a request to {target} (https needs TLS support in this build)"
+            ));
+        }
+        let why = causes(&e);
+        let lower = why.to_ascii_lowercase();
+        let policy_or_trust = ["tunnel", "certificate", "tls", "handshake", "unknownissuer"]
+            .iter()
+            .any(|w| lower.contains(w));
+        if e.is_connect() && !policy_or_trust {
+            // Not found (DNS), refused, reset, unreachable: the network, not this call.
+            ToolError::retry(format!(
+                "cannot reach {target} ({why}); retry later (the connector's URL is set by its variable, e.g. WEBHOOK_URL)"
             ))
         } else if e.is_connect() {
-            // The causes say which: refused, a proxy's CONNECT refusal ("tunnel error"), or a
-            // certificate the trusted CAs do not vouch for.
-            ToolError::fatal(format!("cannot connect to {target}: {}", causes(&e)))
-        } else if e.is_builder() {
-            ToolError::fatal(format!(
-                "cannot send a request to {target} (https needs TLS support in this build)"
-            ))
+            ToolError::fatal(format!("cannot connect to {target}: {why}"))
         } else {
             ToolError::fatal(format!("request to {target} failed: {e}"))
         }

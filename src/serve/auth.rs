@@ -1,6 +1,12 @@
 //! The HTTP auth layer: verify the bearer token, put the identity where tool code reads it, answer
 //! 401 with `WWW-Authenticate` naming the protected-resource metadata (RFC 9728), and bind each
 //! transport session (`Mcp-Session-Id`) to the identity that opened it.
+//!
+//! Session limits: at `http.max_sessions_per_identity`, a new session of that identity evicts
+//! its least recently used *idle* session (no request or stream in flight), logged, so a client
+//! that never sends `DELETE` cannot lock its user out while memory stays bounded; only when every
+//! one of them is busy is the new one refused (429). `http.max_sessions` (all identities) is a
+//! plain refusal (503): evicting another user's session is not ours to do.
 
 use crate::auth::Verifier;
 use crate::identity::Identity;
@@ -9,7 +15,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 /// The header rmcp uses for transport sessions.
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -32,6 +39,8 @@ struct SessionBook {
     per_identity: HashMap<Identity, usize>,
     pending: HashMap<Identity, usize>,
     pending_total: usize,
+    /// Per session: when a request last used it, and how many responses of it are in flight.
+    use_of: HashMap<String, (Instant, usize)>,
 }
 
 /// Shared state of the auth layer.
@@ -40,6 +49,51 @@ pub struct AuthState {
     metadata_url: String,
     limits: SessionLimits,
     book: Mutex<SessionBook>,
+    /// The transport's session manager (set once it exists): closes evicted sessions.
+    sessions: OnceLock<Arc<super::sessions::Sessions>>,
+}
+
+/// Marks a session busy while a response of it is in flight (dropped with the response body,
+/// so a stream keeps its session busy for as long as it is open).
+struct InUse {
+    state: Arc<AuthState>,
+    sid: String,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut book = self.state.book();
+        if let Some(u) = book.use_of.get_mut(&self.sid) {
+            u.0 = Instant::now();
+            u.1 = u.1.saturating_sub(1);
+        }
+    }
+}
+
+/// A response body that holds an [`InUse`] until it is dropped.
+struct Tracked {
+    inner: axum::body::Body,
+    _in_use: InUse,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A refusal that names the limit that was hit.
@@ -69,7 +123,13 @@ impl AuthState {
             metadata_url,
             limits,
             book: Mutex::new(SessionBook::default()),
+            sessions: OnceLock::new(),
         }
+    }
+
+    /// Hands over the session manager, so that evicted sessions are closed in it too.
+    pub fn set_sessions(&self, sessions: Arc<super::sessions::Sessions>) {
+        let _ = self.sessions.set(sessions);
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
@@ -80,6 +140,7 @@ impl AuthState {
     /// Idempotent.
     pub fn forget_session(&self, sid: &str) {
         let mut book = self.book();
+        book.use_of.remove(sid);
         if let Some(id) = book.owner.remove(sid) {
             if let Some(n) = book.per_identity.get_mut(&id) {
                 *n -= 1;
@@ -95,8 +156,10 @@ impl AuthState {
         self.book().owner.len()
     }
 
-    /// Reserves room for one new session of `id`, or says which limit refuses it.
-    fn reserve(&self, id: &Identity) -> Result<(), Response> {
+    /// Reserves room for one new session of `id`, or says which limit refuses it. At the
+    /// per-identity limit, the identity's least recently used idle session is taken out of the
+    /// book and returned, for the caller to close.
+    fn reserve(&self, id: &Identity) -> Result<Option<String>, Response> {
         let mut book = self.book();
         if book.owner.len() + book.pending_total >= self.limits.max_total {
             return Err(limit_refusal(
@@ -109,18 +172,39 @@ impl AuthState {
         }
         let held = book.per_identity.get(id).copied().unwrap_or(0)
             + book.pending.get(id).copied().unwrap_or(0);
+        let mut evicted = None;
         if held >= self.limits.max_per_identity {
-            return Err(limit_refusal(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "session limit reached: this identity holds {held} open sessions (http.max_sessions_per_identity = {}); close one with DELETE or reuse it",
-                    self.limits.max_per_identity
-                ),
-            ));
+            let idle = book
+                .owner
+                .iter()
+                .filter(|(_, o)| *o == id)
+                .filter_map(|(sid, _)| {
+                    let (last, busy) = book.use_of.get(sid).copied()?;
+                    (busy == 0).then_some((last, sid.clone()))
+                })
+                .min();
+            let Some((_, sid)) = idle else {
+                return Err(limit_refusal(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "session limit reached: this identity holds {held} open sessions, all in use (http.max_sessions_per_identity = {}); close one with DELETE or reuse it",
+                        self.limits.max_per_identity
+                    ),
+                ));
+            };
+            book.use_of.remove(&sid);
+            book.owner.remove(&sid);
+            if let Some(n) = book.per_identity.get_mut(id) {
+                *n -= 1;
+                if *n == 0 {
+                    book.per_identity.remove(id);
+                }
+            }
+            evicted = Some(sid);
         }
         *book.pending.entry(id.clone()).or_default() += 1;
         book.pending_total += 1;
-        Ok(())
+        Ok(evicted)
     }
 
     /// Ends a reservation; binds the new session to `id` when one was created.
@@ -137,6 +221,7 @@ impl AuthState {
             && !book.owner.contains_key(sid)
         {
             book.owner.insert(sid.to_string(), id.clone());
+            book.use_of.insert(sid.to_string(), (Instant::now(), 0));
             *book.per_identity.entry(id.clone()).or_default() += 1;
         }
     }
@@ -219,16 +304,51 @@ pub async fn require_token(
             .headers()
             .get("mcp-protocol-version")
             .is_none_or(|v| v.as_bytes() != b"2026-07-28");
-    if creating && let Err(refused) = state.reserve(&identity) {
-        static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
-        if let Some(more) = SITE.allow() {
-            tracing::warn!(caller = %identity, suppressed = more, "new transport session refused by a session limit");
+    if creating {
+        match state.reserve(&identity) {
+            Err(refused) => {
+                static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+                if let Some(more) = SITE.allow() {
+                    tracing::warn!(caller = %identity, suppressed = more, "new transport session refused by a session limit");
+                }
+                return refused;
+            }
+            Ok(Some(evicted)) => {
+                static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+                if let Some(more) = SITE.allow() {
+                    tracing::info!(caller = %identity, suppressed = more, "http.max_sessions_per_identity reached: closed this identity's least recently used idle session to open a new one");
+                }
+                if let Some(sessions) = state.sessions.get() {
+                    use rmcp::transport::streamable_http_server::session::SessionManager;
+                    let _ = sessions.close_session(&evicted.as_str().into()).await;
+                }
+            }
+            Ok(None) => {}
         }
-        return refused;
     }
+    // A request of a known session marks it in use until its response (or stream) ends.
+    let in_use = session.as_ref().and_then(|sid| {
+        let mut book = state.book();
+        let u = book.use_of.get_mut(sid)?;
+        u.0 = Instant::now();
+        u.1 += 1;
+        Some(InUse {
+            state: state.clone(),
+            sid: sid.clone(),
+        })
+    });
     req.extensions_mut().insert(identity.clone());
     req.extensions_mut().insert(grants);
     let resp = next.run(req).await;
+    let resp = match in_use {
+        Some(guard) => resp.map(|inner| {
+            axum::body::Body::new(Tracked {
+                inner,
+                _in_use: guard,
+            })
+        }),
+        None => resp,
+    };
     if creating {
         let created = resp
             .status()

@@ -1,8 +1,12 @@
-//! DNS-rebinding protection for every route, not only `/mcp` (which rmcp checks itself): a request
-//! whose `Host` is not in `http.allowed_hosts` is refused with 403 before any handler runs, so a
-//! page on another origin that rebinds its name to this address reads neither `/metrics`,
-//! `/readyz`, `/healthz` nor the resource metadata. The rule is rmcp's: an entry without a port
-//! allows that host on any port, one with a port only that port; an empty list allows all.
+//! DNS-rebinding and cross-origin protection for every route, not only `/mcp` (which rmcp checks
+//! itself, later): a request whose `Host` is not in `http.allowed_hosts`, or whose `Origin` is not
+//! in `http.allowed_origins`, is refused with 403 before anything else runs — before the token is
+//! read and before a session limit is counted — so a page on another origin reads neither
+//! `/metrics`, `/readyz`, `/healthz` nor the resource metadata, and is never told 401 or 429.
+//! The rules are rmcp's (private in rmcp, so restated here and kept by the tests below): a host
+//! entry without a port allows that host on any port, one with a port only that port, an empty
+//! list allows all; an origin entry is `scheme://host[:port]`, `:*` for any port, or `null`, and an
+//! empty list refuses every request that carries an Origin (requests without one pass).
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -45,12 +49,70 @@ pub fn allowed(host: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// The middleware: 403 for a `Host` outside the list (400 without one).
-pub async fn check_host(
-    State(list): State<Arc<Vec<String>>>,
-    req: Request,
-    next: Next,
-) -> Response {
+/// An origin as `(scheme, host, port)`, or `None` for `null`.
+type Origin = Option<(String, String, Option<u16>)>;
+
+/// Parses an `Origin` value (`Some(None)` for `null`; `None` when malformed).
+fn origin(value: &str) -> Option<Origin> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("null") {
+        return Some(None);
+    }
+    let uri: http::Uri = value.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let (host, port) = split(uri.authority()?.as_str())?;
+    Some(Some((scheme, host, port)))
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// Whether `value` (an `Origin` header) is allowed by `allowed`.
+pub fn origin_allowed(value: &str, allowed: &[String]) -> bool {
+    let Some(o) = origin(value) else {
+        return false;
+    };
+    allowed.iter().any(|entry| {
+        let entry = entry.trim();
+        let (base, any_port) = match entry.strip_suffix(":*") {
+            Some(b) => (b, true),
+            None => (entry, false),
+        };
+        match (origin(base), &o) {
+            (Some(None), None) => !any_port,
+            (Some(Some((s, h, p))), Some((os, oh, op))) => {
+                s == *os
+                    && h == *oh
+                    && (any_port || p.is_none() || p == op.or_else(|| default_port(os)))
+            }
+            _ => false,
+        }
+    })
+}
+
+/// What the middleware checks: `http.allowed_hosts` and `http.allowed_origins`.
+#[derive(Clone, Debug, Default)]
+pub struct Allowed {
+    /// Host entries.
+    pub hosts: Vec<String>,
+    /// Origin entries.
+    pub origins: Vec<String>,
+}
+
+/// The middleware: 403 for a `Host` or an `Origin` outside its list (400 without a `Host`).
+pub async fn check_host(State(list): State<Arc<Allowed>>, req: Request, next: Next) -> Response {
+    if let Some(o) = req.headers().get(http::header::ORIGIN) {
+        let ok = o.to_str().is_ok_and(|o| origin_allowed(o, &list.origins));
+        if !ok {
+            return (StatusCode::FORBIDDEN, "Origin not allowed\n").into_response();
+        }
+    }
+    let list = &list.hosts;
     let host = req
         .headers()
         .get(http::header::HOST)
@@ -58,7 +120,7 @@ pub async fn check_host(
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     match host {
-        Some(h) if allowed(&h, &list) => next.run(req).await,
+        Some(h) if allowed(&h, list) => next.run(req).await,
         Some(_) => (StatusCode::FORBIDDEN, "Host not allowed\n").into_response(),
         None => (StatusCode::BAD_REQUEST, "no Host header\n").into_response(),
     }
@@ -84,5 +146,27 @@ mod tests {
         assert!(!allowed("localhost.evil.example", &list));
         assert!(!allowed("", &list));
         assert!(allowed("anything", &[]));
+    }
+
+    #[test]
+    fn the_origin_rule_is_rmcps() {
+        let list = vec![
+            "http://localhost:*".to_string(),
+            "https://app.example.com".into(),
+            "http://[::1]:8080".into(),
+            "https://exact.example:443".into(),
+        ];
+        assert!(origin_allowed("http://localhost:3000", &list));
+        assert!(origin_allowed("http://localhost", &list));
+        assert!(!origin_allowed("https://localhost:3000", &list));
+        assert!(origin_allowed("https://app.example.com:8443", &list));
+        assert!(origin_allowed("http://[::1]:8080", &list));
+        assert!(!origin_allowed("http://[::1]:8081", &list));
+        assert!(origin_allowed("https://exact.example", &list));
+        assert!(!origin_allowed("https://evil.example", &list));
+        assert!(!origin_allowed("null", &list));
+        assert!(origin_allowed("null", &["null".to_string()]));
+        assert!(!origin_allowed("http://localhost:3000", &[]));
+        assert!(!origin_allowed("not an origin", &list));
     }
 }

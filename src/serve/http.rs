@@ -62,6 +62,7 @@ pub fn router(
         Arc::new(move |sid: &str| forget.forget_session(sid)),
     );
     let sessions = Arc::new(sessions);
+    auth.set_sessions(sessions.clone());
     let open_sessions = sessions.clone();
     let metrics = rt.metrics().clone();
     let ready_rt = rt.clone();
@@ -82,8 +83,13 @@ pub fn router(
         metadata["scopes_supported"] = serde_json::json!(scopes);
     }
     let mode = rt.mode().as_str();
-    let hosts = Arc::new(http.allowed_hosts.clone());
-    let mut mcp = Router::new().nest_service("/mcp", mcp);
+    let hosts = Arc::new(super::hosts::Allowed {
+        hosts: http.allowed_hosts.clone(),
+        origins: http.allowed_origins.clone(),
+    });
+    let mut mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(session_end_is_no_content));
     if !http.stateful {
         // rmcp drops notifications in stateless serving; this layer routes cancellations.
         mcp = mcp.layer(axum::middleware::from_fn_with_state(
@@ -165,6 +171,22 @@ pub fn router(
             hosts,
             super::hosts::check_host,
         ))
+}
+
+/// A session ended by `DELETE` is answered `204 No Content`, not rmcp's `202 Accepted`: the
+/// session is gone when the answer leaves, and the official Python SDK accepts only 200 or 204
+/// (it logs "Session termination failed: 202" otherwise).
+async fn session_end_is_no_content(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut resp = next.run(req).await;
+    if delete && resp.status() == axum::http::StatusCode::ACCEPTED {
+        *resp.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        *resp.body_mut() = axum::body::Body::empty();
+    }
+    resp
 }
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, with the default connection limits.

@@ -136,3 +136,75 @@ async fn bridge_call(
         .unwrap();
     (r.is_error, r.text)
 }
+
+/// A desktop client gets the surface an HTTP client gets: `bulkhead connect` lists and reads
+/// resources (routed like tool calls: the confidential record moves the bridge to the proxied
+/// instance, named by the refusal's `data`) and lists and renders prompts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desktop_bridge_serves_resources_and_prompts() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+    let dep = Deployment::new(Store::Sqlite, "xres").await;
+    let full = dep.start("full", None);
+    let proxied = dep.start("proxied", None);
+    let token = super::harness::token("u9", "desk-res");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["--config"])
+        .arg(dep.path().join("config.yaml"))
+        .args([
+            "connect",
+            "template",
+            "--url",
+            &full.url,
+            "--url-proxied",
+            &proxied.url,
+        ])
+        .env("BULKHEAD_TOKEN", &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let c = ().serve(io).await.unwrap();
+    let resources = within(c.list_all_resources()).await.unwrap();
+    assert!(
+        resources.iter().any(|r| r.uri == "docs://template/guide"),
+        "{resources:?}"
+    );
+    let templates = within(c.list_all_resource_templates()).await.unwrap();
+    assert!(
+        templates.iter().any(|t| t.uri_template == "records://{id}"),
+        "{templates:?}"
+    );
+    let guide = within(c.read_resource(ReadResourceRequestParams::new("docs://template/guide")))
+        .await
+        .unwrap();
+    assert!(
+        format!("{guide:?}").contains("Template server"),
+        "{guide:?}"
+    );
+    // Confidential: the full instance refuses, the bridge moves to the proxied one and reads it.
+    let record = within(c.read_resource(ReadResourceRequestParams::new("records://1")))
+        .await
+        .unwrap();
+    assert!(format!("{record:?}").contains("confidential"), "{record:?}");
+    let prompts = within(c.list_all_prompts()).await.unwrap();
+    assert!(
+        prompts.iter().any(|p| p.name == "find_customer"),
+        "{prompts:?}"
+    );
+    let mut params = GetPromptRequestParams::new("find_customer");
+    params.arguments = Some(json!({"customer": "Acme"}).as_object().cloned().unwrap());
+    let prompt = within(c.get_prompt(params)).await.unwrap();
+    assert!(format!("{prompt:?}").contains("Acme"), "{prompt:?}");
+    let _ = c.cancel().await;
+}
+
+/// `f`, which must finish within 30 s.
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), f)
+        .await
+        .expect("answered within 30 s")
+}

@@ -95,6 +95,37 @@ async fn initialize(base: &str, user: &str, session: &str) -> (u16, Option<Strin
     (status, sid, r.text().await.unwrap_or_default())
 }
 
+/// POSTs `notifications/initialized` in session `sid`: a use of it (202), or 404 once it is gone.
+async fn touch(base: &str, user: &str, session: &str, sid: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token(user, session))
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Opens the session's standalone SSE stream (GET) and keeps it open: the session is in use.
+async fn hold_stream(base: &str, user: &str, session: &str, sid: &str) -> reqwest::Response {
+    let r = reqwest::Client::new()
+        .get(format!("{base}/mcp"))
+        .bearer_auth(token(user, session))
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the stream opens");
+    r
+}
+
 async fn delete(base: &str, user: &str, session: &str, sid: &str) -> u16 {
     reqwest::Client::new()
         .delete(format!("{base}/mcp"))
@@ -231,34 +262,72 @@ async fn sessions_per_identity_and_in_total_are_capped_and_freed() {
     let a1 = initialize(&s.base, "ana", "s1").await;
     let a2 = initialize(&s.base, "ana", "s1").await;
     assert_eq!((a1.0, a2.0), (200, 200));
+    let (a1, a2) = (a1.1.unwrap(), a2.1.unwrap());
+    // a1 is used after a2: a2 is the least recently used.
+    assert_eq!(touch(&s.base, "ana", "s1", &a1).await, 202);
+    // At the per-identity limit a client that never closes is not locked out: its least
+    // recently used idle session makes room, and is gone.
     let a3 = initialize(&s.base, "ana", "s1").await;
-    assert_eq!(a3.0, 429, "{a3:?}");
-    assert!(a3.2.contains("http.max_sessions_per_identity"), "{}", a3.2);
+    assert_eq!(a3.0, 200, "{a3:?}");
+    assert_eq!(
+        touch(&s.base, "ana", "s1", &a2).await,
+        404,
+        "a2 was evicted"
+    );
+    assert_eq!(touch(&s.base, "ana", "s1", &a1).await, 202, "a1 was not");
+    // The total cap is never made room for at another identity's expense.
     let b1 = initialize(&s.base, "ben", "s1").await;
     assert_eq!(b1.0, 200);
     let b2 = initialize(&s.base, "ben", "s1").await;
     assert_eq!(b2.0, 503, "{b2:?}");
     assert!(b2.2.contains("http.max_sessions"), "{}", b2.2);
     // Closing one frees its slot.
-    assert!(delete(&s.base, "ana", "s1", &a1.1.unwrap()).await < 300);
+    assert_eq!(
+        delete(&s.base, "ana", "s1", &a1).await,
+        204,
+        "DELETE ends the session: 204 No Content"
+    );
     let a4 = initialize(&s.base, "ana", "s1").await;
     assert_eq!(a4.0, 200, "{a4:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_in_use_are_never_evicted() {
+    let s = start("  max_sessions_per_identity: 1\n", "").await;
+    let a1 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(a1.0, 200);
+    let a1 = a1.1.unwrap();
+    let stream = hold_stream(&s.base, "ana", "s1", &a1).await;
+    let a2 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(a2.0, 429, "{a2:?}");
+    assert!(
+        a2.2.contains("http.max_sessions_per_identity") && a2.2.contains("all in use"),
+        "{}",
+        a2.2
+    );
+    assert_eq!(touch(&s.base, "ana", "s1", &a1).await, 202, "a1 lives on");
+    drop(stream);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_is_dropped_and_its_bookkeeping_with_it() {
-    let s = start(
-        "  max_sessions_per_identity: 1\n  session_idle_timeout_s: 1\n",
-        "",
-    )
-    .await;
+    let s = start("  max_sessions: 1\n  session_idle_timeout_s: 1\n", "").await;
     let first = initialize(&s.base, "ana", "s1").await;
     assert_eq!(first.0, 200);
-    assert_eq!(initialize(&s.base, "ana", "s1").await.0, 429);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    // rmcp dropped the idle session; the per-identity count followed it.
-    let again = initialize(&s.base, "ana", "s1").await;
-    assert_eq!(again.0, 200, "{again:?}");
+    assert_eq!(initialize(&s.base, "ben", "s1").await.0, 503);
+    // rmcp drops the idle session; the count follows it (bounded wait, not a fixed sleep).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let again = initialize(&s.base, "ben", "s1").await;
+        if again.0 == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never freed: {again:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ mod jwks;
 mod kubernetes;
 mod limits;
 mod metrics;
+mod policy_review;
 mod postgres_tool;
 mod procs;
 mod progress;

@@ -202,8 +202,9 @@ async fn a_cancelled_search_stops_at_once(stateful: bool) {
     let started_at = seen["started_at"].as_f64().unwrap();
     let (last_increase, before, read_after) =
         reads_around(&samples, started_at, cancel_at, cancel_at + 0.9);
+    // Speed-independent: it had read something and had not finished the file.
     assert!(
-        before > 1 << 20,
+        before > 0 && before + read_after < BIG,
         "the search was reading before the cancel: {samples:?}"
     );
     let stop_after = last_increase - cancel_at;
@@ -250,6 +251,8 @@ async fn stateless_a_dropped_request_stops_its_search() {
     let (dep, _) = deployment(false).await;
     let proc = dep.start("full", None);
     let sampler = Sampler::start(proc.child.id());
+    let pid = proc.child.id();
+    let baseline = rchar(pid).unwrap_or(0);
     let started_at = now();
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -283,13 +286,26 @@ async fn stateless_a_dropped_request_stops_its_search() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("\"progressToken\":\"p-7\""), "{seen}");
+    // Drop mid-search: wait (bounded) until the search has read a MiB, whatever the machine's
+    // speed, rather than assume it has.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while rchar(pid).unwrap_or(0) < baseline + (1 << 20) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the search never read 1 MiB"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     drop(resp);
     let dropped_at = now();
     tokio::time::sleep(Duration::from_millis(900)).await;
     let samples = sampler.finish();
     let (last_increase, before, after) =
         reads_around(&samples, started_at, dropped_at, dropped_at + 0.85);
-    assert!(before > 1 << 20, "the search was reading: {samples:?}");
+    assert!(
+        before > 0 && before + after < BIG,
+        "the search was reading and had not finished: {samples:?}"
+    );
     let stop_after = last_increase - dropped_at;
     eprintln!(
         "drop → last read: {:.0} ms; {} KiB after, {} MiB before",

@@ -93,6 +93,27 @@ async fn a_new_server_builds_and_its_tool_answers() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The shipped template (resources and prompts after its tools, a handler module that imports
+    // only what it uses): a handler tool and a tool over a confidential operation both scaffold,
+    // and the build below compiles the result.
+    for args in [
+        &["new", "tool", "template", "lookup_owner"][..],
+        &[
+            "new",
+            "tool",
+            "template",
+            "find_record",
+            "--uses",
+            "records.get",
+        ][..],
+    ] {
+        let out = bulkhead(&root, &exe, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // A target folder of its own: the copy's build script output must not clobber ours.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -241,7 +241,7 @@ fn operation(
                 String::new()
             });
             check_sql(l, &at, &sql, &declared, errors);
-            if kind == ConnectorKind::Postgres && !sql_writes(&sql) {
+            if kind == ConnectorKind::Postgres && !crate::sql::writes(&sql) {
                 for f in crate::sql::side_effects(&sql) {
                     errors.push(
                         l.error_at_value(
@@ -255,7 +255,7 @@ fn operation(
             }
             (
                 OperationBody::Sql {
-                    writes: sql_writes(&sql),
+                    writes: crate::sql::writes(&sql),
                     sql,
                 },
                 declared,
@@ -337,15 +337,6 @@ pub fn sql_named_params(sql: &str) -> Vec<(usize, String)> {
         i += 1;
     }
     out
-}
-
-fn sql_writes(sql: &str) -> bool {
-    let first = sql
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_ascii_uppercase();
-    !matches!(first.as_str(), "SELECT" | "WITH" | "EXPLAIN" | "VALUES")
 }
 
 fn check_sql(

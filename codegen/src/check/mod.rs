@@ -86,6 +86,7 @@ pub fn check(
             servers: servers_model,
             deployments: deployments_model,
             warnings,
+            config: None,
         })
     } else {
         Err(errors)

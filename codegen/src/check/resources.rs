@@ -97,7 +97,10 @@ pub fn resources(
                     )
                     .collect::<Vec<_>>()
                     .join(":");
-                for v in &vars {
+                // A `uses` that did not resolve (its connector failed to load, already reported)
+                // has no parameters to hold the template against: no follow-on errors.
+                let resolved = matches!(t.target, crate::model::Target::Connector { .. });
+                for v in vars.iter().filter(|_| resolved) {
                     if !t.params.iter().any(|p| &p.name == v) {
                         let mut d = l
                             .error_at_value(

@@ -1,0 +1,19 @@
+//! Policy review: the effective policy of a project (its specs and `config.yaml` resolved to
+//! what is enforced), the reviewer's table of it (`generated/POLICY.md`), and what a change
+//! weakens (`bulkhead check --against REV`).
+//!
+//! A capability is known by what it runs (connector kind, where the connector points, the
+//! operation's text; a handler and its parameters; a resource's text), not by its name, so a
+//! rename is matched to what it was and cannot hide a weakening it carries.
+
+mod ack;
+mod config;
+mod policy;
+mod rules;
+mod table;
+
+pub use ack::{ACKS_FILE, Ack, AckError, Acks};
+pub use config::Identity;
+pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};
+pub use rules::{Review, Weakening, review};
+pub use table::policy_table;

@@ -1,0 +1,679 @@
+//! What a change weakens: the effective policies of two revisions compared rule by rule.
+//! Everything that widens reach or lowers a level is a weakening; a rename is matched by what
+//! the capability runs and reported with whatever it carries. Additions and tightenings are not
+//! listed, except a new capability whose reach the base did not have.
+
+use super::config::larger_is_looser;
+use super::policy::{Capability, ConnectorPolicy, InstancePolicy, Policy};
+use bulkhead_vocab::NetworkMode;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One weakening. [`line`](Weakening::line) is its identity: an acknowledgement names it
+/// word for word, so a later, different widening of the same thing is not covered.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Weakening {
+    /// The rule (`sensitivity-lowered`, `egress-widened`, …).
+    pub rule: &'static str,
+    /// What it concerns (`tool `template.read_file``).
+    pub subject: String,
+    /// The change, with the old and new values.
+    pub change: String,
+    /// The head-side file that carries it.
+    pub file: String,
+}
+
+impl Weakening {
+    /// `rule: subject: change`.
+    pub fn line(&self) -> String {
+        format!("{}: {}: {}", self.rule, self.subject, self.change)
+    }
+}
+
+/// The result of comparing two policies.
+#[derive(Clone, Debug, Default)]
+pub struct Review {
+    /// Every weakening, sorted.
+    pub weakenings: Vec<Weakening>,
+    /// Renames recognised by what runs (`tool `a.x` → `a.y``).
+    pub renames: Vec<String>,
+}
+
+/// Compares `head` with `base`.
+pub fn review(base: &Policy, head: &Policy) -> Review {
+    let mut r = Review::default();
+    capabilities(base, head, &mut r);
+    connectors(base, head, &mut r);
+    instances(base, head, &mut r);
+    identity(base, head, &mut r);
+    r.weakenings.sort();
+    r.weakenings.dedup();
+    r.renames.sort();
+    r
+}
+
+fn push(r: &mut Review, rule: &'static str, subject: String, change: String, file: &str) {
+    r.weakenings.push(Weakening {
+        rule,
+        subject,
+        change,
+        file: file.to_string(),
+    });
+}
+
+/// The stricter of two capabilities (higher sensitivity, then narrower permission): the one a
+/// change is compared with when several could be its origin, so the review fails closed.
+fn stricter<'a>(a: &'a Capability, b: &'a Capability) -> &'a Capability {
+    if (b.sensitivity, std::cmp::Reverse(b.permission))
+        > (a.sensitivity, std::cmp::Reverse(a.permission))
+    {
+        b
+    } else {
+        a
+    }
+}
+
+fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
+    let key = |c: &Capability| (c.server.clone(), c.kind, c.name.clone());
+    let mut left: Vec<&Capability> = base.capabilities.iter().collect();
+    let mut unmatched = Vec::new();
+    let mut pairs: Vec<(&Capability, &Capability, bool)> = Vec::new();
+    for h in &head.capabilities {
+        match left.iter().position(|b| key(b) == key(h)) {
+            Some(i) => pairs.push((h, left.remove(i), false)),
+            None => unmatched.push(h),
+        }
+    }
+    let mut new = Vec::new();
+    for h in unmatched {
+        let best = left
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.kind == h.kind && b.key == h.key)
+            .map(|(i, b)| (i, *b))
+            .reduce(|x, y| {
+                if std::ptr::eq(stricter(x.1, y.1), y.1) {
+                    y
+                } else {
+                    x
+                }
+            });
+        match best {
+            Some((i, _)) => pairs.push((h, left.remove(i), true)),
+            None => new.push(h),
+        }
+    }
+    for (h, b, renamed) in pairs {
+        let subject = if renamed {
+            r.renames
+                .push(format!("{} renamed from {}", h.label(), b.label()));
+            format!("{} (renamed from `{}.{}`)", h.label(), b.server, b.name)
+        } else {
+            h.label()
+        };
+        compare_capability(b, h, &subject, r);
+    }
+    for h in new {
+        if h.kind == "prompt" {
+            continue; // fixed text: reaches nothing
+        }
+        let covered = !h.key.starts_with("handler ")
+            && base.capabilities.iter().any(|b| {
+                b.kind == h.kind
+                    && b.key == h.key
+                    && h.sensitivity >= b.sensitivity
+                    && h.permission <= b.permission
+            });
+        if !covered {
+            push(
+                r,
+                "new-capability",
+                h.label(),
+                format!(
+                    "{} {}, runs {}",
+                    h.permission.as_str(),
+                    h.sensitivity.as_str(),
+                    h.runs
+                ),
+                &h.source,
+            );
+        }
+    }
+}
+
+fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Review) {
+    let s = || subject.to_string();
+    if h.sensitivity < b.sensitivity {
+        push(
+            r,
+            "sensitivity-lowered",
+            s(),
+            format!("{} → {}", b.sensitivity, h.sensitivity),
+            &h.source,
+        );
+    }
+    if h.permission > b.permission {
+        push(
+            r,
+            "permission-widened",
+            s(),
+            format!("{} → {}", b.permission, h.permission),
+            &h.source,
+        );
+    }
+    if h.key != b.key {
+        push(
+            r,
+            "runs-changed",
+            s(),
+            format!("`{}` → `{}`", b.runs, h.runs),
+            &h.source,
+        );
+    }
+    if h.context.0 != b.context.0 {
+        push(
+            r,
+            "context-changed",
+            s(),
+            format!("preset {} → {}", b.context.0, h.context.0),
+            &h.source,
+        );
+    } else {
+        numbers_loosened(
+            &b.context.1,
+            &h.context.1,
+            &format!("preset {}", h.context.0),
+            |c| push(r, "context-widened", s(), c, &h.source),
+        );
+    }
+    for (name, old) in &b.params {
+        let Some(new) = h.params.get(name) else {
+            continue;
+        };
+        for limit in ["max_length", "maximum", "max_items"] {
+            let (o, n) = (old.get(limit), new.get(limit));
+            let looser = match (o, n) {
+                (Some(_), None) => true,
+                (Some(o), Some(n)) => n.parse::<f64>().ok() > o.parse::<f64>().ok(),
+                _ => false,
+            };
+            if looser {
+                push(
+                    r,
+                    "argument-loosened",
+                    s(),
+                    format!(
+                        "`{name}` {limit} {} → {}",
+                        o.map_or("-", |v| v),
+                        n.map_or("none", |v| v)
+                    ),
+                    &h.source,
+                );
+            }
+        }
+        if let Some(p) = old.get("pattern")
+            && new.get("pattern") != Some(p)
+        {
+            push(
+                r,
+                "argument-loosened",
+                s(),
+                format!(
+                    "`{name}` pattern {p:?} → {}",
+                    new.get("pattern")
+                        .map_or("none".to_string(), |n| format!("{n:?}"))
+                ),
+                &h.source,
+            );
+        }
+        if let Some(v) = old.get("values") {
+            let old: BTreeSet<&str> = v.split('|').collect();
+            let added: Vec<&str> = new
+                .get("values")
+                .map(|n| n.split('|').filter(|x| !old.contains(x)).collect())
+                .unwrap_or_else(|| vec!["(any value)"]);
+            if !added.is_empty() {
+                push(
+                    r,
+                    "argument-loosened",
+                    s(),
+                    format!("`{name}` values + {}", added.join(", ")),
+                    &h.source,
+                );
+            }
+        }
+    }
+}
+
+/// Calls `report` for each number of `new` above the same number of `old`, and for each number
+/// set or unset on one side only (the other side is a default this review cannot see: fails
+/// closed).
+fn numbers_loosened<T: PartialOrd + std::fmt::Display>(
+    old: &BTreeMap<String, T>,
+    new: &BTreeMap<String, T>,
+    what: &str,
+    mut report: impl FnMut(String),
+) {
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for k in keys {
+        let looser_up = larger_is_looser(k);
+        match (old.get(k), new.get(k)) {
+            (Some(o), Some(n)) if (n > o) == looser_up && n != o => {
+                report(format!("{what} {k} {o} → {n}"))
+            }
+            (Some(o), None) => report(format!("{what} {k} {o} → unset (the runtime default)")),
+            (None, Some(n)) => report(format!("{what} {k} default → {n}")),
+            _ => {}
+        }
+    }
+}
+
+fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
+    let mut left: Vec<&ConnectorPolicy> = base.connectors.iter().collect();
+    for h in &head.connectors {
+        let at = left
+            .iter()
+            .position(|b| {
+                b.kind == h.kind
+                    && b.location == h.location
+                    && b.kind != crate::spec::ConnectorKind::Files
+            })
+            .or_else(|| left.iter().position(|b| b.name == h.name));
+        let Some(i) = at else { continue };
+        let b = left.remove(i);
+        let subject = if b.name == h.name {
+            format!("connector `{}`", h.name)
+        } else {
+            r.renames
+                .push(format!("connector `{}` renamed from `{}`", h.name, b.name));
+            format!("connector `{}` (renamed from `{}`)", h.name, b.name)
+        };
+        if h.sensitivity < b.sensitivity {
+            push(
+                r,
+                "sensitivity-lowered",
+                subject.clone(),
+                format!("{} → {}", b.sensitivity, h.sensitivity),
+                &h.source,
+            );
+        }
+        if h.location != b.location {
+            push(
+                r,
+                "location-changed",
+                subject.clone(),
+                format!("{} → {}", b.location, h.location),
+                &h.source,
+            );
+        }
+        let added: Vec<&String> = h.reach.difference(&b.reach).collect();
+        if !added.is_empty() {
+            push(
+                r,
+                "reach-widened",
+                subject.clone(),
+                format!(
+                    "+ {}",
+                    added
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                &h.source,
+            );
+        }
+        for var in b.secrets.difference(&h.secrets) {
+            push(
+                r,
+                "secret-unprotected",
+                subject.clone(),
+                format!("`{var}` no longer passed as a secret"),
+                &h.source,
+            );
+        }
+    }
+}
+
+/// The base deployment a head deployment is compared with: the one of the same name, else (a
+/// rename) the base deployments that are gone from the head and deployed one of its servers,
+/// else every base deployment (a new deployment may not reach more than any did).
+fn counterparts<'a>(base: &'a Policy, head: &Policy, deployment: &str) -> Vec<&'a str> {
+    let names = |p: &'a Policy| -> BTreeSet<&'a str> {
+        p.instances.iter().map(|i| i.deployment.as_str()).collect()
+    };
+    let (base_names, head_names): (BTreeSet<&str>, BTreeSet<&str>) = (
+        names(base),
+        head.instances
+            .iter()
+            .map(|i| i.deployment.as_str())
+            .collect(),
+    );
+    if base_names.contains(deployment) {
+        return vec![
+            base_names
+                .into_iter()
+                .find(|n| *n == deployment)
+                .unwrap_or_default(),
+        ];
+    }
+    let servers: BTreeSet<&str> = head
+        .instances
+        .iter()
+        .filter(|i| i.deployment == deployment)
+        .map(|i| i.server.as_str())
+        .collect();
+    let gone: Vec<&str> = base_names
+        .iter()
+        .copied()
+        .filter(|n| !head_names.contains(n))
+        .filter(|n| {
+            base.instances
+                .iter()
+                .any(|i| i.deployment == *n && servers.contains(i.server.as_str()))
+        })
+        .collect();
+    if gone.is_empty() {
+        base_names.into_iter().collect()
+    } else {
+        gone
+    }
+}
+
+fn instances(base: &Policy, head: &Policy, r: &mut Review) {
+    let deployed: BTreeSet<&str> = head.instances.iter().map(|i| i.server.as_str()).collect();
+    let mut modes: BTreeMap<(&str, NetworkMode), &InstancePolicy> = BTreeMap::new();
+    for b in &base.instances {
+        modes.entry((b.server.as_str(), b.mode)).or_insert(b);
+    }
+    for ((server, mode), b) in &modes {
+        if deployed.contains(server)
+            && !head
+                .instances
+                .iter()
+                .any(|h| h.server == *server && h.mode == *mode)
+        {
+            let file = head
+                .instances
+                .iter()
+                .find(|h| h.server == *server)
+                .map_or("", |h| h.source.as_str());
+            push(
+                r,
+                "instance-removed",
+                format!("server `{server}`"),
+                format!("no `{mode}` instance any more (was `{}`)", b.service),
+                file,
+            );
+        }
+    }
+    for h in &head.instances {
+        let subject = format!(
+            "deployment `{}` instance `{}` ({})",
+            h.deployment, h.service, h.mode
+        );
+        let from = counterparts(base, head, &h.deployment);
+        let renamed = from.len() == 1 && from[0] != h.deployment;
+        let bs: Vec<&InstancePolicy> = base
+            .instances
+            .iter()
+            .filter(|b| {
+                from.contains(&b.deployment.as_str()) && b.server == h.server && b.mode == h.mode
+            })
+            .collect();
+        let subject = if renamed {
+            format!("{subject} (deployment renamed from `{}`)", from[0])
+        } else {
+            subject
+        };
+        if bs.is_empty() {
+            // A server or mode never deployed so before: its reach is new.
+            if !h.egress.is_empty() || !h.internal_ranges.is_empty() {
+                push(
+                    r,
+                    "egress-widened",
+                    subject,
+                    format!("new instance reaches {}", list(&h.egress)),
+                    &h.source,
+                );
+            }
+            continue;
+        }
+        let egress: BTreeSet<_> = bs.iter().flat_map(|b| b.egress.iter()).collect();
+        let added: BTreeSet<_> = h
+            .egress
+            .iter()
+            .filter(|e| !egress.contains(e))
+            .cloned()
+            .collect();
+        if !added.is_empty() {
+            push(
+                r,
+                "egress-widened",
+                subject.clone(),
+                format!("+ {}", list(&added)),
+                &h.source,
+            );
+        }
+        let ranges: Vec<&String> = bs.iter().flat_map(|b| b.internal_ranges.iter()).collect();
+        for range in &h.internal_ranges {
+            if !ranges.iter().any(|o| crate::net::range_within(range, o)) {
+                push(
+                    r,
+                    "internal-range-widened",
+                    subject.clone(),
+                    format!("+ {range}"),
+                    &h.source,
+                );
+            }
+        }
+        let mounts: BTreeSet<&String> = bs.iter().flat_map(|b| b.mounts.iter()).collect();
+        for m in &h.mounts {
+            if !mounts.contains(m) {
+                push(
+                    r,
+                    "mount-added",
+                    subject.clone(),
+                    format!("+ {m}"),
+                    &h.source,
+                );
+            }
+        }
+        let domains: BTreeSet<&str> = bs.iter().map(|b| b.trust_domain.as_str()).collect();
+        if !domains.contains(h.trust_domain.as_str()) {
+            push(
+                r,
+                "trust-domain-changed",
+                subject.clone(),
+                format!(
+                    "{} → {} (its sessions start over at public)",
+                    domains.into_iter().collect::<Vec<_>>().join(", "),
+                    h.trust_domain
+                ),
+                &h.source,
+            );
+        }
+        if bs.iter().all(|b| b.environment == "production") && h.environment != "production" {
+            push(
+                r,
+                "environment-lowered",
+                subject.clone(),
+                format!("production → {}", h.environment),
+                &h.source,
+            );
+        }
+        if bs.iter().all(|b| b.pinned) && !h.pinned {
+            push(
+                r,
+                "image-unpinned",
+                subject,
+                "the image digest was removed".into(),
+                &h.source,
+            );
+        }
+    }
+}
+
+fn list<T: std::fmt::Display>(items: &BTreeSet<T>) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn identity(base: &Policy, head: &Policy, r: &mut Review) {
+    let (b, h) = (&base.identity, &head.identity);
+    let file = "config.yaml";
+    if b.present && !h.present {
+        push(
+            r,
+            "config-removed",
+            "config.yaml".into(),
+            "removed: every setting falls back to the runtime's defaults".into(),
+            file,
+        );
+        return;
+    }
+    if b.environment.as_deref() == Some("production")
+        && h.environment.as_deref() != Some("production")
+    {
+        push(
+            r,
+            "environment-lowered",
+            "config.yaml".into(),
+            format!(
+                "production → {}",
+                h.environment.as_deref().unwrap_or("unset")
+            ),
+            file,
+        );
+    }
+    if b.auth != h.auth {
+        push(
+            r,
+            "auth-changed",
+            "config.yaml auth".into(),
+            format!(
+                "{} → {}",
+                b.auth.as_deref().unwrap_or("(default)"),
+                h.auth.as_deref().unwrap_or("(default)")
+            ),
+            file,
+        );
+    }
+    for (perm, scope) in &b.scopes {
+        if h.scopes.get(perm) != Some(scope) {
+            push(
+                r,
+                "scope-dropped",
+                format!("config.yaml auth.scopes.{perm}"),
+                format!(
+                    "{scope} → {}",
+                    h.scopes.get(perm).map_or("none", |s| s.as_str())
+                ),
+                file,
+            );
+        }
+    }
+    for (key, old, new) in [
+        ("http.allowed_hosts", &b.allowed_hosts, &h.allowed_hosts),
+        (
+            "http.allowed_origins",
+            &b.allowed_origins,
+            &h.allowed_origins,
+        ),
+    ] {
+        let subject = format!("config.yaml {key}");
+        match (old, new) {
+            (Some(_), None) => push(
+                r,
+                "allowlist-widened",
+                subject,
+                "unset (the runtime default)".into(),
+                file,
+            ),
+            (old, Some(new)) => {
+                if new
+                    .iter()
+                    .any(|x| x == "*" || x.contains("*:") || x == "null")
+                {
+                    push(
+                        r,
+                        "allowlist-widened",
+                        subject.clone(),
+                        format!("holds a wildcard: {}", new.join(", ")),
+                        file,
+                    );
+                }
+                if new.is_empty() && old.as_ref().is_none_or(|o| !o.is_empty()) {
+                    push(
+                        r,
+                        "allowlist-widened",
+                        subject.clone(),
+                        "empty (every value passes)".into(),
+                        file,
+                    );
+                }
+                let added: Vec<&String> = new
+                    .iter()
+                    .filter(|x| old.as_ref().is_some_and(|o| !o.contains(x)))
+                    .collect();
+                if !added.is_empty() {
+                    push(
+                        r,
+                        "allowlist-widened",
+                        subject,
+                        format!(
+                            "+ {}",
+                            added
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        file,
+                    );
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    numbers_loosened(&b.numbers, &h.numbers, "", |c| {
+        push(
+            r,
+            "limit-raised",
+            "config.yaml".into(),
+            c.trim().to_string(),
+            file,
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulkhead_vocab::Sensitivity;
+
+    #[test]
+    fn stricter_prefers_higher_levels_then_narrower_permissions() {
+        let cap = |s, p| Capability {
+            server: "s".into(),
+            kind: "tool",
+            name: "t".into(),
+            source: String::new(),
+            runs: String::new(),
+            key: String::new(),
+            connector: None,
+            permission: p,
+            sensitivity: s,
+            context: ("default".into(), BTreeMap::new()),
+            params: BTreeMap::new(),
+        };
+        use bulkhead_vocab::Permission::*;
+        let a = cap(Sensitivity::Public, Read);
+        let b = cap(Sensitivity::Secret, Connect);
+        assert!(std::ptr::eq(stricter(&a, &b), &b));
+        let c = cap(Sensitivity::Secret, Read);
+        assert!(std::ptr::eq(stricter(&b, &c), &c));
+    }
+}

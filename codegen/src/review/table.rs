@@ -1,0 +1,142 @@
+//! `generated/POLICY.md`: the effective policy as one table a reviewer reads to see who can reach
+//! what. Rendered from the same [`Policy`] the review compares, so the diff of this file in a
+//! pull request is the policy diff.
+
+use super::policy::Policy;
+use crate::emit::header;
+use std::fmt::Write as _;
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The table's Markdown, its header naming `sources`.
+pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
+    let mut t = String::from("<!--\n");
+    for line in header("", sources).lines() {
+        t.push_str(line.trim_start());
+        t.push('\n');
+    }
+    t.push_str("-->\n# Effective policy\n\n");
+    t.push_str(
+        "What clients can reach, resolved from `specs/` and `config.yaml` (`${VAR:-default}` as its \
+         default). `bulkhead check --against REV` compares this model between revisions and fails on \
+         any weakening not acknowledged in `specs/policy-acks.yaml`.\n\n## Capabilities\n\n\
+         A tool runs on every instance from the one its sensitivity needs (`full` for public and \
+         internal, `proxied` for confidential, `none` for secret); `connect` tools are refused once \
+         a session holds confidential data.\n\n\
+         | server | kind | name | permission | sensitivity | from instance | context | runs |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for c in &p.capabilities {
+        let context = if c.context.1.is_empty() {
+            c.context.0.clone()
+        } else {
+            let o: Vec<String> = c
+                .context
+                .1
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            format!("{} ({})", c.context.0, o.join(", "))
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | `{}` | {} | {} | {} | {} | {} |",
+            c.server,
+            c.kind,
+            cell(&c.name),
+            c.permission,
+            c.sensitivity,
+            c.from_mode(),
+            cell(&context),
+            cell(&c.runs)
+        );
+    }
+    t.push_str("\n## Connectors\n\n| connector | kind | sensitivity | points at | may reach | secrets |\n|---|---|---|---|---|---|\n");
+    for c in &p.connectors {
+        let join = |s: &std::collections::BTreeSet<String>| {
+            if s.is_empty() {
+                "-".to_string()
+            } else {
+                s.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        };
+        let _ = writeln!(
+            t,
+            "| `{}` | {} | {} | {} | {} | {} |",
+            c.name,
+            c.kind.as_str(),
+            c.sensitivity,
+            cell(&c.location),
+            join(&c.reach),
+            join(&c.secrets)
+        );
+    }
+    t.push_str("\n## Instances\n\n| deployment | instance | mode | trust domain | may reach | internal ranges | mounts | secrets |\n|---|---|---|---|---|---|---|---|\n");
+    for i in &p.instances {
+        let join = |s: Vec<String>| {
+            if s.is_empty() {
+                "-".to_string()
+            } else {
+                s.join(", ")
+            }
+        };
+        let reach = match i.mode {
+            bulkhead_vocab::NetworkMode::Full => format!(
+                "any (declared: {})",
+                join(i.egress.iter().map(ToString::to_string).collect())
+            ),
+            bulkhead_vocab::NetworkMode::Proxied => {
+                join(i.egress.iter().map(ToString::to_string).collect())
+            }
+            bulkhead_vocab::NetworkMode::None => "nothing".to_string(),
+        };
+        let _ = writeln!(
+            t,
+            "| {} ({}{}) | `{}` | {} | {} | {} | {} | {} | {} |",
+            i.deployment,
+            i.environment,
+            if i.pinned { ", pinned" } else { "" },
+            i.service,
+            i.mode,
+            i.trust_domain,
+            reach,
+            join(i.internal_ranges.iter().cloned().collect()),
+            join(i.mounts.iter().cloned().collect()),
+            join(i.secrets.iter().cloned().collect())
+        );
+    }
+    t.push_str("\n## Identity (`config.yaml`)\n\n");
+    let id = &p.identity;
+    if !id.present {
+        t.push_str("No `config.yaml`: the runtime's defaults apply.\n");
+        return t;
+    }
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(default)".into());
+    let list = |v: &Option<Vec<String>>| match v {
+        None => "(default)".to_string(),
+        Some(l) if l.is_empty() => "(empty: any)".to_string(),
+        Some(l) => l.join(", "),
+    };
+    let _ = writeln!(t, "| setting | value |\n|---|---|");
+    let _ = writeln!(t, "| environment | {} |", opt(&id.environment));
+    let _ = writeln!(t, "| auth | `{}` |", cell(&opt(&id.auth)));
+    for (k, v) in &id.scopes {
+        let _ = writeln!(t, "| auth.scopes.{k} | {v} |");
+    }
+    let _ = writeln!(
+        t,
+        "| http.allowed_hosts | {} |",
+        cell(&list(&id.allowed_hosts))
+    );
+    let _ = writeln!(
+        t,
+        "| http.allowed_origins | {} |",
+        cell(&list(&id.allowed_origins))
+    );
+    for (k, v) in &id.numbers {
+        let _ = writeln!(t, "| {k} | {v} |");
+    }
+    t
+}

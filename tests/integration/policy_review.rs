@@ -1,0 +1,418 @@
+//! `bulkhead check --against REV` over real git revisions: each change a reviewer could be walked
+//! around with (issue 22's list, and more) fails with a distinct exit code and names the
+//! weakening; harmless changes pass; an acknowledged weakening passes; a base that does not load
+//! is walked back, and when nothing loads the check fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Exit code of an unacknowledged weakening.
+const WEAKENED: i32 = 3;
+/// Exit code of a base that cannot be resolved.
+const BASE_UNRESOLVED: i32 = 4;
+/// Exit code of a head whose specs do not load.
+const HEAD_ERRORS: i32 = 1;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=review",
+            "-c",
+            "user.email=review@example.com",
+        ])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sh(dir: &Path, script: &str) {
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{script}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository holding this project's `specs/` and `config.yaml`, committed once (tag `base`).
+fn repo() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    sh(
+        dir.path(),
+        &format!(
+            "mkdir project && cp -r '{0}/specs' '{0}/config.yaml' project/",
+            src.display()
+        ),
+    );
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "base"]);
+    git(&root, &["tag", "base"]);
+    (dir, root)
+}
+
+/// Applies `script` on a fresh copy of the base, commits, and reviews against `HEAD~1`.
+fn review(root: &Path, script: &str) -> (i32, String) {
+    git(root, &["reset", "-q", "--hard", "base"]);
+    git(root, &["clean", "-qfdx"]);
+    sh(root, script);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "--allow-empty", "-m", "change"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["check", "--root"])
+        .arg(root)
+        .args(["--against", "HEAD~1"])
+        .output()
+        .expect("run bulkhead check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// (name, edit, the lines the report must hold). Each is a weakening issue 22 found printed as
+/// "nothing weakened", or one more a reviewer could be walked around with.
+const WEAKENINGS: &[(&str, &str, &[&str])] = &[
+    (
+        "a tool renamed and lowered from confidential to public",
+        r#"sed -i 's/^  load_sensitive_dataset:/  load_dataset:/' specs/servers/template.yaml
+python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    sensitivity: confidential\n    handler: rust","    sensitivity: public\n    handler: rust")
+open(p,'w').write(t)
+P"#,
+        &[
+            "weakened: sensitivity-lowered: tool `template.load_dataset` (renamed from `template.load_sensitive_dataset`): confidential → public",
+        ],
+    ),
+    (
+        "a connector renamed and lowered with its tools",
+        r#"git mv specs/connectors/records.yaml specs/connectors/recs.yaml
+sed -i 's/^name: records/name: recs/; s/^sensitivity: confidential/sensitivity: public/' specs/connectors/recs.yaml
+sed -i 's/uses: records\./uses: recs./; s/sensitivity: confidential/sensitivity: public/' specs/servers/template.yaml"#,
+        &[
+            "weakened: sensitivity-lowered: connector `recs` (renamed from `records`): confidential → public",
+            "weakened: sensitivity-lowered: tool `template.search_records`: confidential → public",
+            "weakened: mount-added: deployment `local` instance `template` (full): + data/records.db (path, ro)",
+        ],
+    ),
+    (
+        "an http connector pointed elsewhere with allowed_hosts widened to cloud metadata",
+        r#"sed -i 's#base_url: .*#base_url: "${WEBHOOK_URL:-http://169.254.169.254}"\n  allowed_hosts: ["169.254.169.254:80"]#' specs/connectors/webhooks.yaml"#,
+        &[
+            "weakened: location-changed: connector `webhooks`: https://hooks.example.com → http://169.254.169.254",
+            "weakened: reach-widened: connector `webhooks`: + 169.254.169.254:80",
+            "weakened: runs-changed: tool `template.notify_team`",
+        ],
+    ),
+    (
+        "a tool moved to handler: rust",
+        r#"python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    sensitivity: confidential\n    uses: records.search","    sensitivity: confidential\n    handler: rust\n    params:\n      query:\n        type: string\n        description: q")
+open(p,'w').write(t)
+P"#,
+        &[
+            "weakened: runs-changed: tool `template.search_records`: `sqlite data/records.db: SELECT",
+        ],
+    ),
+    (
+        "a context preset's max_chars raised in config.yaml",
+        "printf 'context:\\n  presets:\\n    sql_query:\\n      max_chars: 100000000\\n' >> config.yaml",
+        &[
+            "weakened: limit-raised: config.yaml: context.presets.sql_query.max_chars default → 100000000",
+        ],
+    ),
+    (
+        "allowed_origins and allowed_hosts set to *",
+        r#"sed -i 's#^  allowed_hosts: .*#  allowed_hosts: ["*"]#; s#^  allowed_origins: .*#  allowed_origins: ["*"]#' config.yaml"#,
+        &[
+            "weakened: allowlist-widened: config.yaml http.allowed_hosts: holds a wildcard: *",
+            "weakened: allowlist-widened: config.yaml http.allowed_origins: holds a wildcard: *",
+        ],
+    ),
+    (
+        "the deployment renamed with its egress widened",
+        r#"git mv specs/deployments/local.yaml specs/deployments/local2.yaml
+sed -i 's/^name: local/name: local2/; s/proxied_egress: \[hooks.example.com:443\]/proxied_egress: [hooks.example.com:443, evil.example.net:443]\n    internal_ranges: [10.0.0.0\/8]/' specs/deployments/local2.yaml"#,
+        &[
+            "weakened: egress-widened: deployment `local2` instance `template-proxied` (proxied) (deployment renamed from `local`): + evil.example.net:443",
+            "weakened: internal-range-widened: deployment `local2` instance `template-proxied` (proxied) (deployment renamed from `local`): + 10.0.0.0/8",
+            "weakened: trust-domain-changed: deployment `local2` instance `template` (full) (deployment renamed from `local`): local → local2",
+        ],
+    ),
+    (
+        "secrets: removed from connectors",
+        "sed -i '/^secrets:/d' specs/connectors/*.yaml",
+        &[
+            "weakened: secret-unprotected: connector `crm_db`: `CRM_DATABASE_URL` no longer passed as a secret",
+            "weakened: secret-unprotected: connector `webhooks`: `WEBHOOK_TOKEN` no longer passed as a secret",
+        ],
+    ),
+    (
+        "two commits: the first breaks the specs, the second lowers",
+        r#"echo "garbage: [" >> specs/servers/crm.yaml
+git add -A && git -c user.name=r -c user.email=r@example.com commit -qm break
+git checkout HEAD~1 -- specs/servers/crm.yaml
+sed -i 's/sensitivity: confidential/sensitivity: public/' specs/servers/crm.yaml specs/connectors/crm_db.yaml"#,
+        &[
+            "note: specs/ at `HEAD~1` do not load",
+            "compared with 1 back along first parents",
+            "weakened: sensitivity-lowered: connector `crm_db`: confidential → public",
+            "weakened: sensitivity-lowered: tool `crm.get_account`: confidential → public",
+        ],
+    ),
+    (
+        "a new tool that reaches the network somewhere new",
+        r#"cat >> specs/connectors/webhooks.yaml <<'Y'
+  page:
+    description: Page the on-call engineer.
+    method: POST
+    path: /page
+    params:
+      message:
+        type: string
+        description: Message text
+        max_length: 2000
+    body: [message]
+Y
+python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("tools:\n","tools:\n  page_oncall:\n    description: Page the on-call engineer.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.page\n",1)
+open(p,'w').write(t)
+P"#,
+        &[
+            "weakened: new-capability: tool `template.page_oncall`: connect public, runs http https://hooks.example.com: POST /page",
+        ],
+    ),
+    (
+        "an argument's limit raised",
+        r#"python3 - <<'P'
+p='specs/connectors/records.yaml'; t=open(p).read()
+import re
+t=re.sub(r"maximum: (\d+)", "maximum: 100000", t, count=1)
+open(p,'w').write(t)
+P"#,
+        &["weakened: argument-loosened: tool `template.search_records`: `limit` maximum"],
+    ),
+    (
+        "the isolated instance removed by lowering the highest level",
+        r#"sed -i 's/^sensitivity: secret/sensitivity: confidential/' specs/connectors/security_logs.yaml
+python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    sensitivity: secret\n    uses: security_logs.search","    sensitivity: confidential\n    uses: security_logs.search")
+open(p,'w').write(t)
+P"#,
+        &[
+            "weakened: instance-removed: server `template`: no `none` instance any more (was `template-isolated`)",
+            "weakened: sensitivity-lowered: tool `template.search_security_logs`: secret → confidential",
+        ],
+    ),
+];
+
+/// Changes that weaken nothing.
+const HARMLESS: &[(&str, &str)] = &[
+    (
+        "reformatting and reordering",
+        r#"python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    permission: read\n","    permission: 'read'\n")
+open(p,'w').write(t)
+P
+sed -i 's/^  allowed_hosts: \[localhost, 127.0.0.1, "::1"\]/  allowed_hosts:\n    - "::1"\n    - localhost\n    - 127.0.0.1/' config.yaml"#,
+    ),
+    (
+        "comments and descriptions",
+        r#"sed -i '1a # a comment a reviewer added' specs/servers/template.yaml specs/connectors/records.yaml config.yaml
+sed -i 's/^instructions: .*/instructions: Reworded instructions./' specs/servers/template.yaml"#,
+    ),
+    (
+        "SQL layout and comments",
+        r#"python3 - <<'P'
+p='specs/connectors/records.yaml'; t=open(p).read()
+t=t.replace("    sql: SELECT id, title, owner FROM records WHERE id = :id","    sql: |-\n      SELECT id, title, owner -- the row\n        FROM records\n       WHERE id = :id")
+open(p,'w').write(t)
+P"#,
+    ),
+    (
+        "a new, stricter tool over an existing operation",
+        r#"python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("tools:\n","tools:\n  find_records:\n    description: Search the customer records, again.\n    permission: read\n    context: sql_query\n    sensitivity: secret\n    uses: records.search\n",1)
+open(p,'w').write(t)
+P"#,
+    ),
+    (
+        "tightenings",
+        r#"sed -i 's/^sensitivity: internal/sensitivity: confidential/' specs/connectors/app_logs.yaml
+python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    sensitivity: internal\n    uses: app_logs.search","    sensitivity: confidential\n    uses: app_logs.search")
+open(p,'w').write(t)
+P
+sed -i 's/proxied_egress: \[hooks.example.com:443\]/proxied_egress: []/' specs/deployments/local.yaml"#,
+    ),
+    (
+        "a rename that changes nothing else",
+        "sed -i 's/^  read_file:/  read_workspace_file:/' specs/servers/template.yaml",
+    ),
+];
+
+#[test]
+fn every_weakening_fails_the_review_and_is_named() {
+    let (_dir, root) = repo();
+    let mut failures = Vec::new();
+    for (name, script, lines) in WEAKENINGS {
+        let (code, text) = review(&root, script);
+        let missing: Vec<&&str> = lines.iter().filter(|l| !text.contains(**l)).collect();
+        if code != WEAKENED || !missing.is_empty() {
+            failures.push(format!(
+                "{name}: exit {code} (want {WEAKENED}), missing {missing:?}\n{text}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn harmless_changes_pass_the_review() {
+    let (_dir, root) = repo();
+    let mut failures = Vec::new();
+    for (name, script) in HARMLESS {
+        let (code, text) = review(&root, script);
+        if code != 0 || text.contains("weakened:") {
+            failures.push(format!("{name}: exit {code}\n{text}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Changes that make the head's specs fail to load: the check fails (exit 1) with the
+/// diagnostic, so there is nothing to walk around.
+#[test]
+fn writes_and_side_effects_hidden_in_read_sql_stop_the_check() {
+    let (_dir, root) = repo();
+    for (script, expect) in [
+        (
+            "sed -i 's#    sql: SELECT id, title, owner FROM records WHERE id = :id#    sql: WITH d AS (DELETE FROM records WHERE id = :id RETURNING id, title, owner) SELECT id, title, owner FROM d#' specs/connectors/records.yaml",
+            "writes through `records.get` but declares `read`",
+        ),
+        (
+            "sed -i \"s#    sql: SELECT id, name, owner FROM accounts WHERE id = :id#    sql: SELECT id, name, owner, pg_notify/**/('c', name) FROM accounts WHERE id = :id#\" specs/connectors/crm_db.yaml",
+            "calls `pg_notify`",
+        ),
+        (
+            r#"python3 - <<'P'
+p='specs/connectors/crm_db.yaml'; t=open(p).read()
+t=t.replace("    sql: SELECT id, name, owner FROM accounts WHERE id = :id","    sql: |-\n      SELECT id, name, owner FROM accounts WHERE id = :id AND E'\\'' <> set_config('role', 'x', false) -- '")
+open(p,'w').write(t)
+P"#,
+            "calls `set_config`",
+        ),
+    ] {
+        let (code, text) = review(&root, script);
+        assert_eq!(code, HEAD_ERRORS, "{script}\n{text}");
+        assert!(text.contains(expect), "{script}\n{text}");
+    }
+}
+
+#[test]
+fn an_acknowledged_weakening_passes_and_a_different_one_does_not() {
+    let (_dir, root) = repo();
+    let lower = "sed -i 's/sensitivity: confidential/sensitivity: public/' specs/servers/crm.yaml specs/connectors/crm_db.yaml";
+    let (code, text) = review(&root, lower);
+    assert_eq!(code, WEAKENED, "{text}");
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("weakened: "))
+        .map(|l| l.rsplit_once(" (").map_or(l, |(line, _)| line).to_string())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let mut acks = String::from("acks:\n");
+    for l in &lines {
+        acks.push_str(&format!(
+            "  - weakening: {}\n    reason: CRM data is public since TICKET-1\n",
+            serde_json::to_string(l).unwrap()
+        ));
+    }
+    let acked = format!("{lower}\ncat > specs/policy-acks.yaml <<'A'\n{acks}A");
+    let (code, text) = review(&root, &acked);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(
+            "acknowledged: sensitivity-lowered: connector `crm_db`: confidential → public"
+        ),
+        "{text}"
+    );
+    // They do not cover another weakening made beside them.
+    let other = format!(
+        "{acked}\nsed -i 's/^sensitivity: internal/sensitivity: public/' specs/connectors/app_logs.yaml\npython3 - <<'P'\np='specs/servers/template.yaml'; t=open(p).read()\nt=t.replace(\"    sensitivity: internal\\n    uses: app_logs.search\",\"    sensitivity: public\\n    uses: app_logs.search\")\nopen(p,'w').write(t)\nP"
+    );
+    let (code, text) = review(&root, &other);
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains(
+            "weakened: sensitivity-lowered: tool `template.search_logs`: internal → public"
+        ),
+        "{text}"
+    );
+    // An acknowledgement without a reason accepts nothing: the check fails.
+    let (code, text) = review(
+        &root,
+        &format!(
+            "{lower}\nprintf 'acks:\\n  - weakening: x\\n    reason: \" \"\\n' > specs/policy-acks.yaml"
+        ),
+    );
+    assert_eq!(code, HEAD_ERRORS, "{text}");
+    assert!(text.contains("gives no reason"), "{text}");
+}
+
+#[test]
+fn a_base_that_never_loads_fails_the_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    sh(
+        dir.path(),
+        &format!(
+            "mkdir project && cp -r '{0}/specs' '{0}/config.yaml' project/ && echo 'garbage: [' >> project/specs/servers/crm.yaml",
+            src.display()
+        ),
+    );
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "broken from the start"]);
+    sh(
+        &root,
+        &format!(
+            "cp '{}/specs/servers/crm.yaml' specs/servers/crm.yaml",
+            src.display()
+        ),
+    );
+    git(&root, &["commit", "-qam", "fixed"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["check", "--root"])
+        .arg(&root)
+        .args(["--against", "HEAD~1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(BASE_UNRESOLVED), "{text}");
+    assert!(text.contains("the policy cannot be reviewed"), "{text}");
+}
