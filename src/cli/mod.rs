@@ -101,6 +101,13 @@ enum Command {
         /// Deployment name (a file in specs/deployments/).
         #[arg(long, default_value = "local")]
         deployment: String,
+        /// Development without root: every instance as a plain process on 127.0.0.1, with no
+        /// network isolation (each says so in /healthz and /readyz). Same ports as compose.
+        #[arg(long)]
+        unisolated: bool,
+        /// With --unisolated: the first server's full instance listens here (others follow).
+        #[arg(long, value_name = "PORT")]
+        port: Option<u16>,
     },
     /// Walk the seeds' scenarios against local instances of `template`, printing each step.
     Demo,
@@ -202,7 +209,16 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { root, against } => check::run(&root, against.as_deref()),
-        Command::Up { deployment } => up::run(cli.config, &deployment),
+        Command::Up {
+            deployment,
+            unisolated: false,
+            ..
+        } => up::run(cli.config, &deployment),
+        Command::Up {
+            deployment,
+            unisolated: true,
+            port,
+        } => up::run_unisolated(cli.config, &deployment, port),
         Command::Serve {
             server,
             transport,

@@ -1,4 +1,6 @@
-//! `bulkhead up`: the deployment's instances locally, isolated by network namespaces, until Ctrl-C.
+//! `bulkhead up`: the deployment's instances locally, isolated by network namespaces, until Ctrl-C;
+//! with `--unisolated`, the same instances as plain processes on 127.0.0.1 (development without
+//! root: every tool answers from the instance its data needs, but nothing isolates the network).
 
 use bulkhead::isolation::up::{UpOptions, namespaces_permitted, up};
 use std::path::PathBuf;
@@ -60,4 +62,154 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
     drop(running);
     println!("stopped; namespaces removed");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every instance of `deployment` as a child process on 127.0.0.1 (`serve --unisolated`), on the
+/// ports compose publishes (the server's port, then one per more isolated mode), until Ctrl-C.
+pub fn run_unisolated(
+    config: Option<PathBuf>,
+    deployment: &str,
+    first_port: Option<u16>,
+) -> anyhow::Result<ExitCode> {
+    use std::process::{Command, Stdio};
+    let dep = bulkhead::servers::DEPLOYMENTS
+        .iter()
+        .find(|d| d.name == deployment)
+        .ok_or_else(|| anyhow::anyhow!("no deployment `{deployment}` in specs/deployments/"))?;
+    let config = config.or_else(|| {
+        std::path::Path::new("config.yaml")
+            .exists()
+            .then(|| PathBuf::from("config.yaml"))
+    });
+    let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;
+    let exe = std::env::current_exe()?;
+    let shift = first_port.map_or(0i32, |p| {
+        i32::from(p) - i32::from(dep.servers.first().map_or(p, |s| s.port))
+    });
+    struct Running {
+        server: &'static str,
+        mode: bulkhead::policy::NetworkMode,
+        port: u16,
+        child: std::process::Child,
+    }
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+    let mut running = Vec::new();
+    for s in dep.servers {
+        for (i, mode) in s.modes().into_iter().enumerate() {
+            let port = u16::try_from(i32::from(s.port) + shift + i as i32).map_err(|_| {
+                anyhow::anyhow!("--port {first_port:?} puts `{}` off the port range", s.name)
+            })?;
+            let mut cmd = Command::new(&exe);
+            if let Some(c) = &config {
+                cmd.arg("--config").arg(c);
+            }
+            cmd.args([
+                "serve",
+                s.name,
+                "--mode",
+                mode.as_str(),
+                "--unisolated",
+                "--listen",
+            ])
+            .arg(format!("127.0.0.1:{port}"))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null());
+            // The instances end with this process, however it ends (a kill -9 included).
+            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(|| {
+                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                        .map_err(std::io::Error::from)
+                });
+            }
+            let child = cmd.spawn()?;
+            running.push(Running {
+                server: s.name,
+                mode,
+                port,
+                child,
+            });
+        }
+    }
+    // Ready when each answers /healthz (bounded: a child that exits or never answers fails it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for r in &mut running {
+        loop {
+            if let Some(status) = r.child.try_wait()? {
+                anyhow::bail!("`{}` ({}) exited at start: {status}", r.server, r.mode);
+            }
+            if healthy(r.port) {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "`{}` ({}) did not answer on 127.0.0.1:{} within 60 s",
+                r.server,
+                r.mode,
+                r.port
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    println!("deployment `{deployment}` is up WITHOUT network isolation (development):");
+    for r in &running {
+        println!(
+            "  {:<12} {:<8} http://127.0.0.1:{}/mcp",
+            r.server,
+            r.mode.as_str(),
+            r.port
+        );
+    }
+    println!(
+        "\nclient entries for config.yaml (the isolating client follows the session's level):"
+    );
+    let mut servers: Vec<&str> = running.iter().map(|r| r.server).collect();
+    servers.dedup();
+    for s in &servers {
+        println!("  {s}:\n    type: client");
+        for r in running.iter().filter(|r| r.server == *s) {
+            let key = match r.mode {
+                bulkhead::policy::NetworkMode::Full => "url",
+                bulkhead::policy::NetworkMode::Proxied => "url_proxied",
+                bulkhead::policy::NetworkMode::None => "url_isolated",
+            };
+            println!("    {key}: http://127.0.0.1:{}/mcp", r.port);
+        }
+        println!("    read_timeout: 60\n    trusted: true");
+    }
+    println!(
+        "\nget a token with `bulkhead token`. Confidential tools answer on the proxied instance, secret ones on the isolated one. `notify_team` posts to WEBHOOK_URL (a placeholder host unless you set it). Ctrl-C stops everything."
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    })?;
+    drop(running);
+    println!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether 127.0.0.1:`port` answers `GET /healthz` with 200.
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.starts_with("HTTP/1.1 200")
 }

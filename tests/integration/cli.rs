@@ -146,3 +146,94 @@ fn check_and_serve_refuse_connector_data_inside_the_workspaces() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("overlaps state.workspaces"), "{err}");
 }
+
+/// The README's first call, as pasted: `up --unisolated` serves every instance without root, and
+/// the Python block of "First call" (read from README.md) writes, reads, and reaches a
+/// confidential tool on the proxied instance with a token from `bulkhead token`.
+#[test]
+fn the_readme_first_call_works_as_pasted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = &readme[readme
+        .find("### First call")
+        .expect("README has a First call section")..];
+    let start = section.find("```python\n").expect("a python block") + "```python\n".len();
+    let script = &section[start..start + section[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("first_call.py"), script).unwrap();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+    // Three consecutive free ports (the compose ports may be taken by other tests).
+    let port = (0..200)
+        .map(|i| 21000 + (std::process::id() % 2000) as u16 * 3 + i * 7)
+        .find(|p| (0..3).all(|k| std::net::TcpListener::bind(("127.0.0.1", p + k)).is_ok()))
+        .expect("three free ports");
+    let state = dir.path().join("state");
+    let ws = dir.path().join("ws");
+    let env = [
+        ("BULKHEAD_STATE_DIR", state.to_str().unwrap()),
+        ("BULKHEAD_WORKSPACES", ws.to_str().unwrap()),
+    ];
+    let mut up = Command::new(env!("CARGO_BIN_EXE_bulkhead"));
+    up.args([
+        "--config",
+        config,
+        "up",
+        "--unisolated",
+        "--port",
+        &port.to_string(),
+    ])
+    .current_dir(dir.path())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null());
+    for (k, v) in env {
+        up.env(k, v);
+    }
+    let mut up = up.spawn().unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.0.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = up.stdout.take().unwrap();
+    let up = Kill(up);
+    // Up when it prints the client entries (it waits for every instance's /healthz first).
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let ready = lines
+        .by_ref()
+        .take(100)
+        .map_while(Result::ok)
+        .any(|l| l.contains("url_isolated:"));
+    assert!(ready, "up --unisolated did not come up");
+    let token = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["--config", config, "token"])
+        .output()
+        .unwrap();
+    assert!(token.status.success());
+    let token = String::from_utf8(token.stdout).unwrap();
+    let python = super::python_sdk::venv_python();
+    let out = Command::new(python)
+        .arg("first_call.py")
+        .current_dir(dir.path())
+        .env("TOKEN", token.trim())
+        .env("BULKHEAD_URL", format!("http://127.0.0.1:{port}/mcp"))
+        .env(
+            "BULKHEAD_URL_PROXIED",
+            format!("http://127.0.0.1:{}/mcp", port + 1),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("read_file: hi"), "{text}");
+    assert!(text.contains("search_records: id,title,owner"), "{text}");
+    drop(up);
+}

@@ -356,6 +356,78 @@ async fn origins_outside_the_allowlist_are_refused() {
         200,
         "the configured origin works"
     );
+    // Checked before anything else: without a token it is 403, not 401, and on a route rmcp
+    // does not serve (`/metrics`) too.
+    let no_token = reqwest::Client::new()
+        .post(inst.url.clone())
+        .header("origin", "http://evil.example")
+        .header("accept", ACCEPT)
+        .json(&init_body())
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(
+        no_token, 403,
+        "the Origin is refused before the token is read"
+    );
+    let metrics = reqwest::Client::new()
+        .get(inst.url.replace("/mcp", "/metrics"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(metrics, 403);
+}
+
+/// At the per-identity session limit, with every session in use, a foreign Origin still gets
+/// 403 (the DNS-rebinding and cross-origin check comes first), never the limit's 429.
+#[tokio::test]
+async fn a_foreign_origin_is_refused_before_any_session_limit() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut config = crate::harness::config(dir.path(), true);
+    config.http.max_sessions_per_identity = 1;
+    let inst = crate::harness::start_with(config, dir, NetworkMode::Full).await;
+    let first = reqwest::Client::new()
+        .post(inst.url.clone())
+        .header("accept", ACCEPT)
+        .header("authorization", format!("Bearer {}", token("alice", "s1")))
+        .json(&init_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let sid = first.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // Keep the session in use (its standalone stream open): it cannot be evicted.
+    let _stream = reqwest::Client::new()
+        .get(inst.url.clone())
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("authorization", format!("Bearer {}", token("alice", "s1")))
+        .send()
+        .await
+        .unwrap();
+    let second = |origin: Option<&'static str>| {
+        let url = inst.url.clone();
+        async move {
+            let mut req = reqwest::Client::new()
+                .post(url)
+                .header("accept", ACCEPT)
+                .header("authorization", format!("Bearer {}", token("alice", "s1")))
+                .json(&init_body());
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            req.send().await.unwrap().status()
+        }
+    };
+    assert_eq!(second(None).await, 429, "the limit holds");
+    assert_eq!(second(Some("http://evil.example")).await, 403);
 }
 
 /// The shipped config.yaml: a foreign Origin gets 403, a local one and none pass.
