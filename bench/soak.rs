@@ -31,8 +31,8 @@ fn main() -> anyhow::Result<()> {
         r.good_calls, r.good_errors, r.good_p50_ms, r.good_p99_ms, r.good_max_ms
     );
     println!(
-        "sessions_created\t{}\nsessions_refused\t{}\nslow_connections_opened\t{}",
-        r.sessions_created, r.sessions_refused, r.slow_connections_opened
+        "sessions_created\t{}\nsessions_refused\t{}\nflood_sessions_alive\t{}\nslow_connections_opened\t{}",
+        r.sessions_created, r.sessions_refused, r.flood_sessions_alive, r.slow_connections_opened
     );
     println!(
         "writes_ok\t{}\nwrites_refused\t{}\nsearches\t{}\npeak_rss_mib\t{:.1}\nserver_alive\t{}",

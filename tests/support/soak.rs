@@ -65,6 +65,9 @@ pub struct SoakReport {
     pub first_error: Option<String>,
     pub sessions_created: u64,
     pub sessions_refused: u64,
+    /// The flood's sessions still open at the end (the per-identity limit evicts the least
+    /// recently used idle ones, so at most `http.max_sessions_per_identity`).
+    pub flood_sessions_alive: u64,
     pub slow_connections_opened: u64,
     pub writes_ok: u64,
     pub writes_refused: u64,
@@ -299,6 +302,7 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}}});
             let tok = token("flood", "f1");
             let (mut ok, mut refused) = (0u64, 0u64);
+            let mut sids = Vec::new();
             for _ in 0..n {
                 if stop.load(Ordering::Relaxed) {
                     break;
@@ -311,12 +315,33 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
                     .send()
                     .await
                 {
-                    Ok(r) if r.status().is_success() => ok += 1,
+                    Ok(r) if r.status().is_success() => {
+                        ok += 1;
+                        if let Some(sid) = r.headers().get("mcp-session-id") {
+                            sids.push(sid.to_str().unwrap_or_default().to_string());
+                        }
+                    }
                     Ok(_) => refused += 1,
                     Err(_) => refused += 1,
                 }
             }
-            (ok, refused)
+            // Which of them are still open: a use answers 202, an evicted session 404.
+            let mut alive = 0u64;
+            for sid in &sids {
+                let used = c
+                    .post(&url)
+                    .bearer_auth(&tok)
+                    .header("mcp-session-id", sid)
+                    .header("mcp-protocol-version", "2025-11-25")
+                    .header("accept", "application/json, text/event-stream")
+                    .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                    .send()
+                    .await;
+                if used.is_ok_and(|r| r.status().is_success()) {
+                    alive += 1;
+                }
+            }
+            (ok, refused, alive)
         })
     };
 
@@ -372,7 +397,7 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
     stop.store(true, Ordering::Relaxed);
     let (mut lat, errors, first) = good.await.unwrap();
     let _ = slow.await;
-    let (ok, refused) = flood.await.unwrap();
+    let (ok, refused, alive) = flood.await.unwrap();
     for w in writers {
         let (ok, refused) = w.await.unwrap();
         report.writes_ok += ok;
@@ -395,6 +420,7 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
     report.good_max_ms = lat.last().copied().unwrap_or(0.0);
     report.sessions_created = ok;
     report.sessions_refused = refused;
+    report.flood_sessions_alive = alive;
     report.slow_connections_opened = slow_opened.load(Ordering::Relaxed);
     report.peak_rss_mib = report.peak_rss_mib.max(vm_hwm_mib(served.child.id()));
     report.server_alive = served.child.try_wait().unwrap().is_none();
