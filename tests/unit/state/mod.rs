@@ -5,6 +5,7 @@ pub(crate) mod backends;
 mod damage;
 mod init;
 mod migrate;
+mod model;
 mod ratchet;
 mod tamper;
 

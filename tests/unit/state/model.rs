@@ -1,0 +1,429 @@
+//! The session protocol of `src/state` and the call wrapper (`src/call`), as a model that
+//! stateright explores exhaustively: every interleaving of three calls in three processes (one
+//! per network mode), every crash of a process at any step, with each process's level cache.
+//!
+//! # What is modelled (and where it lives in the code)
+//!
+//! - The store: the session's committed level `L`, its change counter `C` (the lock file's
+//!   counter), and the session's lock: shared holders or one exclusive holder
+//!   (`state::sqlite::slots`, `state::postgres` advisory locks).
+//! - Each process's cache of `(counter, level)` (`SqliteStore::cache`): used only when the
+//!   counter read under the lock equals the cached one.
+//! - A call (`call::Runtime::call_def`): `enter` (shared, read the level) → admit → if the tool
+//!   raises the session: leave, `enter_exclusive`, read again, re-admit, bump the counter,
+//!   commit, keep the pass → run the handler → leave.
+//! - A crash: the process's calls vanish, its locks go (the kernel releases open-file-description
+//!   locks; PostgreSQL ends a dead connection's advisory locks), its cache is gone; a bump
+//!   without its commit stays.
+//! - A rolled-back store (an older copy of the database put back): the level and counter return
+//!   to their first values. The lock file's generation high-water mark is ahead of the
+//!   database's, so every read under the lock fails closed (`StateErrorKind::Corrupt`, the call
+//!   refused) from then on.
+//!
+//! Several processes of one server, replicas on PostgreSQL and the servers of one trust domain
+//! are the same thing here: processes sharing one session's store, each with its own mode.
+//!
+//! # The invariant (the checker's property)
+//!
+//! No handler runs on a level below the highest level ever committed for the session (`A`, which
+//! a rollback cannot lower), and none runs where its instance may not serve that level or, for a
+//! `connect` tool, once it is private:
+//! `running ⇒ admitted ≥ A ∧ mode serves A ∧ ¬(connect ∧ A private)`.
+//!
+//! # Mutants (each must produce a counterexample: the model bites)
+//!
+//! - `StaleCache`: the cache is trusted without comparing the counter (the red-team's stale
+//!   cache bug).
+//! - `NoReadmission`: the exclusive pass reuses the level read under the shared one instead of
+//!   reading again (the red-team's missing re-admission).
+//! - `CommitBeforeBump`: commit, then bump: a crash between leaves a cache that looks current.
+//! - `NoRollbackCheck`: a rolled-back database is read as if it were current.
+
+use bulkhead::policy::{NetworkMode, Permission, Sensitivity};
+use stateright::{Checker, Model, Property};
+
+/// A protocol variant: the real one, or a mutant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Variant {
+    Correct,
+    StaleCache,
+    NoReadmission,
+    CommitBeforeBump,
+    NoRollbackCheck,
+}
+
+/// A tool as the wrapper sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Tool {
+    permission: Permission,
+    sensitivity: Sensitivity,
+}
+
+const TOOLS: [Tool; 4] = [
+    Tool {
+        permission: Permission::Connect,
+        sensitivity: Sensitivity::Public,
+    },
+    Tool {
+        permission: Permission::Read,
+        sensitivity: Sensitivity::Internal,
+    },
+    Tool {
+        permission: Permission::Read,
+        sensitivity: Sensitivity::Confidential,
+    },
+    Tool {
+        permission: Permission::Read,
+        sensitivity: Sensitivity::Secret,
+    },
+];
+
+/// Where a call is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Step {
+    /// Not started.
+    Start,
+    /// Holds the shared lock and read `level`.
+    Shared { level: Sensitivity },
+    /// Gave the shared pass back to escalate; `seen` is what it read under it.
+    WantExclusive { seen: Sensitivity },
+    /// Holds the lock exclusively and decided on `level`.
+    Exclusive { level: Sensitivity },
+    /// Bumped the counter (Correct) or committed (CommitBeforeBump), under the exclusive lock.
+    Half { level: Sensitivity },
+    /// Running its handler under a shared pass, admitted at `level`.
+    Running { level: Sensitivity },
+    /// Finished, refused, or lost in a crash.
+    Done,
+}
+
+/// One call: the process it runs in and its tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Call {
+    process: usize,
+    tool: Tool,
+    step: Step,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct State {
+    level: Sensitivity,
+    /// The highest level ever committed (what was acknowledged to some caller).
+    acked: Sensitivity,
+    /// The database was replaced by an older copy (the lock file remembers).
+    rolled_back: bool,
+    counter: u8,
+    /// Shared holders, by call index.
+    shared: Vec<usize>,
+    exclusive: Option<usize>,
+    /// Per process: `(counter, level)` cached.
+    cache: Vec<Option<(u8, Sensitivity)>>,
+    calls: Vec<Call>,
+    crashes: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Action {
+    /// Call `i` takes its next step.
+    Step(usize),
+    /// Process `p` dies (and restarts with nothing).
+    Crash(usize),
+    /// An older copy of the database is put back.
+    Rollback,
+}
+
+struct Protocol {
+    variant: Variant,
+    /// Each process's instance: one per mode.
+    modes: [NetworkMode; 3],
+    max_crashes: u8,
+    /// Whether the store may be rolled back (once).
+    rollbacks: bool,
+}
+
+impl Protocol {
+    fn new(variant: Variant) -> Protocol {
+        Protocol {
+            variant,
+            modes: NetworkMode::ALL,
+            max_crashes: 1,
+            rollbacks: true,
+        }
+    }
+
+    /// The wrapper's admission rule (`call::admit`): the instance serves the needed level, and
+    /// a connect tool is refused once the session is private.
+    fn admits(&self, c: &Call, level: Sensitivity) -> bool {
+        let needed = level.max(c.tool.sensitivity);
+        self.modes[c.process].serves(needed)
+            && !(c.tool.permission == Permission::Connect && level.is_private())
+    }
+
+    /// The level read under a held lock, through the process's cache; `None`: the read fails
+    /// closed (the store was rolled back) and the call is refused.
+    fn read(&self, s: &mut State, process: usize) -> Option<Sensitivity> {
+        if s.rolled_back && self.variant != Variant::NoRollbackCheck {
+            return None;
+        }
+        Some(match s.cache[process] {
+            Some((_, level)) if self.variant == Variant::StaleCache => level,
+            Some((counter, level)) if counter == s.counter => level,
+            _ => {
+                s.cache[process] = Some((s.counter, s.level));
+                s.level
+            }
+        })
+    }
+
+    fn release(s: &mut State, i: usize) {
+        s.shared.retain(|&h| h != i);
+        if s.exclusive == Some(i) {
+            s.exclusive = None;
+        }
+    }
+}
+
+impl Model for Protocol {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let mut out = Vec::new();
+        for a in TOOLS {
+            for b in TOOLS {
+                for c in TOOLS {
+                    out.push(State {
+                        level: Sensitivity::Public,
+                        acked: Sensitivity::Public,
+                        rolled_back: false,
+                        counter: 0,
+                        shared: Vec::new(),
+                        exclusive: None,
+                        cache: vec![None; 3],
+                        calls: [a, b, c]
+                            .into_iter()
+                            .enumerate()
+                            .map(|(process, tool)| Call {
+                                process,
+                                tool,
+                                step: Step::Start,
+                            })
+                            .collect(),
+                        crashes: 0,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        for (i, c) in s.calls.iter().enumerate() {
+            let ready = match c.step {
+                Step::Start => s.exclusive.is_none(),
+                Step::WantExclusive { .. } => s.exclusive.is_none() && s.shared.is_empty(),
+                Step::Done => false,
+                _ => true,
+            };
+            if ready {
+                actions.push(Action::Step(i));
+            }
+        }
+        if self.rollbacks && !s.rolled_back && s.level > Sensitivity::Public {
+            actions.push(Action::Rollback);
+        }
+        if s.crashes < self.max_crashes {
+            for p in 0..3 {
+                if s.calls
+                    .iter()
+                    .any(|c| c.process == p && c.step != Step::Done)
+                {
+                    actions.push(Action::Crash(p));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Rollback => {
+                s.level = Sensitivity::Public;
+                s.counter = 0;
+                s.rolled_back = true;
+            }
+            Action::Crash(p) => {
+                for (i, c) in s.calls.iter_mut().enumerate() {
+                    if c.process == p && c.step != Step::Done {
+                        c.step = Step::Done;
+                        s.shared.retain(|&h| h != i);
+                        if s.exclusive == Some(i) {
+                            s.exclusive = None;
+                        }
+                    }
+                }
+                s.cache[p] = None;
+                s.crashes += 1;
+            }
+            Action::Step(i) => {
+                let c = s.calls[i];
+                let next = match c.step {
+                    Step::Start => {
+                        s.shared.push(i);
+                        match self.read(&mut s, c.process) {
+                            Some(level) => Step::Shared { level },
+                            None => {
+                                Self::release(&mut s, i);
+                                Step::Done
+                            }
+                        }
+                    }
+                    Step::Shared { level } => {
+                        if !self.admits(&c, level) {
+                            Self::release(&mut s, i);
+                            Step::Done
+                        } else if c.tool.sensitivity > level {
+                            Self::release(&mut s, i);
+                            Step::WantExclusive { seen: level }
+                        } else {
+                            Step::Running { level }
+                        }
+                    }
+                    Step::WantExclusive { seen } => {
+                        s.exclusive = Some(i);
+                        let now = if self.variant == Variant::NoReadmission {
+                            Some(seen)
+                        } else {
+                            self.read(&mut s, c.process)
+                        };
+                        let target = now.map(|n| n.max(c.tool.sensitivity));
+                        if let Some(target) = target.filter(|t| self.admits(&c, *t)) {
+                            Step::Exclusive { level: target }
+                        } else {
+                            Self::release(&mut s, i);
+                            Step::Done
+                        }
+                    }
+                    Step::Exclusive { level } => {
+                        if self.variant == Variant::CommitBeforeBump {
+                            s.level = s.level.max(level);
+                            s.acked = s.acked.max(s.level);
+                        } else {
+                            s.counter += 1;
+                        }
+                        Step::Half { level }
+                    }
+                    Step::Half { level } => {
+                        if self.variant == Variant::CommitBeforeBump {
+                            s.counter += 1;
+                        } else {
+                            s.level = s.level.max(level);
+                            s.acked = s.acked.max(s.level);
+                        }
+                        let committed = s.level;
+                        s.cache[c.process] = Some((s.counter, committed));
+                        // Downgrade to shared and run (the escalation's own handler).
+                        s.exclusive = None;
+                        s.shared.push(i);
+                        Step::Running { level: committed }
+                    }
+                    Step::Running { .. } => {
+                        Self::release(&mut s, i);
+                        Step::Done
+                    }
+                    Step::Done => return None,
+                };
+                s.calls[i].step = next;
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(
+                "no handler runs below or outside the committed level",
+                |m: &Protocol, s: &State| {
+                    s.calls.iter().all(|c| match c.step {
+                        Step::Running { level } => {
+                            level >= s.acked
+                                && m.modes[c.process].serves(s.acked.max(c.tool.sensitivity))
+                                && !(c.tool.permission == Permission::Connect
+                                    && s.acked.is_private())
+                        }
+                        _ => true,
+                    })
+                },
+            ),
+            // The model is not vacuous: escalations commit, and a connect call runs.
+            Property::sometimes("a session reaches secret", |_: &Protocol, s: &State| {
+                s.level == Sensitivity::Secret
+            }),
+            Property::sometimes("a connect handler runs", |_: &Protocol, s: &State| {
+                s.calls.iter().any(|c| {
+                    c.tool.permission == Permission::Connect
+                        && matches!(c.step, Step::Running { .. })
+                })
+            }),
+        ]
+    }
+}
+
+fn check(variant: Variant) -> Option<String> {
+    check_model(Protocol::new(variant))
+}
+
+fn check_model(model: Protocol) -> Option<String> {
+    let variant = model.variant;
+    let checker = model.checker().spawn_bfs().join();
+    let examples = ["a session reaches secret", "a connect handler runs"];
+    for e in examples {
+        assert!(
+            checker.discovery(e).is_some(),
+            "{variant:?}: never `{e}`: the model is vacuous"
+        );
+    }
+    eprintln!(
+        "{variant:?}: {} states explored ({} unique)",
+        checker.state_count(),
+        checker.unique_state_count()
+    );
+    checker
+        .discovery("no handler runs below or outside the committed level")
+        .map(|path| format!("{:#?}", path.into_actions()))
+}
+
+#[test]
+fn the_session_protocol_keeps_its_invariant_in_every_interleaving_and_crash() {
+    assert_eq!(check(Variant::Correct), None);
+}
+
+#[test]
+fn the_model_finds_the_stale_cache_bug() {
+    let trace = check(Variant::StaleCache).expect("a counterexample");
+    eprintln!("stale cache:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_the_missing_readmission_bug() {
+    let trace = check(Variant::NoReadmission).expect("a counterexample");
+    eprintln!("no re-admission:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_a_rolled_back_store_read_as_current() {
+    let trace = check(Variant::NoRollbackCheck).expect("a counterexample");
+    eprintln!("no rollback check:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_a_commit_before_the_counter_bump_with_a_crash_between() {
+    // Crashes only (no rollback): the crash between commit and bump is what it finds.
+    let model = Protocol {
+        rollbacks: false,
+        ..Protocol::new(Variant::CommitBeforeBump)
+    };
+    let trace = check_model(model).expect("a counterexample");
+    assert!(trace.contains("Crash"), "{trace}");
+    eprintln!("commit before bump:\n{trace}");
+}
