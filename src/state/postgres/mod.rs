@@ -312,11 +312,18 @@ impl PgStore {
         Ok(())
     }
 
+    /// Gives the pass back. The unlock is sent on the pass's own connection but not waited for:
+    /// the call's answer leaves after one round trip (the lock and the level read, in
+    /// `bulkhead_enter`) instead of two. The lock is released *after* the answer, never before,
+    /// so no level can rise while the handler runs; a late release only delays a waiting
+    /// escalation. The protocol model (`tests/unit/state/model.rs`) explores every order of a
+    /// release against the other steps. The connection returns to the pool once the unlock
+    /// answered (or is dropped, if it did not say the lock was held).
     pub(crate) async fn leave(&self, mut pass: Pass) {
         if let Hold::Postgres(hold) = &mut pass.hold
             && let Some(conn) = hold.conn.take()
         {
-            unlock(conn, hold.key, hold.mode).await;
+            tokio::spawn(unlock(conn, hold.key, hold.mode));
         }
     }
 

@@ -38,6 +38,9 @@
 //!   reading again (the red-team's missing re-admission).
 //! - `CommitBeforeBump`: commit, then bump: a crash between leaves a cache that looks current.
 //! - `NoRollbackCheck`: a rolled-back database is read as if it were current.
+//! - `NoSharedPass`: a call that does not raise the level reads it without holding the lock
+//!   (an "in-process fast path"): an escalation elsewhere no longer waits for its handler. This
+//!   is why every call holds a shared pass, two lock operations per call, however cheap the read.
 
 use bulkhead::policy::{NetworkMode, Permission, Sensitivity};
 use stateright::{Checker, Model, Property};
@@ -50,6 +53,7 @@ enum Variant {
     NoReadmission,
     CommitBeforeBump,
     NoRollbackCheck,
+    NoSharedPass,
 }
 
 /// A tool as the wrapper sees it.
@@ -269,7 +273,11 @@ impl Model for Protocol {
                 let c = s.calls[i];
                 let next = match c.step {
                     Step::Start => {
-                        s.shared.push(i);
+                        if self.variant != Variant::NoSharedPass
+                            || c.tool.sensitivity > Sensitivity::Public
+                        {
+                            s.shared.push(i);
+                        }
                         match self.read(&mut s, c.process) {
                             Some(level) => Step::Shared { level },
                             None => {
@@ -408,6 +416,12 @@ fn the_model_finds_the_stale_cache_bug() {
 fn the_model_finds_the_missing_readmission_bug() {
     let trace = check(Variant::NoReadmission).expect("a counterexample");
     eprintln!("no re-admission:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_a_call_that_runs_without_a_shared_pass() {
+    let trace = check(Variant::NoSharedPass).expect("a counterexample");
+    eprintln!("no shared pass:\n{trace}");
 }
 
 #[test]
