@@ -87,17 +87,32 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
         ConnectorKind::Http => serde_json::from_value::<HttpSettings>(value)
             .map_err(|e| format!("http settings: {e}"))
             .and_then(|s| {
-                if s.base_url.starts_with("http://")
+                if !(s.base_url.starts_with("http://")
                     || s.base_url.starts_with("https://")
-                    || s.base_url.starts_with("${")
+                    || s.base_url.starts_with("${"))
                 {
-                    Ok(())
-                } else {
-                    Err(format!(
+                    return Err(format!(
                         "`base_url` must start with http:// or https://, found `{}`",
                         s.base_url
-                    ))
+                    ));
                 }
+                // Cloud metadata and other never-routable addresses are no connector's
+                // destination, whatever the instance's mode (the proxy refuses them too, but a
+                // full instance has no proxy).
+                let base_host = s
+                    .base_url
+                    .split_once("://")
+                    .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
+                    .filter(|_| !s.base_url.starts_with("${"));
+                for entry in base_host
+                    .into_iter()
+                    .chain(s.allowed_hosts.iter().flatten().map(String::as_str))
+                {
+                    if let Some(why) = never_reachable(entry) {
+                        return Err(format!("`{entry}`: {why}"));
+                    }
+                }
+                Ok(())
             }),
     };
     if let Err(why) = result {
@@ -545,4 +560,61 @@ pub fn implied_params(kind: ConnectorKind, action: FileAction) -> Vec<Param> {
     };
     out.sort_by(|a, b| a.0.cmp(b.0));
     out.iter().map(|(n, p)| params::lower(n, p)).collect()
+}
+
+/// Why `entry` (`host`, `host:port`, `[v6]:port`) can never be a connector's destination: an
+/// unspecified, link-local (cloud metadata, 169.254.0.0/16, fe80::/10), multicast or broadcast
+/// address. Names and other addresses pass (a name's resolution is checked where it is used).
+fn never_reachable(entry: &str) -> Option<&'static str> {
+    use std::net::IpAddr;
+    let host = entry
+        .strip_prefix('[')
+        .and_then(|r| r.split_once(']').map(|(h, _)| h))
+        .or_else(|| entry.parse::<IpAddr>().ok().map(|_| entry))
+        .unwrap_or_else(|| entry.rsplit_once(':').map_or(entry, |(h, _)| h));
+    match host.parse::<IpAddr>().ok()? {
+        IpAddr::V4(ip) if ip.is_link_local() => {
+            Some("link-local addresses (cloud metadata, 169.254.0.0/16) are never a destination")
+        }
+        IpAddr::V4(ip) if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() => {
+            Some("unspecified, broadcast and multicast addresses are never a destination")
+        }
+        IpAddr::V6(ip) if (ip.segments()[0] & 0xffc0) == 0xfe80 => {
+            Some("link-local addresses (fe80::/10) are never a destination")
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() || ip.is_multicast() => {
+            Some("unspecified and multicast addresses are never a destination")
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod never_reachable_tests {
+    use super::never_reachable;
+
+    #[test]
+    fn metadata_and_unroutable_addresses_are_refused_in_every_spelling() {
+        for bad in [
+            "169.254.169.254",
+            "169.254.169.254:80",
+            "0.0.0.0:443",
+            "224.0.0.1",
+            "255.255.255.255:9",
+            "[fe80::1]:80",
+            "fe80::1",
+            "[::]:443",
+        ] {
+            assert!(never_reachable(bad).is_some(), "{bad}");
+        }
+        for ok in [
+            "hooks.example.com",
+            "hooks.example.com:443",
+            "10.0.0.5:80",
+            "127.0.0.1:8080",
+            "[2001:db8::1]:443",
+        ] {
+            assert_eq!(never_reachable(ok), None, "{ok}");
+        }
+    }
 }
