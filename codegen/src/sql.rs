@@ -25,10 +25,16 @@ const FORBIDDEN: &[&str] = &[
     "pg_file_write",
     "lo_import",
     "lo_export",
+    "pg_switch_wal",
+    "pg_create_restore_point",
+    "pg_stat_statements_reset",
 ];
 
 /// Function name prefixes refused (advisory locks of every kind, dblink, stats resets).
 const FORBIDDEN_PREFIXES: &[&str] = &[
+    "pg_create_logical_replication_slot",
+    "pg_create_physical_replication_slot",
+    "pg_drop_replication_slot",
     "pg_advisory_",
     "pg_try_advisory_",
     "dblink",
@@ -49,6 +55,9 @@ pub enum Token {
     },
     /// Any other character outside literals (`(`, `;`, `.`, `,` …).
     Punct(char),
+    /// A string literal as written, prefix and quotes (or dollar tags) included. Calls and
+    /// writes never hide in one; what a statement does may (`WHERE tenant = 'acme'`).
+    Literal(String),
 }
 
 /// The tokens of `sql`, in order.
@@ -107,7 +116,9 @@ pub fn words(sql: &str) -> Vec<Token> {
             continue;
         }
         if c == b'\'' {
-            i = skip_string(i, false);
+            let end = skip_string(i, false);
+            out.push(Token::Literal(sql[i..end].to_string()));
+            i = end;
             continue;
         }
         if c == b'$' {
@@ -117,10 +128,12 @@ pub fn words(sql: &str) -> Vec<Token> {
                 .map(|p| i + 1 + p);
             if let Some(e) = tag_end.filter(|&e| b.get(e) == Some(&b'$')) {
                 let tag = &sql[i..=e];
-                match sql[e + 1..].find(tag) {
-                    Some(p) => i = e + 1 + p + tag.len(),
-                    None => i = b.len(),
-                }
+                let end = match sql[e + 1..].find(tag) {
+                    Some(p) => e + 1 + p + tag.len(),
+                    None => b.len(),
+                };
+                out.push(Token::Literal(sql[i..end].to_string()));
+                i = end;
                 continue;
             }
         }
@@ -130,17 +143,28 @@ pub fn words(sql: &str) -> Vec<Token> {
             i = end;
             continue;
         }
-        if c.is_ascii_alphabetic() || c == b'_' {
+        // Identifiers: letters, digits, `_`, `$`, and (as PostgreSQL reads them) any non-ASCII
+        // byte, so `xé'…'` is one word followed by a string, never an `E'…'` literal.
+        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
             let mut e = i;
-            while e < b.len() && (b[e].is_ascii_alphanumeric() || b[e] == b'_' || b[e] == b'$') {
+            while e < b.len()
+                && (b[e].is_ascii_alphanumeric() || b[e] == b'_' || b[e] == b'$' || b[e] >= 0x80)
+            {
                 e += 1;
             }
             let word = sql[i..e].to_ascii_lowercase();
+            let start = i;
+            let literal = move |out: &mut Vec<Token>, end: usize| {
+                out.push(Token::Literal(sql[start..end].to_string()));
+                end
+            };
             match (word.as_str(), b.get(e)) {
                 // E'…' (and the B, X, N, U& prefixes): a literal, not a word.
-                ("e", Some(b'\'')) => i = skip_string(e, true),
-                ("b" | "x" | "n", Some(b'\'')) => i = skip_string(e, false),
-                ("u", Some(b'&')) if b.get(e + 1) == Some(&b'\'') => i = skip_string(e + 1, false),
+                ("e", Some(b'\'')) => i = literal(&mut out, skip_string(e, true)),
+                ("b" | "x" | "n", Some(b'\'')) => i = literal(&mut out, skip_string(e, false)),
+                ("u", Some(b'&')) if b.get(e + 1) == Some(&b'\'') => {
+                    i = literal(&mut out, skip_string(e + 1, false))
+                }
                 ("u", Some(b'&')) if b.get(e + 1) == Some(&b'"') => {
                     let (text, end) = quoted(sql, e + 1);
                     out.push(Token::Word {
@@ -216,9 +240,10 @@ pub fn side_effects(sql: &str) -> Vec<String> {
 /// Statements that only read (the first word of a statement).
 const READ_STATEMENTS: &[&str] = &["select", "with", "values", "table", "explain", "show"];
 
-/// Statements that change data, wherever a statement may start (after `(` too, as in a
-/// data-modifying CTE).
-const DML: &[&str] = &["insert", "update", "delete", "merge"];
+/// Words that change data wherever they stand as a statement's verb: after `(` (a
+/// data-modifying CTE), after a CTE list, after `CYCLE … USING …`. Read anywhere, except as a
+/// function's name (`replace(…)`) or a qualified name (`t.update`): fail closed.
+const DML: &[&str] = &["insert", "update", "delete", "merge", "replace", "upsert"];
 
 /// Whether `sql` may change anything: a statement (first, or after `;`) that is not a read; a
 /// DML statement nested after `(` (a data-modifying CTE); `EXPLAIN ANALYZE` of a write (it runs
@@ -249,7 +274,7 @@ pub fn writes(sql: &str) -> bool {
                 }
                 continue;
             }
-            Token::Punct(_) => continue,
+            Token::Punct(_) | Token::Literal(_) => continue,
             Token::Word { .. } => {}
         }
         let Some(w) = word(i) else {
@@ -277,8 +302,11 @@ pub fn writes(sql: &str) -> bool {
         if w == "for" && matches!(word(i + 1), Some("update" | "share" | "no" | "key")) {
             return true;
         }
-        if DML.contains(&w) && matches!(tokens.get(i.wrapping_sub(1)), Some(Token::Punct(')'))) {
-            // `WITH a AS (…) DELETE …`: the main statement after a CTE list.
+        if DML.contains(&w)
+            && tokens.get(i + 1) != Some(&Token::Punct('('))
+            && tokens.get(i.wrapping_sub(1)) != Some(&Token::Punct('.'))
+        {
+            // A verb that is not a call or a column: `WITH a AS (…) DELETE …`, `… USING p DELETE …`.
             return true;
         }
     }
@@ -331,6 +359,11 @@ mod tests {
             ["U&\"pg\\005Fnotify\""]
         );
         assert!(side_effects("SELECT E'it\\'s pg_notify(x)' AS s").is_empty());
+        // A non-ASCII identifier char before the quote makes no `E'…'` literal of it.
+        assert_eq!(
+            side_effects("SELECT xé'\\', pg_notify('c','m') -- '"),
+            ["pg_notify"]
+        );
     }
 
     #[test]
@@ -343,6 +376,7 @@ mod tests {
             "SELECT 'delete from t' AS s -- ; drop table t",
             "SELECT \"update\" FROM t",
             "SELECT count(*) FROM t WHERE deleted = false",
+            "SELECT replace(title, 'a', 'b'), t.update FROM t",
         ] {
             assert!(!writes(read), "{read}");
         }
@@ -351,6 +385,8 @@ mod tests {
             "WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d",
             "WITH d AS ( /* c */ UPDATE t SET a = 1 RETURNING a) SELECT a FROM d",
             "WITH a AS (SELECT 1) DELETE FROM t",
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r WHERE n<2) CYCLE n SET c USING p DELETE FROM t",
+            "WITH a AS (SELECT 1) REPLACE INTO t VALUES (1)",
             "SELECT 1; DROP TABLE t",
             "EXPLAIN ANALYZE DELETE FROM t",
             "SELECT * INTO copy FROM t",

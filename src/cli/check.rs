@@ -136,13 +136,29 @@ fn resolve_base(
     root: &Path,
     rev: &str,
 ) -> anyhow::Result<Option<(String, bulkhead_codegen::model::Model)>> {
+    // REV is resolved on its own first, as a revision and never as an option; only the
+    // commit's hex id reaches the other git commands.
+    let resolved = String::from_utf8(git(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ],
+    )?)?;
+    let resolved = resolved.trim();
+    anyhow::ensure!(
+        !resolved.is_empty() && resolved.bytes().all(|b| b.is_ascii_hexdigit()),
+        "`{rev}` is not a commit"
+    );
     let commits = String::from_utf8(git(
         root,
         &[
             "rev-list",
             "--first-parent",
             &format!("--max-count={WALK_BACK}"),
-            &format!("{rev}^{{commit}}"),
+            resolved,
         ],
     )?)?;
     let mut first_error = None;

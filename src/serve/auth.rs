@@ -207,6 +207,34 @@ impl AuthState {
         Ok(evicted)
     }
 
+    /// Binds a session that was opened without a reservation to `id`; `false` (and not bound)
+    /// when `id` already holds its limit.
+    fn adopt(&self, id: &Identity, sid: &str) -> bool {
+        let mut book = self.book();
+        if book.owner.contains_key(sid) {
+            return true;
+        }
+        let held = book.per_identity.get(id).copied().unwrap_or(0);
+        if held >= self.limits.max_per_identity || book.owner.len() >= self.limits.max_total {
+            return false;
+        }
+        book.owner.insert(sid.to_string(), id.clone());
+        book.use_of.insert(sid.to_string(), (Instant::now(), 0));
+        *book.per_identity.entry(id.clone()).or_default() += 1;
+        true
+    }
+
+    /// Closes session `sid` in the transport, in a task of its own: a caller that goes away
+    /// cannot leave it half closed.
+    fn close_later(&self, sid: String) {
+        if let Some(sessions) = self.sessions.get().cloned() {
+            tokio::spawn(async move {
+                use rmcp::transport::streamable_http_server::session::SessionManager;
+                let _ = sessions.close_session(&sid.as_str().into()).await;
+            });
+        }
+    }
+
     /// Ends a reservation; binds the new session to `id` when one was created.
     fn settle(&self, id: &Identity, created: Option<&str>) {
         let mut book = self.book();
@@ -283,18 +311,28 @@ pub async fn require_token(
         .map(str::to_string);
     if let Some(sid) = &session {
         let bound = state.book().owner.get(sid).cloned();
-        if let Some(owner) = bound
-            && owner != identity
-        {
-            static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
-            if let Some(more) = SITE.allow() {
-                tracing::warn!(%owner, caller = %identity, suppressed = more, "transport session used with another identity's token");
+        match bound {
+            Some(owner) if owner != identity => {
+                static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+                if let Some(more) = SITE.allow() {
+                    tracing::warn!(%owner, caller = %identity, suppressed = more, "transport session used with another identity's token");
+                }
+                return (
+                    StatusCode::FORBIDDEN,
+                    "this transport session belongs to another identity\n",
+                )
+                    .into_response();
             }
-            return (
-                StatusCode::FORBIDDEN,
-                "this transport session belongs to another identity\n",
-            )
-                .into_response();
+            // Every session this server opened is in the book from its first answer on: one
+            // that is not was closed, evicted or never ours, and nobody may use it.
+            None if state.limits.stateful => {
+                return (
+                    StatusCode::NOT_FOUND,
+                    "no such transport session (closed, expired or evicted); initialize a new one\n",
+                )
+                    .into_response();
+            }
+            _ => {}
         }
     }
     let creating = state.limits.stateful
@@ -304,6 +342,9 @@ pub async fn require_token(
             .headers()
             .get("mcp-protocol-version")
             .is_none_or(|v| v.as_bytes() != b"2026-07-28");
+    // The reservation is given back if this future is dropped before the answer (a client that
+    // resets the stream), so counts cannot drift.
+    let mut reservation = None;
     if creating {
         match state.reserve(&identity) {
             Err(refused) => {
@@ -313,17 +354,20 @@ pub async fn require_token(
                 }
                 return refused;
             }
-            Ok(Some(evicted)) => {
-                static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
-                if let Some(more) = SITE.allow() {
-                    tracing::info!(caller = %identity, suppressed = more, "http.max_sessions_per_identity reached: closed this identity's least recently used idle session to open a new one");
-                }
-                if let Some(sessions) = state.sessions.get() {
-                    use rmcp::transport::streamable_http_server::session::SessionManager;
-                    let _ = sessions.close_session(&evicted.as_str().into()).await;
+            Ok(evicted) => {
+                reservation = Some(Reservation {
+                    state: state.clone(),
+                    id: identity.clone(),
+                    settled: false,
+                });
+                if let Some(evicted) = evicted {
+                    static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
+                    if let Some(more) = SITE.allow() {
+                        tracing::info!(caller = %identity, suppressed = more, "http.max_sessions_per_identity reached: closed this identity's least recently used idle session to open a new one");
+                    }
+                    state.close_later(evicted);
                 }
             }
-            Ok(None) => {}
         }
     }
     // A request of a known session marks it in use until its response (or stream) ends.
@@ -349,14 +393,46 @@ pub async fn require_token(
         }),
         None => resp,
     };
-    if creating {
-        let created = resp
-            .status()
-            .is_success()
-            .then(|| resp.headers().get(SESSION_HEADER))
-            .flatten()
-            .and_then(|v| v.to_str().ok());
-        state.settle(&identity, created);
+    let created = resp
+        .status()
+        .is_success()
+        .then(|| resp.headers().get(SESSION_HEADER))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .filter(|_| session.is_none());
+    match reservation.as_mut() {
+        Some(r) => {
+            r.settled = true;
+            state.settle(&identity, created);
+        }
+        // A session opened by a request that did not look like it would open one (a newer
+        // protocol version header on an `initialize`): bound to its identity all the same, and
+        // closed at once if that identity is already at its limit.
+        None => {
+            if let Some(sid) = created
+                && state.limits.stateful
+                && !state.adopt(&identity, sid)
+            {
+                tracing::warn!(caller = %identity, "a session opened past http.max_sessions_per_identity was closed");
+                state.close_later(sid.to_string());
+            }
+        }
     }
     resp
+}
+
+/// A session slot reserved for an identity while its `initialize` runs; given back on drop
+/// unless the answer settled it.
+struct Reservation {
+    state: Arc<AuthState>,
+    id: Identity,
+    settled: bool,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.state.settle(&self.id, None);
+        }
+    }
 }

@@ -403,3 +403,46 @@ async fn tool_errors_never_carry_host_paths() {
     }
     assert!(texts.last().unwrap().starts_with("[FATAL]"));
 }
+
+/// An `initialize` that names the newer protocol version cannot open a session past the
+/// per-identity limit or outside the book: such a session is bound to its identity, closed at
+/// once past the limit, and a session id this server does not hold is refused (404) to anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_session_is_opened_outside_the_book() {
+    let s = start("  max_sessions_per_identity: 1\n", "").await;
+    let a1 = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(a1.0, 200);
+    let a1 = a1.1.unwrap();
+    let _stream = hold_stream(&s.base, "ana", "s1", &a1).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp", s.base))
+        .bearer_auth(token("ana", "s1"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&initialize_body())
+        .send()
+        .await
+        .unwrap();
+    if let Some(sid) = r
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned())
+    {
+        // Opened past the limit: closed, and never usable (bounded wait for the close).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while touch(&s.base, "ana", "s1", &sid).await != 404 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the extra session stayed open"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(touch(&s.base, "ben", "s1", &sid).await, 404);
+    }
+    assert_eq!(
+        touch(&s.base, "ben", "s1", "00000000-0000-0000-0000-000000000000").await,
+        404,
+        "an id this server never issued"
+    );
+    assert_eq!(touch(&s.base, "ana", "s1", &a1).await, 202, "a1 lives on");
+}

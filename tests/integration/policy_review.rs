@@ -202,6 +202,29 @@ P"#,
         ],
     ),
     (
+        "a SQL literal added to a filter (the old key dropped literals)",
+        r#"python3 - <<'P'
+p='specs/connectors/records.yaml'; t=open(p).read()
+t=t.replace("    sql: SELECT id, title, owner FROM records WHERE id = :id","    sql: SELECT id, title, owner FROM records WHERE id = :id OR 'x' = 'x' -- the owner's record")
+open(p,'w').write(t)
+P"#,
+        &["weakened: runs-changed: resource `template.records://{id}`"],
+    ),
+    (
+        "an argument's minimum removed",
+        r#"python3 - <<'P'
+p='specs/connectors/records.yaml'; t=open(p).read()
+t=t.replace("        minimum: 1\n        maximum: 200","        maximum: 200",1)
+open(p,'w').write(t)
+P"#,
+        &["weakened: argument-loosened: tool `template.search_records`: `limit` minimum 1 → none"],
+    ),
+    (
+        "the state store and its trust domain changed in config.yaml",
+        "sed -i 's#^  dir: ${BULKHEAD_STATE_DIR:-.bulkhead/state}#  dir: ${BULKHEAD_STATE_DIR:-/tmp/fresh-state}#' config.yaml",
+        &["weakened: config-changed: config.yaml state:"],
+    ),
+    (
         "an argument's limit raised",
         r#"python3 - <<'P'
 p='specs/connectors/records.yaml'; t=open(p).read()

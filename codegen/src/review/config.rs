@@ -24,6 +24,10 @@ pub struct Identity {
     /// Every number under `http`, `limits`, `workspace`, `audit` and `context.presets`, by
     /// dotted path (`http.max_sessions_per_identity`, `context.presets.sql_query.max_chars`).
     pub numbers: BTreeMap<String, f64>,
+    /// Sections where any change is reviewed (`state`: where the ratchet lives and its trust
+    /// domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and trust), as
+    /// canonical JSON, by section.
+    pub sections: BTreeMap<&'static str, String>,
 }
 
 /// `${VAR:-default}` → `default`; `${VAR}` and `${VAR:?m}` stay as written.
@@ -147,12 +151,22 @@ impl Identity {
         if let Some(p) = c.get("context").and_then(|x| x.get("presets")) {
             numbers("context.presets", p, &mut id.numbers);
         }
+        for key in ["state", "telemetry", "mcp_servers"] {
+            if let Some(v) = c.get(key) {
+                id.sections.insert(key, v.to_string());
+            }
+        }
         id
     }
 }
 
-/// Whether a limit at `path` loosens as it grows. Every number reviewed does (sizes, counts,
-/// timeouts, context limits) except these, where a larger number is stricter.
-pub(super) fn larger_is_looser(path: &str) -> bool {
-    !path.ends_with("min_free_bytes")
+/// How a change of the number at `path` is judged: `Some(true)` when a larger value is looser
+/// (sizes, counts, timeouts, context limits), `Some(false)` when a smaller one is (a reserve of
+/// free space), `None` when any change counts (the audit log's retention and record size).
+pub(super) fn larger_is_looser(path: &str) -> Option<bool> {
+    if path.starts_with("audit.") {
+        None
+    } else {
+        Some(!path.ends_with("min_free_bytes"))
+    }
 }

@@ -82,6 +82,8 @@ pub struct ConnectorPolicy {
     pub reach: BTreeSet<String>,
     /// Variables passed as secrets (files), not as plain environment.
     pub secrets: BTreeSet<String>,
+    /// The CA bundle it trusts instead of the system's (`ca_file`), resolved; empty: the system's.
+    pub trust: String,
 }
 
 /// One running instance of a deployed server.
@@ -139,7 +141,8 @@ fn sql_display(sql: &str) -> String {
     sql.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Drops layout and comments outside literals: equal for SQL that differs only in them.
+/// Drops layout and comments (outside literals, which it keeps as written): equal for SQL that
+/// differs only in them.
 fn sql_key(sql: &str) -> String {
     crate::sql::words(sql)
         .iter()
@@ -147,30 +150,10 @@ fn sql_key(sql: &str) -> String {
             crate::sql::Token::Word { text, quoted: true } => format!("\"{text}\""),
             crate::sql::Token::Word { text, .. } => text.clone(),
             crate::sql::Token::Punct(c) => c.to_string(),
+            crate::sql::Token::Literal(l) => l.clone(),
         })
         .collect::<Vec<_>>()
         .join(" ")
-        + &format!(" [literals {}]", literal_digest(sql))
-}
-
-/// The string literals of `sql`, in order (the lexer drops them, but they change what it does).
-fn literal_digest(sql: &str) -> String {
-    let bytes = sql.as_bytes();
-    let mut lits = String::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\'' {
-            let start = i;
-            i += 1;
-            while i < bytes.len() && bytes[i] != b'\'' {
-                i += 1;
-            }
-            lits.push_str(&sql[start..(i + 1).min(sql.len())]);
-            lits.push(' ');
-        }
-        i += 1;
-    }
-    lits.trim_end().to_string()
 }
 
 fn location(c: &Connector) -> String {
@@ -239,6 +222,11 @@ fn connector_policy(c: &Connector) -> ConnectorPolicy {
         location,
         reach,
         secrets: c.secrets.iter().cloned().collect(),
+        trust: settings
+            .get("ca_file")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
     }
 }
 
@@ -271,6 +259,21 @@ fn params(list: &[Param]) -> BTreeMap<String, BTreeMap<&'static str, String>> {
             m.insert("type", p.ty.as_str().to_string());
             if let Some(v) = p.max_length {
                 m.insert("max_length", v.to_string());
+            }
+            if let Some(v) = p.min_length {
+                m.insert("min_length", v.to_string());
+            }
+            if let Some(v) = p.minimum {
+                m.insert("minimum", v.to_string());
+            }
+            if let Some(v) = p.min_items {
+                m.insert("min_items", v.to_string());
+            }
+            if let Some(v) = p.items {
+                m.insert("items", v.as_str().to_string());
+            }
+            if let Some(v) = &p.default {
+                m.insert("default", v.to_string());
             }
             if let Some(v) = p.maximum {
                 m.insert("maximum", v.to_string());
@@ -332,12 +335,15 @@ fn capability(
             (runs.clone(), runs, None)
         }
     };
-    let overrides = server
-        .presets
-        .iter()
-        .find(|p| p.name == t.context)
+    let preset = server.presets.iter().find(|p| p.name == t.context);
+    let overrides = preset
         .map(|p| p.overrides.iter().cloned().collect())
         .unwrap_or_default();
+    // A server preset is named with what it is based on: changing that is changing the preset.
+    let preset_name = match preset {
+        Some(p) => format!("{} (based on {})", t.context, p.based_on),
+        None => t.context.clone(),
+    };
     Capability {
         server: server.name.clone(),
         kind,
@@ -348,7 +354,7 @@ fn capability(
         connector,
         permission: t.permission,
         sensitivity: t.sensitivity,
-        context: (t.context.clone(), overrides),
+        context: (preset_name, overrides),
         params: params(&t.params),
     }
 }
@@ -437,5 +443,32 @@ pub fn resolve(model: &Model) -> Policy {
         connectors,
         instances,
         identity: Identity::of(model.config.as_ref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_key;
+
+    #[test]
+    fn sql_keys_ignore_layout_and_comments_but_not_literals() {
+        let base = "SELECT * FROM orders WHERE tenant = 'acme'";
+        assert_eq!(
+            sql_key(base),
+            sql_key(
+                "-- the tenant's rows\nSELECT *\n  FROM orders /* it's */ WHERE tenant = 'acme'"
+            )
+        );
+        for changed in [
+            "-- the tenant's rows\nSELECT * FROM orders WHERE tenant = 'evil'",
+            "SELECT * FROM orders WHERE tenant = $$acme$$",
+            "SELECT * FROM orders WHERE tenant = E'acme'",
+        ] {
+            assert_ne!(sql_key(base), sql_key(changed), "{changed}");
+        }
+        assert_ne!(
+            sql_key("SELECT 1 WHERE a = $q$public$q$"),
+            sql_key("SELECT 1 WHERE a = $q$secret$q$")
+        );
     }
 }

@@ -116,12 +116,15 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
         if h.kind == "prompt" {
             continue; // fixed text: reaches nothing
         }
+        // Covered: an existing capability runs the same thing and the new one is nowhere looser
+        // (level, permission, context, arguments), by the same rules as a change.
         let covered = !h.key.starts_with("handler ")
             && base.capabilities.iter().any(|b| {
-                b.kind == h.kind
-                    && b.key == h.key
-                    && h.sensitivity >= b.sensitivity
-                    && h.permission <= b.permission
+                let mut probe = Review::default();
+                b.kind == h.kind && b.key == h.key && {
+                    compare_capability(b, h, "", &mut probe);
+                    probe.weakenings.is_empty()
+                }
             });
         if !covered {
             push(
@@ -189,6 +192,42 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
         let Some(new) = h.params.get(name) else {
             continue;
         };
+        for limit in ["min_length", "minimum", "min_items"] {
+            let (o, n) = (old.get(limit), new.get(limit));
+            let looser = match (o, n) {
+                (Some(_), None) => true,
+                (Some(o), Some(n)) => n.parse::<f64>().ok() < o.parse::<f64>().ok(),
+                _ => false,
+            };
+            if looser {
+                push(
+                    r,
+                    "argument-loosened",
+                    s(),
+                    format!(
+                        "`{name}` {limit} {} → {}",
+                        o.map_or("-", |v| v),
+                        n.map_or("none", |v| v)
+                    ),
+                    &h.source,
+                );
+            }
+        }
+        for what in ["type", "items", "default"] {
+            if old.get(what) != new.get(what) {
+                push(
+                    r,
+                    "argument-loosened",
+                    s(),
+                    format!(
+                        "`{name}` {what} {} → {}",
+                        old.get(what).map_or("none", |v| v),
+                        new.get(what).map_or("none", |v| v)
+                    ),
+                    &h.source,
+                );
+            }
+        }
         for limit in ["max_length", "maximum", "max_items"] {
             let (o, n) = (old.get(limit), new.get(limit));
             let looser = match (o, n) {
@@ -257,7 +296,7 @@ fn numbers_loosened<T: PartialOrd + std::fmt::Display>(
     for k in keys {
         let looser_up = larger_is_looser(k);
         match (old.get(k), new.get(k)) {
-            (Some(o), Some(n)) if (n > o) == looser_up && n != o => {
+            (Some(o), Some(n)) if n != o && looser_up.is_none_or(|up| (n > o) == up) => {
                 report(format!("{what} {k} {o} → {n}"))
             }
             (Some(o), None) => report(format!("{what} {k} {o} → unset (the runtime default)")),
@@ -318,6 +357,27 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
                         .map(|s| s.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
+                ),
+                &h.source,
+            );
+        }
+        if h.trust != b.trust {
+            push(
+                r,
+                "trust-changed",
+                subject.clone(),
+                format!(
+                    "CA bundle {} → {}",
+                    if b.trust.is_empty() {
+                        "(system)"
+                    } else {
+                        &b.trust
+                    },
+                    if h.trust.is_empty() {
+                        "(system)"
+                    } else {
+                        &h.trust
+                    }
                 ),
                 &h.source,
             );
@@ -636,6 +696,23 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
                 }
             }
             (None, None) => {}
+        }
+    }
+    let sections: BTreeSet<&&str> = b.sections.keys().chain(h.sections.keys()).collect();
+    for key in sections {
+        let (o, n) = (b.sections.get(*key), h.sections.get(*key));
+        if o != n {
+            push(
+                r,
+                "config-changed",
+                format!("config.yaml {key}"),
+                format!(
+                    "{} → {}",
+                    o.map_or("(default)", |v| v.as_str()),
+                    n.map_or("(default)", |v| v.as_str())
+                ),
+                file,
+            );
         }
     }
     numbers_loosened(&b.numbers, &h.numbers, "", |c| {
