@@ -26,7 +26,10 @@ async fn a_well_behaved_client_is_unaffected_by_abuse_on_every_front() {
         "the well-behaved client made only {} calls",
         r.good_calls
     );
-    assert!(r.good_p99_ms < 2_000.0, "p99 {} ms", r.good_p99_ms);
+    // A liveness bound, not a performance target (those are in BENCHMARKS.md): the run shares
+    // two cores with the rest of the suite, and the flood now opens real sessions (each one
+    // evicting the identity's oldest idle one) instead of being refused, so its cost is real.
+    assert!(r.good_p99_ms < 5_000.0, "p99 {} ms", r.good_p99_ms);
     // The flood from one token is bounded by eviction, not refusal: it keeps opening sessions
     // and never holds more than `http.max_sessions_per_identity` (16) of them.
     assert!(r.sessions_created > 16, "{r:?}");
