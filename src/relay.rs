@@ -9,7 +9,10 @@
 //! the routes it was started with: an instance can reach nothing a route does not name.
 //!
 //! Bounded: at most `max_connections` relayed connections per route at once (further ones wait
-//! in the kernel's backlog), and a connect timeout to the target.
+//! in the kernel's backlog), a connect timeout to the target, and an idle timeout: a connection
+//! that carries no byte either way for `idle_timeout` is closed, so silent clients cannot hold
+//! the route's slots for ever (the default, 15 minutes, outlasts the server's own session idle
+//! timeout of 10).
 
 use crate::endpoint::{Bound, Endpoint, connect};
 use std::str::FromStr;
@@ -55,6 +58,8 @@ pub struct RelayLimits {
     pub max_connections: usize,
     /// Longest wait to connect to the target.
     pub connect_timeout: Duration,
+    /// Longest silence (no byte either way) before a relayed connection is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for RelayLimits {
@@ -62,6 +67,7 @@ impl Default for RelayLimits {
         RelayLimits {
             max_connections: 1024,
             connect_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(900),
         }
     }
 }
@@ -115,14 +121,70 @@ pub async fn run(route: Route, listener: Bound, limits: RelayLimits, stop: Cance
                     }
                 };
             tokio::select! {
-                r = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {
+                r = relay_until_idle(&mut inbound, &mut outbound, limits.idle_timeout) => {
                     if let Err(e) = r {
-                        tracing::debug!(%target, error = %e, "relayed connection ended with an error");
+                        tracing::debug!(%target, error = %e, "relayed connection ended");
                     }
                 }
                 _ = stop.cancelled() => {}
             }
         });
+    }
+}
+
+/// Copies both ways until both sides are done, or nothing moved for `idle` (an error naming it).
+async fn relay_until_idle<A, B>(a: &mut A, b: &mut B, idle: Duration) -> std::io::Result<()>
+where
+    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = tokio::time::Instant::now();
+    // Milliseconds since `started` of the last byte moved, either way.
+    let last = AtomicU64::new(0);
+    let touch = || last.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    async fn pipe<R, W>(r: &mut R, w: &mut W, touch: &(dyn Fn() + Sync)) -> std::io::Result<()>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = r.read(&mut buf).await?;
+            if n == 0 {
+                return w.shutdown().await;
+            }
+            w.write_all(&buf[..n]).await?;
+            touch();
+        }
+    }
+    let (mut ar, mut aw) = tokio::io::split(a);
+    let (mut br, mut bw) = tokio::io::split(b);
+    let copy = async {
+        tokio::try_join!(
+            pipe(&mut ar, &mut bw, &touch),
+            pipe(&mut br, &mut aw, &touch)
+        )
+        .map(|_| ())
+    };
+    let watch = async {
+        loop {
+            let quiet = started
+                .elapsed()
+                .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    };
+    tokio::select! {
+        r = copy => r,
+        () = watch => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no byte either way for {} s (idle timeout)", idle.as_secs_f64()),
+        )),
     }
 }
 
@@ -196,6 +258,55 @@ mod tests {
         };
         tokio::join!(send, recv);
         assert_eq!(got.len(), payload.len());
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_not() {
+        // Target: accepts and answers each chunk, never closes on its own.
+        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let echo_addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        let front = Bound::bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let Endpoint::Tcp(addr) = front.local().unwrap() else {
+            unreachable!()
+        };
+        let route = Route {
+            listen: Endpoint::Tcp(addr.clone()),
+            target: Endpoint::Tcp(echo_addr.to_string()),
+        };
+        let limits = RelayLimits {
+            idle_timeout: Duration::from_millis(300),
+            ..RelayLimits::default()
+        };
+        let stop = CancellationToken::new();
+        tokio::spawn(run(route, front, limits, stop.clone()));
+        // Busy: a byte every 100 ms for 1.2 s (four idle timeouts) keeps it open.
+        let mut busy = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        for _ in 0..12 {
+            busy.write_all(b"x").await.unwrap();
+            let mut b = [0u8; 1];
+            tokio::time::timeout(Duration::from_secs(10), busy.read_exact(&mut b))
+                .await
+                .expect("echoed in time")
+                .expect("still open");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Silent: closed by the relay (bounded wait).
+        let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let mut buf = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(10), silent.read(&mut buf))
+            .await
+            .expect("closed within 10 s")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "the silent connection was closed");
         stop.cancel();
     }
 

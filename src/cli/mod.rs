@@ -95,6 +95,9 @@ enum Command {
         /// Most connections relayed at once per route.
         #[arg(long, default_value_t = 1024)]
         max_connections: usize,
+        /// Seconds without a byte either way before a relayed connection is closed.
+        #[arg(long, default_value_t = 900)]
+        idle_timeout_s: u64,
     },
     /// Run a deployment locally: every instance, the isolated ones in network namespaces (needs root).
     Up {
@@ -267,7 +270,8 @@ pub fn main() -> ExitCode {
         Command::Relay {
             routes,
             max_connections,
-        } => relay::run(routes, max_connections).map(|()| ExitCode::SUCCESS),
+            idle_timeout_s,
+        } => relay::run(routes, max_connections, idle_timeout_s).map(|()| ExitCode::SUCCESS),
         Command::Demo => {
             let path = config_path(cli.config.clone());
             load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))

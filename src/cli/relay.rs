@@ -4,7 +4,7 @@ use bulkhead::relay::{RelayLimits, Route};
 use tokio_util::sync::CancellationToken;
 
 /// Runs the routes until Ctrl-C / SIGTERM.
-pub fn run(routes: Vec<Route>, max_connections: usize) -> anyhow::Result<()> {
+pub fn run(routes: Vec<Route>, max_connections: usize, idle_timeout_s: u64) -> anyhow::Result<()> {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -13,6 +13,7 @@ pub fn run(routes: Vec<Route>, max_connections: usize) -> anyhow::Result<()> {
         let bound = bulkhead::relay::bind(&routes).await?;
         let limits = RelayLimits {
             max_connections,
+            idle_timeout: std::time::Duration::from_secs(idle_timeout_s.max(1)),
             ..RelayLimits::default()
         };
         for (route, _) in &bound {
