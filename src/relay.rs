@@ -193,6 +193,21 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// A TCP server on loopback that echoes each connection until the client closes it.
+    async fn echo_server() -> std::net::SocketAddr {
+        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        addr
+    }
+
     #[test]
     fn routes_parse() {
         let r: Route = "0.0.0.0:8001=unix:/run/bulkhead/proxied/serve.sock"
@@ -214,16 +229,7 @@ mod tests {
     #[tokio::test]
     async fn bytes_cross_tcp_to_unix_to_tcp_both_ways() {
         // echo server on TCP <- unix relay <- tcp relay <- client
-        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = echo.accept().await {
-                tokio::spawn(async move {
-                    let (mut r, mut w) = s.split();
-                    let _ = tokio::io::copy(&mut r, &mut w).await;
-                });
-            }
-        });
+        let echo_addr = echo_server().await;
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("hop.sock");
         let stop = CancellationToken::new();
@@ -264,16 +270,7 @@ mod tests {
     #[tokio::test]
     async fn a_silent_connection_is_closed_after_the_idle_timeout_and_a_busy_one_is_not() {
         // Target: accepts and answers each chunk, never closes on its own.
-        let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = echo.accept().await {
-                tokio::spawn(async move {
-                    let (mut r, mut w) = s.split();
-                    let _ = tokio::io::copy(&mut r, &mut w).await;
-                });
-            }
-        });
+        let echo_addr = echo_server().await;
         let front = Bound::bind(&"127.0.0.1:0".parse().unwrap()).await.unwrap();
         let Endpoint::Tcp(addr) = front.local().unwrap() else {
             unreachable!()
@@ -283,14 +280,16 @@ mod tests {
             target: Endpoint::Tcp(echo_addr.to_string()),
         };
         let limits = RelayLimits {
-            idle_timeout: Duration::from_millis(300),
+            // Far above the 100 ms between the busy client's bytes, so a slow machine cannot
+            // close it; the silent one is closed after 2 s.
+            idle_timeout: Duration::from_secs(2),
             ..RelayLimits::default()
         };
         let stop = CancellationToken::new();
         tokio::spawn(run(route, front, limits, stop.clone()));
-        // Busy: a byte every 100 ms for 1.2 s (four idle timeouts) keeps it open.
+        // Busy: a byte every 100 ms for 3 s (longer than the idle timeout) keeps it open.
         let mut busy = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        for _ in 0..12 {
+        for _ in 0..30 {
             busy.write_all(b"x").await.unwrap();
             let mut b = [0u8; 1];
             tokio::time::timeout(Duration::from_secs(10), busy.read_exact(&mut b))

@@ -7,7 +7,7 @@ use crate::auth::Grants;
 use crate::errors::ToolError;
 use crate::identity::Identity;
 use crate::metrics::Refusal;
-use crate::policy::{NetworkMode, Permission, Sensitivity};
+use crate::policy::{Permission, Sensitivity};
 use crate::state::{Pass, StateError};
 use crate::tooldef::ToolDef;
 
@@ -83,11 +83,7 @@ impl Runtime {
                     self.mode,
                     needed,
                     want,
-                    if want == NetworkMode::None {
-                        "url_isolated"
-                    } else {
-                        "url_proxied"
-                    }
+                    bulkhead_codegen::emit::deploy::clients::url_key(want)
                 )),
             ));
         }

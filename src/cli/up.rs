@@ -13,11 +13,7 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
         .find(|d| d.name == deployment)
         .ok_or_else(|| anyhow::anyhow!("no deployment `{deployment}` in specs/deployments/"))?;
     namespaces_permitted()?;
-    let config = config.or_else(|| {
-        std::path::Path::new("config.yaml")
-            .exists()
-            .then(|| PathBuf::from("config.yaml"))
-    });
+    let config = config.or_else(local_config);
     let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;
     let opts = UpOptions {
         exe: std::env::current_exe()?,
@@ -49,16 +45,7 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
     println!(
         "\nget a token with `bulkhead token`; Ctrl-C stops everything and removes the namespaces."
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r,
-            _ = term.recv() => Ok(()),
-        }
-    })?;
+    wait_for_stop()?;
     drop(running);
     println!("stopped; namespaces removed");
     Ok(ExitCode::SUCCESS)
@@ -76,11 +63,7 @@ pub fn run_unisolated(
         .iter()
         .find(|d| d.name == deployment)
         .ok_or_else(|| anyhow::anyhow!("no deployment `{deployment}` in specs/deployments/"))?;
-    let config = config.or_else(|| {
-        std::path::Path::new("config.yaml")
-            .exists()
-            .then(|| PathBuf::from("config.yaml"))
-    });
+    let config = config.or_else(local_config);
     let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;
     let exe = std::env::current_exe()?;
     let shift = first_port.map_or(0i32, |p| {
@@ -90,6 +73,7 @@ pub fn run_unisolated(
         server: &'static str,
         mode: bulkhead::policy::NetworkMode,
         port: u16,
+        url: String,
         child: std::process::Child,
     }
     impl Drop for Running {
@@ -133,6 +117,7 @@ pub fn run_unisolated(
                 server: s.name,
                 mode,
                 port,
+                url: format!("http://127.0.0.1:{port}/mcp"),
                 child,
             });
         }
@@ -159,43 +144,20 @@ pub fn run_unisolated(
     }
     println!("deployment `{deployment}` is up WITHOUT network isolation (development):");
     for r in &running {
-        println!(
-            "  {:<12} {:<8} http://127.0.0.1:{}/mcp",
-            r.server,
-            r.mode.as_str(),
-            r.port
-        );
+        println!("  {:<12} {:<8} {}", r.server, r.mode.as_str(), r.url);
     }
     println!(
-        "\nclient entries for config.yaml (the isolating client follows the session's level):"
+        "\nclient entries for config.yaml (the isolating client follows the session's level):\n{}",
+        bulkhead::isolation::up::client_entries(running.iter().map(|r| (
+            r.server,
+            r.mode,
+            r.url.as_str()
+        )))
     );
-    let mut servers: Vec<&str> = running.iter().map(|r| r.server).collect();
-    servers.dedup();
-    for s in &servers {
-        println!("  {s}:\n    type: client");
-        for r in running.iter().filter(|r| r.server == *s) {
-            let key = match r.mode {
-                bulkhead::policy::NetworkMode::Full => "url",
-                bulkhead::policy::NetworkMode::Proxied => "url_proxied",
-                bulkhead::policy::NetworkMode::None => "url_isolated",
-            };
-            println!("    {key}: http://127.0.0.1:{}/mcp", r.port);
-        }
-        println!("    read_timeout: 60\n    trusted: true");
-    }
     println!(
         "\nget a token with `bulkhead token`. Confidential tools answer on the proxied instance, secret ones on the isolated one. `notify_team` posts to WEBHOOK_URL (a placeholder host unless you set it). Ctrl-C stops everything."
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r,
-            _ = term.recv() => Ok(()),
-        }
-    })?;
+    wait_for_stop()?;
     drop(running);
     println!("stopped");
     Ok(ExitCode::SUCCESS)
@@ -212,4 +174,25 @@ fn healthy(port: u16) -> bool {
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out.starts_with("HTTP/1.1 200")
+}
+
+/// `config.yaml` in the working folder, when there is one.
+fn local_config() -> Option<PathBuf> {
+    let p = std::path::Path::new("config.yaml");
+    p.exists().then(|| p.to_path_buf())
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+fn wait_for_stop() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    })?;
+    Ok(())
 }

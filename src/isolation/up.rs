@@ -93,22 +93,11 @@ pub struct Running {
 impl Running {
     /// `mcp_servers` entries for `config.yaml` that reach these instances.
     pub fn client_entries(&self) -> String {
-        let mut out = String::from("mcp_servers:\n");
-        let mut servers: Vec<&str> = self.instances.iter().map(|i| i.server.as_str()).collect();
-        servers.dedup();
-        for s in servers {
-            out.push_str(&format!("  {s}:\n    type: client\n"));
-            for i in self.instances.iter().filter(|i| i.server == s) {
-                let key = match i.mode {
-                    NetworkMode::Full => "url",
-                    NetworkMode::Proxied => "url_proxied",
-                    NetworkMode::None => "url_isolated",
-                };
-                out.push_str(&format!("    {key}: {}\n", i.url));
-            }
-            out.push_str("    read_timeout: 60\n    trusted: true\n");
-        }
-        out
+        client_entries(
+            self.instances
+                .iter()
+                .map(|i| (i.server.as_str(), i.mode, i.url.as_str())),
+        )
     }
 
     /// `bulkhead connect` arguments reaching every instance of `server` (desktop clients).
@@ -491,4 +480,27 @@ pub fn namespaces_permitted() -> Result<(), IsolationError> {
     let name = format!("bh-probe-{}", std::process::id());
     run(&["ip", "netns", "add", &name]).map_err(|e| IsolationError::NotPermitted(e.to_string()))?;
     run(&["ip", "netns", "del", &name])
+}
+
+/// `mcp_servers` entries (YAML) reaching `instances` (server, mode, URL; each server's together):
+/// one isolating-client entry per server.
+pub fn client_entries<'a>(
+    instances: impl Iterator<Item = (&'a str, NetworkMode, &'a str)>,
+) -> String {
+    let mut out = String::from("mcp_servers:\n");
+    let mut last = None;
+    for (server, mode, url) in instances {
+        if last != Some(server) {
+            if last.is_some() {
+                out.push_str("    read_timeout: 60\n    trusted: true\n");
+            }
+            out.push_str(&format!("  {server}:\n    type: client\n"));
+            last = Some(server);
+        }
+        out.push_str(&format!("    {}: {url}\n", clients::url_key(mode)));
+    }
+    if last.is_some() {
+        out.push_str("    read_timeout: 60\n    trusted: true\n");
+    }
+    out
 }

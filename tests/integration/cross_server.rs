@@ -87,23 +87,9 @@ async fn two_desktop_bridges_follow_one_session_level() {
     let full = dep.start("full", None);
     let proxied = dep.start("proxied", None);
     let token = super::harness::token("u7", "desk");
-    let bridge = |server: &str, full: &str, proxied: &str| {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-            .args(["--config"])
-            .arg(dep.path().join("config.yaml"))
-            .args(["connect", server, "--url", full, "--url-proxied", proxied])
-            .env("BULKHEAD_TOKEN", &token)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        (child, io)
-    };
-    let (_c1, io1) = bridge("crm", &crm_full.url, &crm.url);
-    let (_c2, io2) = bridge("template", &full.url, &proxied.url);
+    let config = dep.path().join("config.yaml");
+    let (_c1, io1) = bridge(&config, &token, "crm", &crm_full.url, &crm.url);
+    let (_c2, io2) = bridge(&config, &token, "template", &full.url, &proxied.url);
     let crm_c = ().serve(io1).await.unwrap();
     let tpl_c = ().serve(io2).await.unwrap();
     let (err, text) = bridge_call(
@@ -148,25 +134,8 @@ async fn a_desktop_bridge_serves_resources_and_prompts() {
     let full = dep.start("full", None);
     let proxied = dep.start("proxied", None);
     let token = super::harness::token("u9", "desk-res");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["--config"])
-        .arg(dep.path().join("config.yaml"))
-        .args([
-            "connect",
-            "template",
-            "--url",
-            &full.url,
-            "--url-proxied",
-            &proxied.url,
-        ])
-        .env("BULKHEAD_TOKEN", &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let config = dep.path().join("config.yaml");
+    let (_child, io) = bridge(&config, &token, "template", &full.url, &proxied.url);
     let c = ().serve(io).await.unwrap();
     let resources = within(c.list_all_resources()).await.unwrap();
     assert!(
@@ -207,4 +176,31 @@ async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(std::time::Duration::from_secs(30), f)
         .await
         .expect("answered within 30 s")
+}
+
+/// `bulkhead connect <server>` over stdio with a full and a proxied instance and `token`: the
+/// child (killed on drop) and its (stdout, stdin) for an rmcp client.
+fn bridge(
+    config: &std::path::Path,
+    token: &str,
+    server: &str,
+    full: &str,
+    proxied: &str,
+) -> (
+    tokio::process::Child,
+    (tokio::process::ChildStdout, tokio::process::ChildStdin),
+) {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(config)
+        .args(["connect", server, "--url", full, "--url-proxied", proxied])
+        .env("BULKHEAD_TOKEN", token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    (child, io)
 }

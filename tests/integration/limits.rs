@@ -419,26 +419,31 @@ async fn no_session_is_opened_outside_the_book() {
         .bearer_auth(token("ana", "s1"))
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .json(&initialize_body())
+        .json(&{
+            let mut b = initialize_body();
+            b["params"]["protocolVersion"] = json!("2026-07-28");
+            b
+        })
         .send()
         .await
         .unwrap();
-    if let Some(sid) = r
+    // rmcp opens a legacy session for it whatever version it names: this is the path that
+    // used to escape the book.
+    let sid = r
         .headers()
         .get("mcp-session-id")
         .map(|v| v.to_str().unwrap().to_owned())
-    {
-        // Opened past the limit: closed, and never usable (bounded wait for the close).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while touch(&s.base, "ana", "s1", &sid).await != 404 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the extra session stayed open"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(touch(&s.base, "ben", "s1", &sid).await, 404);
+        .unwrap_or_else(|| panic!("rmcp opened no session: {} {:?}", r.status(), r.headers()));
+    // Opened past the limit: closed, and never usable (bounded wait for the close).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while touch(&s.base, "ana", "s1", &sid).await != 404 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the extra session stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!(touch(&s.base, "ben", "s1", &sid).await, 404);
     assert_eq!(
         touch(&s.base, "ben", "s1", "00000000-0000-0000-0000-000000000000").await,
         404,

@@ -48,6 +48,11 @@ fn sh(dir: &Path, script: &str) {
 
 /// A repository holding this project's `specs/` and `config.yaml`, committed once (tag `base`).
 fn repo() -> (tempfile::TempDir, PathBuf) {
+    repo_with("")
+}
+
+/// [`repo`], with `edit` run in the project before the first commit.
+fn repo_with(edit: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("project");
     let src = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -58,6 +63,9 @@ fn repo() -> (tempfile::TempDir, PathBuf) {
             src.display()
         ),
     );
+    if !edit.is_empty() {
+        sh(&root, edit);
+    }
     git(&root, &["init", "-q"]);
     git(&root, &["add", "-A"]);
     git(&root, &["commit", "-qm", "base"]);
@@ -65,13 +73,8 @@ fn repo() -> (tempfile::TempDir, PathBuf) {
     (dir, root)
 }
 
-/// Applies `script` on a fresh copy of the base, commits, and reviews against `HEAD~1`.
-fn review(root: &Path, script: &str) -> (i32, String) {
-    git(root, &["reset", "-q", "--hard", "base"]);
-    git(root, &["clean", "-qfdx"]);
-    sh(root, script);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "--allow-empty", "-m", "change"]);
+/// `bulkhead check --root ROOT --against HEAD~1`: (exit code, stdout and stderr).
+fn check_against_parent(root: &Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["check", "--root"])
         .arg(root)
@@ -84,6 +87,16 @@ fn review(root: &Path, script: &str) -> (i32, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code().unwrap_or(-1), text)
+}
+
+/// Applies `script` on a fresh copy of the base, commits, and reviews against `HEAD~1`.
+fn review(root: &Path, script: &str) -> (i32, String) {
+    git(root, &["reset", "-q", "--hard", "base"]);
+    git(root, &["clean", "-qfdx"]);
+    sh(root, script);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "--allow-empty", "-m", "change"]);
+    check_against_parent(root)
 }
 
 /// (name, edit, the lines the report must hold). Each is a weakening issue 22 found printed as
@@ -413,34 +426,16 @@ fn an_acknowledged_weakening_passes_and_a_different_one_does_not() {
 
 #[test]
 fn a_base_that_never_loads_fails_the_review() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("project");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
-    sh(
-        dir.path(),
-        &format!(
-            "mkdir project && cp -r '{0}/specs' '{0}/config.yaml' project/ && echo 'garbage: [' >> project/specs/servers/crm.yaml",
-            src.display()
-        ),
-    );
-    git(&root, &["init", "-q"]);
-    git(&root, &["add", "-A"]);
-    git(&root, &["commit", "-qm", "broken from the start"]);
+    let (_dir, root) = repo_with("echo 'garbage: [' >> specs/servers/crm.yaml");
     sh(
         &root,
         &format!(
             "cp '{}/specs/servers/crm.yaml' specs/servers/crm.yaml",
-            src.display()
+            env!("CARGO_MANIFEST_DIR")
         ),
     );
     git(&root, &["commit", "-qam", "fixed"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["check", "--root"])
-        .arg(&root)
-        .args(["--against", "HEAD~1"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(BASE_UNRESOLVED), "{text}");
+    let (code, text) = check_against_parent(&root);
+    assert_eq!(code, BASE_UNRESOLVED, "{text}");
     assert!(text.contains("the policy cannot be reviewed"), "{text}");
 }

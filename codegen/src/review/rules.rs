@@ -192,59 +192,45 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
         let Some(new) = h.params.get(name) else {
             continue;
         };
-        for limit in ["min_length", "minimum", "min_items"] {
+        // Limits loosen when they go away, or move the way that admits more: minimums down,
+        // maximums up. Types, item types and defaults count when they change at all.
+        for (limit, up_is_looser) in [
+            ("min_length", false),
+            ("minimum", false),
+            ("min_items", false),
+            ("max_length", true),
+            ("maximum", true),
+            ("max_items", true),
+        ] {
             let (o, n) = (old.get(limit), new.get(limit));
             let looser = match (o, n) {
                 (Some(_), None) => true,
-                (Some(o), Some(n)) => n.parse::<f64>().ok() < o.parse::<f64>().ok(),
+                (Some(o), Some(n)) => {
+                    let (o, n) = (o.parse::<f64>().ok(), n.parse::<f64>().ok());
+                    if up_is_looser { n > o } else { n < o }
+                }
                 _ => false,
             };
             if looser {
+                let (o, n) = (o.map_or("-", |v| v), n.map_or("none", |v| v));
                 push(
                     r,
                     "argument-loosened",
                     s(),
-                    format!(
-                        "`{name}` {limit} {} → {}",
-                        o.map_or("-", |v| v),
-                        n.map_or("none", |v| v)
-                    ),
+                    format!("`{name}` {limit} {o} → {n}"),
                     &h.source,
                 );
             }
         }
         for what in ["type", "items", "default"] {
-            if old.get(what) != new.get(what) {
+            let (o, n) = (old.get(what), new.get(what));
+            if o != n {
+                let (o, n) = (o.map_or("none", |v| v), n.map_or("none", |v| v));
                 push(
                     r,
                     "argument-loosened",
                     s(),
-                    format!(
-                        "`{name}` {what} {} → {}",
-                        old.get(what).map_or("none", |v| v),
-                        new.get(what).map_or("none", |v| v)
-                    ),
-                    &h.source,
-                );
-            }
-        }
-        for limit in ["max_length", "maximum", "max_items"] {
-            let (o, n) = (old.get(limit), new.get(limit));
-            let looser = match (o, n) {
-                (Some(_), None) => true,
-                (Some(o), Some(n)) => n.parse::<f64>().ok() > o.parse::<f64>().ok(),
-                _ => false,
-            };
-            if looser {
-                push(
-                    r,
-                    "argument-loosened",
-                    s(),
-                    format!(
-                        "`{name}` {limit} {} → {}",
-                        o.map_or("-", |v| v),
-                        n.map_or("none", |v| v)
-                    ),
+                    format!("`{name}` {what} {o} → {n}"),
                     &h.source,
                 );
             }

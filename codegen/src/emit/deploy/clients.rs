@@ -47,6 +47,16 @@ pub fn url_flag(mode: NetworkMode) -> &'static str {
     }
 }
 
+/// The `mcp_servers` key that holds the URL of the instance in `mode` (`url`, `url_proxied`,
+/// `url_isolated`).
+pub fn url_key(mode: NetworkMode) -> &'static str {
+    match mode {
+        NetworkMode::Full => "url",
+        NetworkMode::Proxied => "url_proxied",
+        NetworkMode::None => "url_isolated",
+    }
+}
+
 /// `bulkhead connect` arguments reaching every instance of `p` as `runner` runs them.
 pub fn connect_args(p: &ServerPlan, runner: Runner) -> Vec<String> {
     let mut args = vec!["connect".to_string(), p.server.name.clone()];
@@ -73,12 +83,10 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     for p in &plans {
         let mut e = Map::new();
         e.insert("type".into(), json!("client"));
-        e.insert("url".into(), json!(url(p, NetworkMode::Full)));
-        if let Some(u) = url(p, NetworkMode::Proxied) {
-            e.insert("url_proxied".into(), json!(u));
-        }
-        if let Some(u) = url(p, NetworkMode::None) {
-            e.insert("url_isolated".into(), json!(u));
+        for mode in NetworkMode::ALL {
+            if let Some(u) = url(p, mode) {
+                e.insert(url_key(mode).into(), json!(u));
+            }
         }
         e.insert("read_timeout".into(), json!(READ_TIMEOUT));
         e.insert("trusted".into(), json!(true));
