@@ -133,6 +133,11 @@ pub enum OperationBody {
         /// The action (`search`).
         action: &'static str,
     },
+    /// A program run in the session's jail; `{param}` elements are replaced by values.
+    Sandbox {
+        /// The program and its arguments.
+        command: &'static [&'static str],
+    },
 }
 
 /// A deployment: which servers run, on which port, with which egress allowlists.

@@ -249,6 +249,7 @@ impl Operation {
             OperationBody::Sql { writes, .. } => *writes,
             OperationBody::Http { method, .. } => *method != HttpMethod::Get,
             OperationBody::Logs { .. } => false,
+            OperationBody::Sandbox { .. } => true,
         }
     }
 
@@ -288,6 +289,11 @@ pub enum OperationBody {
     Logs {
         /// The action (search).
         action: FileAction,
+    },
+    /// A program run in the session's jail.
+    Sandbox {
+        /// The program and its arguments (`{param}` elements are replaced by values).
+        command: Vec<String>,
     },
 }
 

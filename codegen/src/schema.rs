@@ -24,19 +24,21 @@ pub fn schema_of(kind: SpecKind) -> Value {
 }
 
 /// The settings schema of each connector kind, as `$defs/<Kind>Settings`.
-const SETTINGS: [(&str, &str); 5] = [
+const SETTINGS: [(&str, &str); 6] = [
     ("files", "FilesSettings"),
     ("sqlite", "SqliteSettings"),
     ("http", "HttpSettings"),
     ("logs", "LogsSettings"),
     ("postgres", "PostgresSettings"),
+    ("sandbox", "SandboxSettings"),
 ];
 
 /// Types `settings` by `kind` (`if kind = … then settings: …`), so editors complete the keys of
 /// each kind and errors point at the key that is wrong.
 fn add_settings_by_kind(schema: &mut Value) {
     use crate::spec::{
-        FilesSettings, HttpSettings, LogsSettings, PostgresSettings, SqliteSettings,
+        FilesSettings, HttpSettings, LogsSettings, PostgresSettings, SandboxSettings,
+        SqliteSettings,
     };
     let defs = [
         serde_json::to_value(schemars::schema_for!(FilesSettings)),
@@ -44,6 +46,7 @@ fn add_settings_by_kind(schema: &mut Value) {
         serde_json::to_value(schemars::schema_for!(HttpSettings)),
         serde_json::to_value(schemars::schema_for!(LogsSettings)),
         serde_json::to_value(schemars::schema_for!(PostgresSettings)),
+        serde_json::to_value(schemars::schema_for!(SandboxSettings)),
     ];
     let mut branches = Vec::new();
     for ((kind, name), def) in SETTINGS.iter().zip(defs) {

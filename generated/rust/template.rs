@@ -92,6 +92,27 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
         bh::ToolDef {
+            name: "run_python",
+            title: ::std::option::Option::None,
+            description: "Run a Python 3 script in a jail of your own session: /workspace (your files) is the only writable folder; prints (stdout and stderr) come back. Limited in time, memory and processes; stopped if the session takes up private data while it runs.",
+            permission: bh::Permission::Write,
+            context: "default",
+            sensitivity: bh::Sensitivity::Internal,
+            annotations: bh::Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+                open_world: false,
+            },
+            input_schema: r#"{"type":"object","properties":{"code":{"type":"string","description":"The Python 3 script to run (its output is the tool's result)","minLength":1,"maxLength":100000}},"required":["code"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "python:run",
+            target: bh::Target::Connector {
+                connector: "python",
+                operation: "run",
+            },
+        },
+        bh::ToolDef {
             name: "search_logs",
             title: ::std::option::Option::None,
             description: "Search the application logs with a regular expression, optionally in a time window.",

@@ -234,7 +234,7 @@ impl Runtime {
         }
         // Step 3: the handler, under the pass.
         let level = pass.level();
-        let result = self.run(id, tool, level, args, signals).await;
+        let result = self.run(id, tool, &pass, args, signals).await;
         crate::failpoint!("call.after_handler");
         match &result {
             Ok(_) if audit.levels.1 > audit.levels.0 => audit.finish(Outcome::Escalated, None),

@@ -4,7 +4,9 @@
 use super::{CallOutcome, Runtime, output};
 use crate::errors::ToolError;
 use crate::identity::{self, Identity};
-use crate::policy::Sensitivity;
+use crate::connectors::sandbox::{EscalationWatch, JailContext};
+use crate::server::BoxFuture;
+use crate::state::{Pass, StateStore};
 use crate::server::{JsonObject, ToolContext};
 use crate::signals::CallSignals;
 use crate::tooldef::{Target, ToolDef};
@@ -17,10 +19,19 @@ impl Runtime {
         &self,
         id: &Identity,
         tool: &'static ToolDef,
-        level: Sensitivity,
+        pass: &Pass,
         args: JsonObject,
         signals: &CallSignals,
     ) -> Result<CallOutcome, ToolError> {
+        let level = pass.level();
+        let watch = PassWatch {
+            state: &self.state,
+            pass,
+        };
+        let jail = JailContext {
+            mode: self.mode,
+            watch: &watch,
+        };
         let workspace = LazyWorkspace::new(&self.workspaces, id);
         let key = crate::workspace::query_key(tool.name, &args);
         let cx = ToolContext::new(id.clone(), level, tool, signals.clone());
@@ -38,6 +49,7 @@ impl Runtime {
                         operation,
                         &workspace,
                         args,
+                        &jail,
                         signals,
                     )
                     .await
@@ -101,5 +113,26 @@ impl Runtime {
                 )))
             }
         }
+    }
+}
+
+/// Sees, through the call's own pass, that a call waits to escalate its session.
+struct PassWatch<'a> {
+    state: &'a StateStore,
+    pass: &'a Pass,
+}
+
+impl EscalationWatch for PassWatch<'_> {
+    fn waiting(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match self.state.escalation_waiting(self.pass).await {
+                Ok(waiting) => waiting,
+                Err(e) => {
+                    // Fail closed: a run that cannot tell stops.
+                    tracing::warn!(error = %e, "cannot tell whether the session escalates; stopping the run");
+                    true
+                }
+            }
+        })
     }
 }

@@ -10,6 +10,7 @@ mod grep;
 mod http;
 mod logs;
 mod postgres;
+pub mod sandbox;
 mod settings;
 mod sqlite;
 mod stream;
@@ -51,6 +52,7 @@ enum Instance {
     Postgres(postgres::Postgres),
     Http(http::Http),
     Logs(logs::Logs),
+    Sandbox(sandbox::Sandbox),
 }
 
 /// Every connector a server uses, built once from its definitions and the environment.
@@ -82,6 +84,7 @@ impl Connectors {
                 "postgres" => Instance::Postgres(postgres::Postgres::new(def, value)?),
                 "http" => Instance::Http(http::Http::new(def, value)?),
                 "logs" => Instance::Logs(logs::Logs::new(def, value)?),
+                "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value)?),
                 kind => {
                     return Err(ConnectorError::UnknownKind {
                         connector: def.name,
@@ -144,6 +147,7 @@ impl Connectors {
                 Instance::Sqlite(db) => db.probe().await,
                 Instance::Postgres(db) => db.probe().await,
                 Instance::Logs(l) => l.probe(),
+                Instance::Sandbox(s) => s.probe().await,
                 Instance::Files | Instance::Http(_) => continue,
             };
             out.push((name, result));
@@ -163,6 +167,7 @@ pub async fn call(
     operation: &str,
     ws: &impl WorkspaceSource,
     args: JsonObject,
+    jail: &sandbox::JailContext<'_>,
     signals: &CallSignals,
 ) -> ToolResult {
     let (def, instance) = connectors
@@ -189,6 +194,9 @@ pub async fn call(
         (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
         (OperationBody::Logs { action }, Instance::Logs(l)) => {
             l.run(action, args, budget, signals).await
+        }
+        (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
+            s.run(command, &args, ws.workspace()?, jail, signals).await
         }
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",

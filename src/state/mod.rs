@@ -164,6 +164,16 @@ impl StateStore {
         }
     }
 
+    /// Whether a call of the pass's session waits to escalate it, anywhere (any process, any server
+    /// of the store). Long-running work under a shared pass (a sandbox run) checks this and
+    /// stops, so that the escalation proceeds and nothing admitted below the new level runs on.
+    pub async fn escalation_waiting(&self, pass: &Pass) -> Result<bool, StateError> {
+        match &pass.hold {
+            Hold::Sqlite(h) => h.escalation_waiting(),
+            Hold::Postgres(h) => h.escalation_waiting().await,
+        }
+    }
+
     /// Records that the session saw `dataset` at `level` and returns the session's level after
     /// (never below `level`, never below what it was). Requires an exclusive pass, which it
     /// downgrades to shared after the commit; the pass's level is the new level.

@@ -5,6 +5,7 @@
 //! Linux ≥ 5.6, otherwise cap-std's own per-component `openat` walk) and refuses `..`, absolute
 //! paths and symlinks that leave it, including a symlink swapped in between a check and a use.
 
+mod copyup;
 mod error;
 mod lazy;
 mod path;

@@ -67,6 +67,13 @@ impl SessionWorkspace {
         &self.identity
     }
 
+    /// The session's folder in this instance's layer, as an open directory (a jail binds it by
+    /// descriptor, so no path is looked up again).
+    pub fn dir_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd as _;
+        self.dir.as_fd()
+    }
+
     /// The host directory (for operators and logs; never show it to agents, never open by it).
     pub fn host_path(&self) -> &Path {
         &self.host

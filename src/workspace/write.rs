@@ -11,7 +11,7 @@ use super::session::checked_regular;
 use super::{DIR_MODE, SessionWorkspace, TEMP_PREFIX, WorkspaceError};
 
 /// Mode of every file the workspace creates.
-const FILE_MODE: u32 = 0o600;
+pub(super) const FILE_MODE: u32 = 0o600;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 

@@ -22,6 +22,7 @@ mod procs;
 mod progress;
 mod python_sdk;
 mod ratchet;
+mod sandbox;
 mod replicas;
 mod scaffold;
 mod scanners;

@@ -5,7 +5,7 @@ use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
 use crate::spec::{
     ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, OperationSpec, ParamSpec,
-    ParamType, PostgresSettings, SqliteSettings,
+    ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,6 +72,9 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
         ConnectorKind::Logs => serde_json::from_value::<LogsSettings>(value)
             .map(drop)
             .map_err(|e| format!("logs settings: {e}")),
+        ConnectorKind::Sandbox => serde_json::from_value::<SandboxSettings>(value)
+            .map(drop)
+            .map_err(|e| format!("sandbox settings: {e}")),
         ConnectorKind::Postgres => serde_json::from_value::<PostgresSettings>(value)
             .map_err(|e| format!("postgres settings: {e}"))
             .and_then(|s| {
@@ -186,6 +189,7 @@ fn operation(
         ConnectorKind::Files | ConnectorKind::Logs => &["action"],
         ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
         ConnectorKind::Http => &["method", "path", "params", "query", "body"],
+        ConnectorKind::Sandbox => &["command", "params"],
     };
     let present = [
         ("action", op.action.is_some()),
@@ -195,6 +199,7 @@ fn operation(
         ("path", op.path.is_some()),
         ("query", op.query.is_some()),
         ("body", op.body.is_some()),
+        ("command", op.command.is_some()),
     ];
     for (key, is) in present {
         if is && !allowed.contains(&key) {
@@ -298,12 +303,75 @@ fn operation(
                 declared,
             )
         }
+        ConnectorKind::Sandbox => {
+            let command = op.command.clone().unwrap_or_else(|| {
+                missing("command", errors);
+                Vec::new()
+            });
+            check_command(l, &at, &command, &declared, errors);
+            (OperationBody::Sandbox { command }, declared)
+        }
     };
     Operation {
         name: name.to_string(),
         description: op.description.clone(),
         params,
         body,
+    }
+}
+
+/// A sandbox command: a fixed program, then arguments that are text or exactly `{param}`; every
+/// declared parameter is passed exactly once.
+fn check_command(
+    l: &Loaded<ConnectorSpec>,
+    at: &str,
+    command: &[String],
+    params: &[Param],
+    errors: &mut Vec<Diagnostic>,
+) {
+    let at = format!("{at}/command");
+    let Some(program) = command.first() else {
+        errors.push(
+            l.error_at_value(&at, "a sandbox command needs a program")
+                .label("empty command"),
+        );
+        return;
+    };
+    if program.contains('{') || program.is_empty() {
+        errors.push(
+            l.error_at_value(&at, format!("the program `{program}` must be fixed text"))
+                .label("a parameter can be an argument, never the program"),
+        );
+    }
+    let declared: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
+    let mut used = BTreeSet::new();
+    for arg in &command[1..] {
+        let whole = arg
+            .strip_prefix('{')
+            .and_then(|a| a.strip_suffix('}'))
+            .filter(|n| is_snake_ident(n));
+        match whole {
+            Some(n) if !declared.contains(n) => errors.push(
+                l.error_at_value(&at, format!("`{{{n}}}` in `command` is not a declared parameter"))
+                    .label("undeclared parameter"),
+            ),
+            Some(n) if !used.insert(n) => errors.push(
+                l.error_at_value(&at, format!("parameter `{n}` is passed twice"))
+                    .label("pass each parameter once"),
+            ),
+            Some(_) => {}
+            None if arg.contains('{') || arg.contains('}') => errors.push(
+                l.error_at_value(&at, format!("argument `{arg}` mixes text and a parameter"))
+                    .label("an argument is either fixed text or exactly `{param}`"),
+            ),
+            None => {}
+        }
+    }
+    for d in declared.difference(&used) {
+        errors.push(
+            l.error_at_value(&at, format!("parameter `{d}` is not passed"))
+                .label("not in `command`"),
+        );
     }
 }
 

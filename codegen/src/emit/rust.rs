@@ -398,6 +398,7 @@ fn connector_def(c: &Connector) -> TokenStream {
                 let m = format!("{method:?}").to_ascii_uppercase();
                 quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })
             }
+            OperationBody::Sandbox { command } => quote!(bh::OperationBody::Sandbox { command: &[#(#command),*] }),
         };
         quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })
     });

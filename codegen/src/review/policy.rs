@@ -164,6 +164,7 @@ fn location(c: &Connector) -> String {
         ConnectorKind::Postgres => "url",
         ConnectorKind::Http => "base_url",
         ConnectorKind::Files => return "workspace".into(),
+        ConnectorKind::Sandbox => return "jail".into(),
     };
     s.get(key)
         .and_then(Value::as_str)
@@ -248,6 +249,7 @@ fn op_text(body: &OperationBody) -> (String, String) {
             "{} {path} query={query:?} body={body:?}",
             format!("{method:?}").to_ascii_uppercase()
         ),
+        OperationBody::Sandbox { command } => format!("run {command:?}"),
     };
     (text.clone(), text)
 }

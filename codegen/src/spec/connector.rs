@@ -44,6 +44,8 @@ pub enum ConnectorKind {
     Logs,
     /// A PostgreSQL database with named, parameterised SQL (reads in read-only transactions).
     Postgres,
+    /// A program run in a per-session jail (bubblewrap) over the session's workspace.
+    Sandbox,
 }
 
 impl ConnectorKind {
@@ -55,6 +57,7 @@ impl ConnectorKind {
             ConnectorKind::Http => "http",
             ConnectorKind::Logs => "logs",
             ConnectorKind::Postgres => "postgres",
+            ConnectorKind::Sandbox => "sandbox",
         }
     }
 }
@@ -87,6 +90,10 @@ pub struct OperationSpec {
     /// `http`: parameters sent as a JSON body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Vec<String>>,
+    /// `sandbox`: the program and its arguments; an argument that is exactly `{param}` is
+    /// replaced by that parameter's value (the program itself is never a parameter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
 }
 
 /// Built-in actions of the `files` and `logs` kinds.
@@ -203,4 +210,31 @@ pub struct PostgresSettings {
 pub struct LogsSettings {
     /// Folder whose log files are searched (not its subfolders).
     pub dir: String,
+}
+
+/// Settings of a `sandbox` connector: the limits of one run (each has a safe default).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// CPU seconds one run may use (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<Count>,
+    /// Seconds one run may take, start to end (default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_seconds: Option<Count>,
+    /// Memory one run may use, in MiB (default 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<Count>,
+    /// Processes (and threads) one run may have at once (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Count>,
+    /// Bytes of output (stdout and stderr together) one run may print (default 1 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<Count>,
+    /// Largest file one run may write, in bytes (default 64 MiB; the workspace quota also applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_bytes: Option<Count>,
+    /// Runs of this connector at once in one instance (default 8); more wait for a slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<Count>,
 }

@@ -8,7 +8,7 @@ mod server;
 
 pub use connector::{
     ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings,
-    LogsSettings, OperationSpec, PostgresSettings, SqliteSettings,
+    LogsSettings, OperationSpec, PostgresSettings, SandboxSettings, SqliteSettings,
 };
 pub use deployment::{
     DeployEnvironment, DeployTarget, DeploymentServer, DeploymentSpec, ImageSpec,

@@ -59,6 +59,28 @@ impl Drop for PgHold {
     }
 }
 
+impl PgHold {
+    /// Whether a call waits for this advisory lock exclusively: the waiting lock itself is
+    /// visible in `pg_locks` (a bigint key is `classid` high half, `objid` low half). Asked on
+    /// the hold's own connection, so it never waits for the pool.
+    pub(crate) async fn escalation_waiting(&self) -> Result<bool, StateError> {
+        let conn = self.conn.as_ref().expect("held until drop");
+        let key = self.key as u64;
+        let (hi, lo) = ((key >> 32) as i64, (key & 0xffff_ffff) as i64);
+        let stmt = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND mode = 'ExclusiveLock' AND objsubid = 1 AND classid::bigint = $1 \
+                 AND objid::bigint = $2 AND database = \
+                 (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            )
+            .await
+            .map_err(db_error)?;
+        let row = conn.query_one(&stmt, &[&hi, &lo]).await.map_err(db_error)?;
+        Ok(row.get(0))
+    }
+}
+
 async fn unlock(conn: Object, key: i64, mode: PassMode) {
     let sql = match mode {
         PassMode::Shared => "SELECT pg_advisory_unlock_shared($1)",

@@ -27,6 +27,11 @@ const SLOTS_AT: u64 = 4096;
 pub const SLOTS: u64 = 1 << 16;
 /// The file's size.
 pub const FILE_LEN: u64 = SLOTS_AT + SLOTS * 8;
+/// Escalation intents: one byte per bucket past the end of the file (a lock beyond the end
+/// changes nothing in the file). A call waiting for a session's lock exclusively holds its
+/// bucket's intent byte, so work that would hold the session for long (a sandbox run) can see
+/// that an escalation waits for it and stop.
+const INTENT_AT: u64 = FILE_LEN;
 /// Idle descriptors kept for reuse.
 const POOL_MAX: usize = 64;
 
@@ -74,6 +79,20 @@ impl SlotHold {
     /// The slot's change counter (read under the held lock).
     pub fn counter(&self) -> Result<u64, StateError> {
         read_u64(self.file(), self.offset, &self.owner.path)
+    }
+
+    /// Whether a call waits for this slot exclusively (an escalation of one of its sessions).
+    pub fn escalation_waiting(&self) -> Result<bool, StateError> {
+        let slot = (self.offset - SLOTS_AT) / 8;
+        // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = (INTENT_AT + slot) as libc::off_t;
+        fl.l_len = 1;
+        fcntl(self.file(), FcntlArg::F_OFD_GETLK(&mut fl))
+            .map_err(|e| StateError::io(StateErrorKind::Unavailable, &self.owner.path, e))?;
+        Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
     }
 
     /// Bumps the counter; the hold must be exclusive. Returns the new value.
@@ -296,15 +315,27 @@ impl SlotFile {
             PassMode::Shared => libc::F_RDLCK,
             PassMode::Exclusive => libc::F_WRLCK,
         };
+        let intent = INTENT_AT + (slot % SLOTS);
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(100);
+        let mut intent_held = false;
         loop {
             match set_lock(&file, kind, offset, 8) {
                 Ok(()) => break,
                 Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {}
                 Err(e) => return Err(StateError::io(StateErrorKind::Unavailable, &self.path, e)),
             }
+            // Waiting exclusively: say so (another waiter may already be saying it).
+            if mode == PassMode::Exclusive && !intent_held {
+                intent_held = set_lock(&file, libc::F_WRLCK, intent, 1).is_ok();
+            }
             if Instant::now() >= deadline {
+                if intent_held && set_lock(&file, libc::F_UNLCK, intent, 1).is_err() {
+                    return Err(StateError::new(
+                        StateErrorKind::Busy,
+                        format!("session lock not granted within {timeout:?}"),
+                    ));
+                }
                 self.give_back(file);
                 return Err(StateError::new(
                     StateErrorKind::Busy,
@@ -313,6 +344,10 @@ impl SlotFile {
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(5));
+        }
+        if intent_held && let Err(e) = set_lock(&file, libc::F_UNLCK, intent, 1) {
+            // Dropping the descriptor releases both locks; the caller retries.
+            return Err(StateError::io(StateErrorKind::Unavailable, &self.path, e));
         }
         Ok(SlotHold {
             file: Some(file),

@@ -207,7 +207,7 @@ impl<'a> ServerPlan<'a> {
                 ConnectorKind::Sqlite => &[("path", false)],
                 ConnectorKind::Logs => &[("dir", true)],
                 ConnectorKind::Http => &[("ca_file", false)],
-                ConnectorKind::Files | ConnectorKind::Postgres => &[],
+                ConnectorKind::Files | ConnectorKind::Postgres | ConnectorKind::Sandbox => &[],
             };
             let mut path_vars = Vec::new();
             for &(setting, is_dir) in paths {

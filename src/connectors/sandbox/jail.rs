@@ -1,0 +1,247 @@
+//! The jail one run happens in: bubblewrap's arguments and the process it starts.
+//!
+//! What the jail is (and the one place it is decided):
+//! - new user, mount, PID, IPC, UTS and cgroup namespaces; no capabilities; no new privileges
+//!   (bubblewrap always sets `PR_SET_NO_NEW_PRIVS`, so a setuid binary gains nothing); no further
+//!   user namespaces inside;
+//! - a read-only system (`/usr` and the links into it, the dynamic loader's cache, the public CA
+//!   certificates and the time zone), a fresh `/dev`, a private size-bounded `/tmp`, and a fresh
+//!   `/proc` of its own PID namespace when the host allows one: nothing of the host's processes,
+//!   state store, audit log, secrets or other sessions is in view;
+//! - the session's folder of this instance's layer at `/workspace`, bound by descriptor, the
+//!   only writable place that outlives the run;
+//! - the network of the instance's mode, enforced by the jail itself: the `full` instance's
+//!   network, and on `proxied` and `none` a network namespace of its own with only loopback (the
+//!   proxy is for the server's declared connectors, not for code), even on an instance started
+//!   `--unisolated`;
+//! - limits set on the bubblewrap process before it starts, inherited by everything in the jail
+//!   (rlimits: CPU seconds, address space, file size, open files, processes, no core dumps) and,
+//!   where the host lets this process write cgroups, a cgroup of its own (processes, memory).
+
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use nix::libc;
+
+use super::Limits;
+use super::cgroup::RunCgroup;
+use crate::policy::NetworkMode;
+
+/// Descriptor number the session's folder has in bubblewrap (`--bind-fd`).
+const WORKSPACE_FD: i32 = 3;
+/// Descriptor number bubblewrap writes the jail's PID to (`--info-fd`).
+const INFO_FD: i32 = 4;
+/// Size of the jail's private `/tmp`.
+const TMP_BYTES: u64 = 64 << 20;
+
+/// What a jail binds and shares.
+pub struct Layout<'a> {
+    /// The instance's network mode.
+    pub mode: NetworkMode,
+    /// Whether the host allows a fresh `/proc` in the jail (probed once).
+    pub proc: bool,
+    /// The session's folder, when the run has one.
+    pub workspace: Option<BorrowedFd<'a>>,
+    /// Whether bubblewrap reports the jail's first process on descriptor 4.
+    pub info: bool,
+}
+
+/// bubblewrap's arguments for `layout`, then `--`, then `command`.
+pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
+    push(&[
+        "--unshare-user",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "sandbox",
+    ]);
+    if layout.mode != NetworkMode::Full {
+        push(&["--unshare-net"]);
+    }
+    push(&["--ro-bind", "/usr", "/usr"]);
+    for top in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let host = Path::new("/").join(top);
+        match std::fs::read_link(&host) {
+            Ok(target) => {
+                let target = target.to_string_lossy().into_owned();
+                let dest = format!("/{top}");
+                push(&["--symlink", &target, &dest]);
+            }
+            Err(_) if host.is_dir() => {
+                let p = host.to_string_lossy().into_owned();
+                push(&["--ro-bind", &p, &p]);
+            }
+            Err(_) => {}
+        }
+    }
+    for etc in ["/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs", "/etc/alternatives"] {
+        push(&["--ro-bind-try", etc, etc]);
+    }
+    push(&["--dev", "/dev"]);
+    if layout.proc {
+        push(&["--proc", "/proc"]);
+    }
+    let tmp = TMP_BYTES.to_string();
+    push(&["--perms", "1777", "--size", &tmp, "--tmpfs", "/tmp"]);
+    if layout.workspace.is_some() {
+        let fd = WORKSPACE_FD.to_string();
+        push(&["--bind-fd", &fd, "/workspace", "--chdir", "/workspace"]);
+    } else {
+        push(&["--chdir", "/tmp"]);
+    }
+    let info = INFO_FD.to_string();
+    if layout.info {
+        push(&["--info-fd", &info]);
+    }
+    push(&[
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        "/workspace",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        "--setenv",
+        "PYTHONDONTWRITEBYTECODE",
+        "1",
+        "--",
+    ]);
+    a.extend(command.iter().map(OsString::from));
+    a
+}
+
+/// Everything the child sets up between fork and exec, prepared beforehand (only
+/// async-signal-safe calls happen in the child).
+pub struct PreExec {
+    workspace: Option<i32>,
+    info: i32,
+    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
+    cgroup_procs: Vec<CString>,
+}
+
+impl PreExec {
+    /// The set-up for one run of `limits`, joining `cgroup` when there is one.
+    pub fn new(
+        limits: &Limits,
+        workspace: Option<BorrowedFd<'_>>,
+        info_writer: &OwnedFd,
+        cgroup: Option<&RunCgroup>,
+    ) -> PreExec {
+        let mut rlimits = vec![
+            (
+                libc::RLIMIT_CPU,
+                limits.cpu_seconds,
+                limits.cpu_seconds.saturating_add(1),
+            ),
+            (libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+            (libc::RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+            (libc::RLIMIT_NOFILE, 256, 256),
+            (libc::RLIMIT_CORE, 0, 0),
+        ];
+        // RLIMIT_NPROC counts every process of the user (this server's threads included) and
+        // the kernel ignores it for root, where the cgroup bounds processes instead.
+        if let Some(n) = nproc_limit(limits.processes) {
+            rlimits.push((libc::RLIMIT_NPROC, n, n));
+        }
+        PreExec {
+            workspace: workspace.map(|fd| fd.as_raw_fd()),
+            info: info_writer.as_raw_fd(),
+            rlimits,
+            cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
+        }
+    }
+
+    /// Runs in the child after fork, before exec.
+    pub fn apply(&self) -> std::io::Result<()> {
+        let check = |r: libc::c_int| {
+            if r < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(r)
+            }
+        };
+        // SAFETY: plain system calls on descriptors and values prepared before the fork; no
+        // allocation, no lock.
+        unsafe {
+            for procs in &self.cgroup_procs {
+                let fd = check(libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
+                let r = libc::write(fd, b"0".as_ptr().cast(), 1);
+                libc::close(fd);
+                if r != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Out of the way of 3 and 4 first, then into place (dup2 clears close-on-exec).
+            let info = check(libc::fcntl(self.info, libc::F_DUPFD_CLOEXEC, 10))?;
+            let ws = match self.workspace {
+                Some(fd) => Some(check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10))?),
+                None => None,
+            };
+            if let Some(ws) = ws {
+                check(libc::dup2(ws, WORKSPACE_FD))?;
+            }
+            check(libc::dup2(info, INFO_FD))?;
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+            for &(res, soft, hard) in &self.rlimits {
+                let lim = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                check(libc::setrlimit(res, &lim))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `RLIMIT_NPROC` that leaves a run `processes` beyond what this user runs now, or `None`
+/// for root (the kernel does not apply it).
+fn nproc_limit(processes: u64) -> Option<u64> {
+    if nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let mut running: u64 = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let path = e.path().join("status");
+            let Ok(status) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            let mine = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u32>().ok())
+                == Some(uid);
+            if mine {
+                running += status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Threads:"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(1);
+            }
+        }
+    }
+    Some(running + processes)
+}

@@ -1,0 +1,480 @@
+//! The `sandbox` connector: a declared program (e.g. `python3 -I -c {code}`) run in a jail of
+//! the caller's session over its workspace (see [`jail`] for what the jail is).
+//!
+//! # Lifecycle (decided here)
+//!
+//! One jail per call: it starts with the call and everything in it ends with the call (the
+//! jail's PID namespace dies with its first process), so no process of a session outlives the
+//! call that started it, and nothing needs reaping between calls. A run holds the session's
+//! shared pass for its whole life, like every handler, so the session's level cannot change
+//! under it.
+//!
+//! # Follows the ratchet (the invariant, enforced here)
+//!
+//! A run is stopped, and every process of its jail is dead, before any call of its session
+//! anywhere escalates: an escalation waits for the session's lock exclusively (no call of the
+//! session may run meanwhile) and says so ([`EscalationWatch`]); a run checks every 50 ms and,
+//! when it sees one, kills its jail and waits until the whole PID namespace is gone before it
+//! gives its pass back. The escalating call therefore commits, runs and returns its data only
+//! after the jail is dead. The next run happens wherever the session's new level sends it, with
+//! the workspace copied up (see `workspace::copyup`).
+
+mod cgroup;
+mod jail;
+
+use std::io::Read as _;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
+
+use super::{ConnectorError, settings};
+use crate::errors::ToolError;
+use crate::policy::NetworkMode;
+use crate::server::{BoxFuture, JsonObject, ToolOutput, ToolResult};
+use crate::signals::CallSignals;
+use crate::tooldef::ConnectorDef;
+use crate::workspace::SessionWorkspace;
+
+/// How often a run looks for an escalation, a cancelled call and the workspace quota.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+/// Longest wait for the jail to report its first process, and for a killed jail to be gone.
+const JAIL_WAIT: Duration = Duration::from_secs(10);
+/// Bytes of output kept in a refusal that stopped a run.
+const TAIL_BYTES: usize = 2048;
+
+/// Whether a call waits to escalate the session of the running call.
+pub trait EscalationWatch: Sync {
+    /// True when an escalation of the session waits (or the answer cannot be had: fail closed).
+    fn waiting(&self) -> BoxFuture<'_, bool>;
+}
+
+/// What a run needs from the call around it.
+pub struct JailContext<'a> {
+    /// This instance's network mode: the jail's network.
+    pub mode: NetworkMode,
+    /// Sees an escalation of the session.
+    pub watch: &'a dyn EscalationWatch,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    #[serde(default, deserialize_with = "settings::number")]
+    cpu_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    wall_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    memory_mb: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    processes: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    output_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    file_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    max_runs: Option<u64>,
+}
+
+/// The limits of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// CPU seconds.
+    pub cpu_seconds: u64,
+    /// Wall time.
+    pub wall: Duration,
+    /// Address space (rlimit, per process) and memory (cgroup, whole run), bytes.
+    pub memory_bytes: u64,
+    /// Processes and threads at once.
+    pub processes: u64,
+    /// Output bytes, stdout and stderr together.
+    pub output_bytes: u64,
+    /// Largest file written.
+    pub file_bytes: u64,
+}
+
+/// A built `sandbox` connector.
+pub struct Sandbox {
+    name: &'static str,
+    limits: Limits,
+    max_runs: u64,
+    runs: Arc<tokio::sync::Semaphore>,
+    bwrap: Option<PathBuf>,
+    cgroups: cgroup::Parents,
+    proc: tokio::sync::OnceCell<bool>,
+}
+
+impl Sandbox {
+    /// Reads the limits and finds bubblewrap (`BULKHEAD_BWRAP`, else `bwrap` on `PATH`).
+    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Sandbox, ConnectorError> {
+        let s: Settings = settings::parse(def, value)?;
+        let nonzero = |v: Option<u64>, default: u64, key: &str| match v {
+            Some(0) => Err(ConnectorError::Settings {
+                connector: def.name,
+                reason: format!("settings.{key} must be at least 1"),
+            }),
+            v => Ok(v.unwrap_or(default)),
+        };
+        let limits = Limits {
+            cpu_seconds: nonzero(s.cpu_seconds, 10, "cpu_seconds")?,
+            wall: Duration::from_secs(nonzero(s.wall_seconds, 30, "wall_seconds")?),
+            memory_bytes: nonzero(s.memory_mb, 512, "memory_mb")?.saturating_mul(1 << 20),
+            processes: nonzero(s.processes, 64, "processes")?,
+            output_bytes: nonzero(s.output_bytes, 1 << 20, "output_bytes")?,
+            file_bytes: nonzero(s.file_bytes, 64 << 20, "file_bytes")?,
+        };
+        let max_runs = nonzero(s.max_runs, 8, "max_runs")?;
+        let bwrap = std::env::var_os("BULKHEAD_BWRAP")
+            .map(PathBuf::from)
+            .or_else(|| find_on_path("bwrap"));
+        let cgroups = cgroup::Parents::detect();
+        tracing::info!(connector = def.name, limits = cgroups.describe(), bwrap = ?bwrap, "sandbox ready");
+        Ok(Sandbox {
+            name: def.name,
+            limits,
+            max_runs,
+            runs: Arc::new(tokio::sync::Semaphore::new(max_runs as usize)),
+            bwrap,
+            cgroups,
+            proc: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    /// Whether a jail can start here (for readiness): bubblewrap is installed and starts.
+    pub async fn probe(&self) -> Result<(), String> {
+        let Some(bwrap) = &self.bwrap else {
+            return Err("bubblewrap (`bwrap`) is not installed".into());
+        };
+        let mut last = String::new();
+        for proc in [true, false] {
+            match self.try_start(bwrap, proc).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        Err(format!("a jail does not start here: {last}"))
+    }
+
+    /// Whether the host allows a fresh `/proc` in a jail (some container engines mask it).
+    async fn proc_allowed(&self, bwrap: &std::path::Path) -> bool {
+        *self
+            .proc
+            .get_or_init(|| async {
+                let ok = self.try_start(bwrap, true).await.is_ok();
+                if !ok {
+                    tracing::warn!(connector = self.name, "this host does not allow a fresh /proc in a jail; jails run without /proc");
+                }
+                ok
+            })
+            .await
+    }
+
+    async fn try_start(&self, bwrap: &std::path::Path, proc: bool) -> Result<(), String> {
+        let layout = jail::Layout {
+            mode: NetworkMode::None,
+            proc,
+            workspace: None,
+            info: false,
+        };
+        let out = tokio::process::Command::new(bwrap)
+            .args(jail::args(&layout, &["true".to_string()]))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .output();
+        match tokio::time::timeout(JAIL_WAIT, out).await {
+            Ok(Ok(o)) if o.status.success() => Ok(()),
+            Ok(Ok(o)) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out".into()),
+        }
+    }
+
+    /// Runs `command` (with `{param}` elements filled from `args`) in a jail of the session.
+    pub async fn run(
+        &self,
+        command: &[&str],
+        args: &JsonObject,
+        ws: &Arc<SessionWorkspace>,
+        cx: &JailContext<'_>,
+        signals: &CallSignals,
+    ) -> ToolResult {
+        let Some(bwrap) = &self.bwrap else {
+            return Err(ToolError::fatal(format!(
+                "`{}` cannot run: bubblewrap (`bwrap`) is not installed on this server",
+                self.name
+            )));
+        };
+        let argv = fill(command, args)?;
+        let _slot = self.runs.clone().try_acquire_owned().map_err(|_| {
+            ToolError::retry(format!(
+                "limit `{}.max_runs` ({}) reached: that many runs are in progress on this instance; try again shortly",
+                self.name, self.max_runs
+            ))
+        })?;
+        {
+            let ws = ws.clone();
+            tokio::task::spawn_blocking(move || ws.copy_up())
+                .await
+                .map_err(|e| ToolError::bug(format!("copy-up task: {e}")))?
+                .map_err(|e| {
+                    if e.is_retryable() {
+                        ToolError::retry(e)
+                    } else {
+                        ToolError::fatal(e)
+                    }
+                })?;
+        }
+        let proc = self.proc_allowed(bwrap).await;
+        let cgroup = self
+            .cgroups
+            .create(self.limits.processes, self.limits.memory_bytes)
+            .map_err(|e| ToolError::fatal(format!("`{}`: cannot make the run's cgroup: {e}", self.name)))?;
+        let (info_reader, info_writer) = std::io::pipe()
+            .map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
+        let info_writer = OwnedFd::from(info_writer);
+        let layout = jail::Layout {
+            mode: cx.mode,
+            proc,
+            workspace: Some(ws.dir_fd()),
+            info: true,
+        };
+        let pre = jail::PreExec::new(&self.limits, layout.workspace, &info_writer, cgroup.as_ref());
+        let mut cmd = tokio::process::Command::new(bwrap);
+        cmd.args(jail::args(&layout, &argv))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
+        unsafe {
+            cmd.pre_exec(move || pre.apply());
+        }
+        let started = std::time::Instant::now();
+        let mut child = cmd.spawn().map_err(|e| match e.raw_os_error() {
+            Some(libc_e2big) if libc_e2big == nix::libc::E2BIG => ToolError::retry(format!(
+                "the arguments of `{}` are too long for one program (at most 128 KiB each)",
+                self.name
+            )),
+            _ => ToolError::fatal(format!("`{}`: cannot start the jail: {e}", self.name)),
+        })?;
+        drop(info_writer);
+        let init = tokio::task::spawn_blocking(move || read_init_pid(info_reader));
+        let init = match tokio::time::timeout(JAIL_WAIT, init).await {
+            Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid)
+                .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()),
+            _ => None,
+        };
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (mut out_open, mut err_open) = (true, true);
+        let mut buf_o = vec![0u8; 16 * 1024];
+        let mut buf_e = vec![0u8; 16 * 1024];
+        let deadline = tokio::time::sleep(self.limits.wall);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks: u64 = 0;
+        let mut exited = None;
+        let stop = loop {
+            if exited.is_some() && !out_open && !err_open {
+                break None;
+            }
+            tokio::select! {
+                r = stdout.read(&mut buf_o), if out_open => match r {
+                    Ok(0) | Err(_) => out_open = false,
+                    Ok(n) => out.extend_from_slice(&buf_o[..n]),
+                },
+                r = stderr.read(&mut buf_e), if err_open => match r {
+                    Ok(0) | Err(_) => err_open = false,
+                    Ok(n) => err.extend_from_slice(&buf_e[..n]),
+                },
+                status = child.wait(), if exited.is_none() => {
+                    exited = Some(status);
+                }
+                () = &mut deadline => break Some(Stop::Limit("wall_seconds", self.limits.wall.as_secs().to_string())),
+                _ = tick.tick() => {
+                    ticks += 1;
+                    if signals.is_stopped() {
+                        break Some(Stop::Cancelled);
+                    }
+                    if exited.is_none() && cx.watch.waiting().await {
+                        break Some(Stop::Escalation);
+                    }
+                    if ticks % 4 == 0 && exited.is_none() {
+                        let limits = ws.limits();
+                        if let Ok(u) = ws.usage()
+                            && (u.bytes > limits.max_bytes || u.files > limits.max_files)
+                        {
+                            break Some(Stop::Quota(u.bytes, limits.max_bytes));
+                        }
+                    }
+                }
+            }
+            if (out.len() + err.len()) as u64 > self.limits.output_bytes {
+                break Some(Stop::Limit("output_bytes", self.limits.output_bytes.to_string()));
+            }
+        };
+        if stop.is_some() || exited.is_none() {
+            kill_jail(&mut child, init.as_ref()).await;
+        }
+        let elapsed = started.elapsed();
+        let hit = cgroup.as_ref().map(cgroup::RunCgroup::limits_hit).unwrap_or_default();
+        drop(cgroup);
+        let tail = |v: &[u8]| {
+            let s = String::from_utf8_lossy(&v[v.len().saturating_sub(TAIL_BYTES)..]).into_owned();
+            if s.is_empty() { "(none)".to_string() } else { s }
+        };
+        let name = self.name;
+        match stop {
+            Some(Stop::Escalation) => {
+                return Err(ToolError::retry(format!(
+                    "`{name}` was stopped: another call of this session is taking up data of a higher sensitivity, and no run may go on below it. Run it again: it will run where the session's new level allows. Output so far: {}",
+                    tail(&out)
+                )));
+            }
+            Some(Stop::Cancelled) => {
+                return Err(ToolError::retry(format!("`{name}` was cancelled")));
+            }
+            Some(Stop::Limit(limit, value)) => {
+                return Err(ToolError::retry(format!(
+                    "limit `{name}.{limit}` ({value}) reached: the run was stopped after {:.1} s. Output so far: {}",
+                    elapsed.as_secs_f64(),
+                    tail(&out)
+                )));
+            }
+            Some(Stop::Quota(used, max)) => {
+                return Err(ToolError::retry(format!(
+                    "limit `workspace.max_bytes` ({max}) reached: the run's files took this session to {used} bytes and the run was stopped; remove files before running again"
+                )));
+            }
+            None => {}
+        }
+        let status = match exited {
+            Some(Ok(s)) => s,
+            _ => return Err(ToolError::fatal(format!("`{name}`: the jail's status was lost"))),
+        };
+        let code = status.code().unwrap_or(-1);
+        let mut limit: Option<String> = None;
+        if let Some(h) = hit.first() {
+            limit = Some(self.limit_text(h));
+        } else if code == 128 + 24 || code == 128 + 9 && elapsed.as_secs() >= self.limits.cpu_seconds {
+            limit = Some(self.limit_text("cpu_seconds"));
+        } else if code == 128 + 25 {
+            limit = Some(self.limit_text("file_bytes"));
+        } else if String::from_utf8_lossy(&err).contains("MemoryError") {
+            limit = Some(self.limit_text("memory_mb"));
+        }
+        let mut result = json!({
+            "exit_code": code,
+            "stdout": String::from_utf8_lossy(&out),
+            "stderr": String::from_utf8_lossy(&err),
+        });
+        if let Some(l) = limit {
+            result["limit"] = Value::String(l);
+        }
+        Ok(ToolOutput::Json(result))
+    }
+
+    fn limit_text(&self, limit: &str) -> String {
+        let value = match limit {
+            "cpu_seconds" => format!("{} s", self.limits.cpu_seconds),
+            "memory_mb" => format!("{} MiB", self.limits.memory_bytes >> 20),
+            "processes" => self.limits.processes.to_string(),
+            "file_bytes" => format!("{} bytes", self.limits.file_bytes),
+            _ => String::new(),
+        };
+        format!("limit `{}.{limit}` ({value}) reached", self.name)
+    }
+}
+
+enum Stop {
+    Escalation,
+    Cancelled,
+    Limit(&'static str, String),
+    Quota(u64, u64),
+}
+
+/// Kills every process of the jail and waits until they are gone: SIGKILL to the jail's first
+/// process ends its PID namespace (the kernel kills the rest and reaps them before that process
+/// is gone), then bubblewrap exits and is reaped.
+async fn kill_jail(child: &mut tokio::process::Child, init: Option<&OwnedFd>) {
+    if let Some(pidfd) = init {
+        let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+    }
+    let _ = child.start_kill();
+    let _ = tokio::time::timeout(JAIL_WAIT, child.wait()).await;
+    if let Some(pidfd) = init {
+        // Readable once the first process has exited, which is after the namespace is empty.
+        let _ = tokio::time::timeout(JAIL_WAIT, wait_readable(pidfd)).await;
+    }
+}
+
+async fn wait_readable(fd: &OwnedFd) {
+    let Ok(fd) = fd.try_clone() else { return };
+    let _ = tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let timeout = rustix::event::Timespec {
+            tv_sec: JAIL_WAIT.as_secs() as _,
+            tv_nsec: 0,
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+    })
+    .await;
+}
+
+/// The host PID of the jail's first process, from bubblewrap's `--info-fd` JSON.
+fn read_init_pid(mut reader: std::io::PipeReader) -> Option<i32> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    while buf.len() < 4096 {
+        let n = reader.read(&mut chunk).ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.contains(&b'}') {
+            break;
+        }
+    }
+    let v: Value = serde_json::from_slice(&buf).ok()?;
+    v.get("child-pid")?.as_i64().and_then(|p| i32::try_from(p).ok())
+}
+
+/// The command with every `{param}` element replaced by its argument's value.
+fn fill(command: &[&str], args: &JsonObject) -> Result<Vec<String>, ToolError> {
+    command
+        .iter()
+        .map(|part| {
+            let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) else {
+                return Ok((*part).to_string());
+            };
+            let value = match args.get(name) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => {
+                    return Err(ToolError::retry(format!("`{name}` is required")));
+                }
+                Some(v) => v.to_string(),
+            };
+            if value.contains('\0') {
+                return Err(ToolError::retry(format!(
+                    "`{name}` contains a NUL character, which no program argument can hold"
+                )));
+            }
+            Ok(value)
+        })
+        .collect()
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
