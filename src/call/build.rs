@@ -102,12 +102,7 @@ impl Runtime {
                 outputs.insert(tool.name, v);
             }
         }
-        let used = |name: &str| {
-            server.def.tools.iter().any(
-                |t| matches!(t.target, Target::Connector { connector, .. } if connector == name),
-            )
-        };
-        let connectors = Connectors::from_env(server.connectors.iter().filter(|c| used(c.name)))?;
+        let connectors = Connectors::from_env(used_connectors(&server))?;
         let limits = CallLimits::default();
         Ok(Runtime {
             server,
@@ -125,6 +120,16 @@ impl Runtime {
             scopes: ScopeRequirements::default(),
             isolation: Default::default(),
         })
+    }
+
+    /// Rebuilds the connectors with their settings' `${VAR}`s expanded through `env` instead of
+    /// the process environment (tests and embedders that run several configurations at once).
+    pub fn with_connector_env(
+        mut self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Runtime, RuntimeError> {
+        self.connectors = Connectors::new(used_connectors(&self.server), env)?;
+        Ok(self)
     }
 
     /// Requires token scopes per permission (`auth.scopes`).
@@ -211,4 +216,14 @@ impl Runtime {
     pub async fn level(&self, id: &Identity) -> Sensitivity {
         self.state.peek(id).await
     }
+}
+
+/// The connectors some tool of `server` uses (only those are built).
+fn used_connectors(server: &Server) -> impl Iterator<Item = &'static crate::tooldef::ConnectorDef> {
+    let tools = server.def.tools;
+    server.connectors.iter().filter(move |c| {
+        tools
+            .iter()
+            .any(|t| matches!(t.target, Target::Connector { connector, .. } if connector == c.name))
+    })
 }

@@ -2,13 +2,13 @@
 //! shaped by the context preset and checked against the declared output schema.
 
 use super::{CallOutcome, Runtime, output};
+use crate::connectors::sandbox::{EscalationWatch, JailContext};
 use crate::errors::ToolError;
 use crate::identity::{self, Identity};
-use crate::connectors::sandbox::{EscalationWatch, JailContext};
 use crate::server::BoxFuture;
-use crate::state::{Pass, StateStore};
 use crate::server::{JsonObject, ToolContext};
 use crate::signals::CallSignals;
+use crate::state::{Pass, StateStore};
 use crate::tooldef::{Target, ToolDef};
 use crate::workspace::LazyWorkspace;
 use futures::FutureExt;

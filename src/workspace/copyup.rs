@@ -59,12 +59,16 @@ impl SessionWorkspace {
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(e.into()),
                 }
-                let Ok(sub_from) = entry.open_dir() else { continue };
+                let Ok(sub_from) = entry.open_dir() else {
+                    continue;
+                };
                 let mut opts = OpenOptions::new();
                 opts.read(true)
                     .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
                 // Something that is not a folder by that name here: this layer wins.
-                let Ok(sub_to) = to.open_with(name, &opts) else { continue };
+                let Ok(sub_to) = to.open_with(name, &opts) else {
+                    continue;
+                };
                 let sub_to = Dir::from_std_file(sub_to.into_std());
                 self.copy_tree(&sub_from, &sub_to, depth + 1, copied)?;
             } else if ft.is_file() {
@@ -74,7 +78,9 @@ impl SessionWorkspace {
                 let mut opts = OpenOptions::new();
                 opts.read(true)
                     .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32);
-                let Ok(src) = from.open_with(name, &opts) else { continue };
+                let Ok(src) = from.open_with(name, &opts) else {
+                    continue;
+                };
                 let Ok(mut src) = super::session::checked_regular(src, name) else {
                     continue;
                 };

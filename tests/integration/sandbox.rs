@@ -31,8 +31,11 @@ pub fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let store = Arc::new(
-        StateStore::create_sqlite(&root.join("state/compliance.db"), StoreOptions::new("template"))
-            .unwrap(),
+        StateStore::create_sqlite(
+            &root.join("state/compliance.db"),
+            StoreOptions::new("template"),
+        )
+        .unwrap(),
     );
     Env {
         _dir: dir,
@@ -45,19 +48,45 @@ fn layer(env: &Env, mode: NetworkMode) -> PathBuf {
     env.root.join(format!("workspaces/{}", mode.as_str()))
 }
 
-/// The template server on an instance of `mode`, with the layers of less isolated instances
-/// below its own (as `bulkhead serve` sets them up).
+/// Small limits, so that every bound is reached quickly.
+const LIMITS: &[(&str, &str)] = &[
+    ("PYTHON_CPU_SECONDS", "2"),
+    ("PYTHON_WALL_SECONDS", "20"),
+    ("PYTHON_MEMORY_MB", "256"),
+    ("PYTHON_PROCESSES", "32"),
+    ("PYTHON_OUTPUT_BYTES", "65536"),
+    ("PYTHON_FILE_BYTES", "1048576"),
+    ("PYTHON_MAX_RUNS", "4"),
+];
+
+/// The template server on an instance of `mode` with [`LIMITS`].
 pub fn runtime(env: &Env, mode: NetworkMode) -> Runtime {
+    runtime_with(env, mode, &[], None)
+}
+
+/// The template server on an instance of `mode`, with the layers of less isolated instances
+/// below its own (as `bulkhead serve` sets them up), [`LIMITS`] overridden by `set`, and the
+/// workspace's disk limits when given.
+pub fn runtime_with(
+    env: &Env,
+    mode: NetworkMode,
+    set: &[(&str, &str)],
+    disk: Option<bulkhead::workspace::DiskLimits>,
+) -> Runtime {
     let mut lower: Vec<PathBuf> = NetworkMode::needed_for(bulkhead::policy::Sensitivity::Secret)
         .filter(|m| m.index() < mode.index())
         .map(|m| layer(env, m))
         .collect();
     lower.reverse();
-    let workspaces = WorkspaceRoot::new(layer(env, mode))
+    let mut workspaces = WorkspaceRoot::new(layer(env, mode))
         .unwrap()
         .with_lower(lower);
+    if let Some(d) = disk {
+        workspaces = workspaces.with_limits(d);
+    }
     let audit = AuditLog::open_file(
-        &env.root.join(format!("state/audit-{}.jsonl", mode.as_str())),
+        &env.root
+            .join(format!("state/audit-{}.jsonl", mode.as_str())),
         AuditOptions::default(),
     )
     .unwrap();
@@ -70,6 +99,13 @@ pub fn runtime(env: &Env, mode: NetworkMode) -> Runtime {
         audit,
     )
     .unwrap()
+    .with_connector_env(&|k: &str| {
+        set.iter()
+            .chain(LIMITS)
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap()
 }
 
 pub fn id(user: &str, session: &str) -> Identity {
@@ -77,14 +113,20 @@ pub fn id(user: &str, session: &str) -> Identity {
 }
 
 pub async fn py(rt: &Runtime, who: &Identity, code: &str) -> CallOutcome {
-    rt.call(who, "run_python", json!({ "code": code }).as_object().cloned())
-        .await
+    rt.call(
+        who,
+        "run_python",
+        json!({ "code": code }).as_object().cloned(),
+    )
+    .await
 }
 
 /// The script's result (`exit_code`, `stdout`, `stderr`, `limit`), the call must have succeeded.
 fn result(out: &CallOutcome) -> Value {
     assert!(!out.is_error, "{}", out.text);
-    out.structured.clone().unwrap_or_else(|| serde_json::from_str(&out.text).unwrap())
+    out.structured
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&out.text).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +135,13 @@ async fn a_script_runs_over_the_session_workspace() {
     let rt = runtime(&env, NetworkMode::Full);
     let ana = id("ana", "s1");
     let w = rt
-        .call(&ana, "write_file", json!({"path": "/workspace/in.csv", "content": "a,b\n1,2\n"}).as_object().cloned())
+        .call(
+            &ana,
+            "write_file",
+            json!({"path": "/workspace/in.csv", "content": "a,b\n1,2\n"})
+                .as_object()
+                .cloned(),
+        )
         .await;
     assert!(!w.is_error, "{}", w.text);
     let out = py(
@@ -106,23 +154,584 @@ async fn a_script_runs_over_the_session_workspace() {
     assert_eq!(r["exit_code"], 0, "{r}");
     assert_eq!(r["stdout"], "/workspace ['1', '2']\n", "{r}");
     let back = rt
-        .call(&ana, "read_file", json!({"path": "/workspace/out.txt"}).as_object().cloned())
+        .call(
+            &ana,
+            "read_file",
+            json!({"path": "/workspace/out.txt"}).as_object().cloned(),
+        )
         .await;
     assert_eq!(back.text, "2");
     // Another session's script sees none of it.
-    let other = py(&rt, &id("ana", "s2"), "import os; print(sorted(os.listdir('.')))").await;
+    let other = py(
+        &rt,
+        &id("ana", "s2"),
+        "import os; print(sorted(os.listdir('.')))",
+    )
+    .await;
     assert_eq!(result(&other)["stdout"], "[]\n");
 }
 
+/// What a script sees of the host: nothing of other sessions, the state store, the audit log,
+/// the host's secrets or processes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timing_probe() {
+async fn the_jail_shows_nothing_of_the_host_or_other_sessions() {
     let env = env();
     let rt = runtime(&env, NetworkMode::Full);
-    let ana = id("ana", "s1");
-    for _ in 0..3 {
-        let t = Instant::now();
-        let out = py(&rt, &ana, "print(1)").await;
-        eprintln!("run took {:?}: {}", t.elapsed(), out.text);
+    let other = id("ben", "b1");
+    let w = rt
+        .call(
+            &other,
+            "write_file",
+            json!({"path": "/workspace/secret.txt", "content": "ben's"})
+                .as_object()
+                .cloned(),
+        )
+        .await;
+    assert!(!w.is_error, "{}", w.text);
+    let full = layer(&env, NetworkMode::Full);
+    let targets = [
+        full.join("ben/b1/secret.txt"),
+        full.join("ben"),
+        env.root.join("state/compliance.db"),
+        env.root.join("state/audit-full.jsonl"),
+        PathBuf::from("/etc/shadow"),
+        PathBuf::from("/etc/passwd"),
+        PathBuf::from("/root"),
+        PathBuf::from(format!("/proc/{}/environ", std::process::id())),
+        PathBuf::from("/sys/fs/cgroup"),
+    ];
+    let list: Vec<String> = targets.iter().map(|p| p.display().to_string()).collect();
+    let code = format!(
+        "import json, os\nseen = {{p: os.path.exists(p) for p in {list:?}}}\nprocs = [p for p in os.listdir('/proc') if p.isdigit()] if os.path.isdir('/proc') else []\nprint(json.dumps({{'seen': seen, 'procs': len(procs), 'up': sorted(os.listdir('/workspace/..')), 'uid': os.getuid()}}))"
+    );
+    let r = result(&py(&rt, &id("ana", "a1"), &code).await);
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let v: Value = serde_json::from_str(r["stdout"].as_str().unwrap()).unwrap();
+    for (path, seen) in v["seen"].as_object().unwrap() {
+        assert_eq!(seen, false, "the jail sees {path}");
     }
-    let _ = Duration::ZERO;
+    assert!(v["procs"].as_u64().unwrap() <= 3, "{v}");
+    assert_ne!(v["uid"], 0);
+    assert!(!v["up"].to_string().contains("ben"), "{v}");
+}
+
+/// Links planted by a script lead nowhere: a symlink to the host or another session and a hard
+/// link are refused by the server's own file tools, and the jail cannot link to a host file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_out_of_the_workspace_lead_nowhere() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let ben = id("ben", "b1");
+    let w = rt
+        .call(
+            &ben,
+            "write_file",
+            json!({"path": "/workspace/secret.txt", "content": "ben's secret"})
+                .as_object()
+                .cloned(),
+        )
+        .await;
+    assert!(!w.is_error);
+    let theirs = layer(&env, NetworkMode::Full).join("ben/b1/secret.txt");
+    let ana = id("ana", "a1");
+    let code = format!(
+        "import os\nopen('mine.txt', 'w').write('mine')\nos.symlink('/etc/shadow', 'shadow')\nos.symlink({theirs:?}, 'theirs')\nos.symlink('../../ben/b1/secret.txt', 'up')\nos.link('mine.txt', 'twin')\ntry:\n    os.link('/usr/bin/python3', 'py')\n    print('linked')\nexcept OSError as e:\n    print('refused', e.errno)\nos.mkfifo('fifo')\nprint(open('theirs').read() if os.path.exists('theirs') else 'absent')",
+        theirs = theirs.display().to_string()
+    );
+    let r = result(&py(&rt, &ana, &code).await);
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(r["stdout"].as_str().unwrap().starts_with("refused"), "{r}");
+    assert!(r["stdout"].as_str().unwrap().ends_with("absent\n"), "{r}");
+    for path in ["shadow", "theirs", "up", "twin", "fifo"] {
+        let out = rt
+            .call(
+                &ana,
+                "read_file",
+                json!({"path": format!("/workspace/{path}")})
+                    .as_object()
+                    .cloned(),
+            )
+            .await;
+        assert!(out.is_error, "{path} was read: {}", out.text);
+        assert!(
+            !out.text.contains("ben's secret") && !out.text.contains("root:"),
+            "{}",
+            out.text
+        );
+    }
+}
+
+/// A TCP listener on the host's loopback: counts the connections it accepted.
+struct Listener {
+    port: u16,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Listener {
+    async fn start() -> Listener {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        Listener { port, accepted }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// On `proxied` and `none` instances the jail has a network of its own with only loopback, even
+/// though these test instances run unisolated on the host's network: nothing reaches the host's
+/// loopback or any other address. The `full` instance's jail reaches the host (the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_network_from_the_jail_on_proxied_and_none_instances() {
+    let env = env();
+    let listener = Listener::start().await;
+    let code = format!(
+        "import socket\nfor addr in [('127.0.0.1', {port}), ('10.255.255.1', 80), ('::1', {port})]:\n    s = socket.socket(socket.AF_INET6 if ':' in addr[0] else socket.AF_INET)\n    s.settimeout(2)\n    try:\n        s.connect(addr)\n        print('connected', addr[0])\n    except OSError as e:\n        print('refused', addr[0], e.errno)\n",
+        port = listener.port
+    );
+    let ana = id("ana", "n1");
+    for mode in [NetworkMode::Proxied, NetworkMode::None] {
+        let rt = runtime(&env, mode);
+        let r = result(&py(&rt, &ana, &code).await);
+        let out = r["stdout"].as_str().unwrap();
+        assert!(!out.contains("connected"), "{mode:?}: {out}");
+        assert_eq!(out.matches("refused").count(), 3, "{mode:?}: {r}");
+    }
+    assert_eq!(listener.accepted(), 0, "a jail reached the host's loopback");
+    let rt = runtime(&env, NetworkMode::Full);
+    let r = result(&py(&rt, &id("ana", "n2"), &code).await);
+    assert!(
+        r["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("connected 127.0.0.1"),
+        "{r}"
+    );
+    assert_eq!(listener.accepted(), 1);
+}
+
+/// After each bomb, another session's script still runs.
+async fn still_serving(rt: &Runtime) {
+    let r = result(&py(rt, &id("control", "c1"), "print(6 * 7)").await);
+    assert_eq!(r["stdout"], "42\n", "{r}");
+}
+
+fn says_limit(out: &CallOutcome, limit: &str) {
+    let text = if out.is_error {
+        out.text.clone()
+    } else {
+        result(out).to_string()
+    };
+    assert!(
+        text.contains(&format!("python.{limit}")),
+        "expected limit `{limit}`: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_bounded() {
+    let env = env();
+    let rt = runtime_with(
+        &env,
+        NetworkMode::Full,
+        &[("PYTHON_WALL_SECONDS", "6")],
+        None,
+    );
+    let t = Instant::now();
+    let out = py(
+        &rt,
+        &id("ana", "f1"),
+        "import os\nwhile True:\n    os.fork()",
+    )
+    .await;
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    says_limit(&out, "processes");
+    still_serving(&rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_is_bounded() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let out = py(
+        &rt,
+        &id("ana", "m1"),
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))",
+    )
+    .await;
+    says_limit(&out, "memory_mb");
+    still_serving(&rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_loop_is_bounded_by_cpu_and_a_sleeper_by_wall_time() {
+    let env = env();
+    let rt = runtime_with(
+        &env,
+        NetworkMode::Full,
+        &[("PYTHON_WALL_SECONDS", "3")],
+        None,
+    );
+    let out = py(&rt, &id("ana", "l1"), "while True:\n    pass").await;
+    says_limit(&out, "cpu_seconds");
+    let t = Instant::now();
+    let out = py(
+        &rt,
+        &id("ana", "l2"),
+        "import time\nprint('started', flush=True)\ntime.sleep(3600)",
+    )
+    .await;
+    assert!(out.is_error, "{}", out.text);
+    says_limit(&out, "wall_seconds");
+    assert!(
+        out.text.contains("started"),
+        "the output so far is kept: {}",
+        out.text
+    );
+    assert!(t.elapsed() < Duration::from_secs(13), "{:?}", t.elapsed());
+    still_serving(&rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filling_the_disk_is_bounded() {
+    let env = env();
+    let disk = bulkhead::workspace::DiskLimits {
+        max_bytes: 4 << 20,
+        ..Default::default()
+    };
+    let rt = runtime_with(&env, NetworkMode::Full, &[], Some(disk));
+    // One file past the largest file a run may write.
+    let out = py(
+        &rt,
+        &id("ana", "d1"),
+        "open('big', 'wb').write(b'x' * (2 << 20))",
+    )
+    .await;
+    says_limit(&out, "file_bytes");
+    // Many files past the session's quota.
+    let ana = id("ana", "d2");
+    let out = py(&rt, &ana, "import itertools\nfor i in itertools.count():\n    open(f'f{i}', 'wb').write(b'x' * (256 << 10))").await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(out.text.contains("workspace.max_bytes"), "{}", out.text);
+    // The session's other writes are refused until it frees space; the server goes on.
+    let w = rt
+        .call(
+            &ana,
+            "write_file",
+            json!({"path": "/workspace/more.txt", "content": "x"})
+                .as_object()
+                .cloned(),
+        )
+        .await;
+    assert!(
+        w.is_error && w.text.contains("workspace.max_bytes"),
+        "{}",
+        w.text
+    );
+    still_serving(&rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_output_is_bounded() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let out = py(
+        &rt,
+        &id("ana", "o1"),
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
+    )
+    .await;
+    assert!(out.is_error, "{}", out.text.len());
+    says_limit(&out, "output_bytes");
+    assert!(out.text.len() < 16 << 10, "{}", out.text.len());
+    still_serving(&rt).await;
+}
+
+/// The server's process is out of reach: not in the jail's PID namespace (no ptrace, no kill),
+/// and a setuid program gains nothing (no new privileges).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_process_is_out_of_reach_and_setuid_gains_nothing() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let me = std::process::id();
+    let code = format!(
+        "import ctypes, os, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, {me}, 0, 0)\nprint('ptrace', r, ctypes.get_errno())\ntry:\n    os.kill({me}, 9)\n    print('killed')\nexcept ProcessLookupError:\n    print('no such process')\np = subprocess.run(['/usr/bin/su', '-c', 'id -u', 'root'], capture_output=True, stdin=subprocess.DEVNULL)\nprint('su', p.returncode)\nstatus = open('/proc/self/status').read() if os.path.exists('/proc/self/status') else 'NoNewPrivs:\\t1'\nprint([l for l in status.splitlines() if l.startswith('NoNewPrivs')][0].split()[1])\nprint('euid', os.geteuid())"
+    );
+    let r = result(&py(&rt, &id("ana", "p1"), &code).await);
+    let out = r["stdout"].as_str().unwrap();
+    assert!(out.contains("ptrace -1 3\n"), "{r}");
+    assert!(out.contains("no such process"), "{r}");
+    assert!(!out.contains("su 0"), "{r}");
+    assert!(out.contains("\n1\neuid 1000"), "{r}");
+    still_serving(&rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_are_retryable_errors() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let out = py(&rt, &id("ana", "b1"), "print('a')\0").await;
+    assert!(
+        out.is_error && !out.text.starts_with("[FATAL]") && out.text.contains("NUL"),
+        "{}",
+        out.text
+    );
+    let long = "#".to_string() + &"é".repeat(70_000);
+    let out = py(&rt, &id("ana", "b1"), &long).await;
+    assert!(
+        out.is_error && !out.text.starts_with("[FATAL]") && out.text.contains("too long"),
+        "{}",
+        out.text
+    );
+    let out = rt
+        .call(
+            &id("ana", "b1"),
+            "run_python",
+            json!({}).as_object().cloned(),
+        )
+        .await;
+    assert!(out.is_error && out.text.contains("code"), "{}", out.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_at_once_are_bounded() {
+    let env = env();
+    let rt = Arc::new(runtime_with(
+        &env,
+        NetworkMode::Full,
+        &[("PYTHON_MAX_RUNS", "1")],
+        None,
+    ));
+    let first = {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            py(&rt, &id("ana", "r1"), "import os, time\nopen('started', 'w').close()\nwhile not os.path.exists('go'):\n    time.sleep(0.01)").await
+        })
+    };
+    // Wait (bounded) until the first run holds the slot.
+    let started = layer(&env, NetworkMode::Full).join("ana/r1/started");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !started.exists() {
+        assert!(!first.is_finished(), "the first run ended early");
+        assert!(Instant::now() < deadline, "the first run never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = py(&rt, &id("ben", "r2"), "print(1)").await;
+    assert!(
+        out.is_error && out.text.contains("python.max_runs"),
+        "{}",
+        out.text
+    );
+    let w = rt
+        .call(
+            &id("ana", "r1"),
+            "write_file",
+            json!({"path": "/workspace/go", "content": ""})
+                .as_object()
+                .cloned(),
+        )
+        .await;
+    assert!(!w.is_error, "{}", w.text);
+    let first = first.await.unwrap();
+    assert_eq!(result(&first)["exit_code"], 0);
+    still_serving(&rt).await;
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock Python's `time.monotonic_ns()` reads in the jail
+/// (PID and mount namespaces do not change it), so ticks sent from a jail compare with the test's
+/// own instants.
+fn monotonic_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+/// A loopback listener that records, per connection, the newest tick (`<ns>\n`) and whether the
+/// sender has gone (EOF).
+struct Ticks {
+    port: u16,
+    conns: Arc<std::sync::Mutex<Vec<(u128, bool)>>>,
+}
+
+impl Ticks {
+    fn start() -> Ticks {
+        use std::io::BufRead as _;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let conns: Arc<std::sync::Mutex<Vec<(u128, bool)>>> = Arc::default();
+        let all = conns.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().take(16) {
+                let Ok(s) = s else { return };
+                let all = all.clone();
+                let at = {
+                    let mut v = all.lock().unwrap();
+                    v.push((0, false));
+                    v.len() - 1
+                };
+                std::thread::spawn(move || {
+                    let mut r = std::io::BufReader::new(s);
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        match r.read_line(&mut line) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                if let Ok(ns) = line.trim().parse::<u128>() {
+                                    let mut v = all.lock().unwrap();
+                                    v[at].0 = v[at].0.max(ns);
+                                }
+                            }
+                        }
+                    }
+                    all.lock().unwrap()[at].1 = true;
+                });
+            }
+        });
+        Ticks { port, conns }
+    }
+
+    fn snapshot(&self) -> Vec<(u128, bool)> {
+        self.conns.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until `n` senders have ticked.
+    fn wait_senders(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.snapshot().iter().filter(|c| c.0 > 0).count() < n {
+            assert!(
+                Instant::now() < deadline,
+                "senders never ticked: {:?}",
+                self.snapshot()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits (bounded) until every sender has gone.
+    fn wait_all_gone(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.snapshot().iter().all(|c| c.1) {
+            assert!(
+                Instant::now() < deadline,
+                "a sender is still connected: {:?}",
+                self.snapshot()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A script that writes `before.txt`, starts a detached background sender (its own session,
+/// as a daemon would) and, unless `then_exit`, keeps sending itself for ever.
+fn senders(port: u16, then_exit: bool) -> String {
+    let sender = format!(
+        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep(0.005)"
+    );
+    let tail = if then_exit {
+        "time.sleep(0.2)".to_string()
+    } else {
+        format!("exec({sender:?})")
+    };
+    format!(
+        "import subprocess, sys, time\nopen('before.txt', 'w').write('written while public')\nsubprocess.Popen([sys.executable, '-I', '-c', {sender:?}], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n{tail}"
+    )
+}
+
+/// Issue 24's test: a background process started by a public session's script, and the script
+/// itself still running, are dead before a confidential result (from another instance, in another
+/// process) reaches the caller; the next run happens on the instance of the new level, with the
+/// workspace intact.
+async fn an_escalation_elsewhere_ends_the_sessions_jails_first(store: super::procs::Store) {
+    use super::procs::{Deployment, call, client, load};
+    let dep = Deployment::new(store, "sbxesc").await;
+    let full = dep.start("full", None);
+    let proxied = dep.start("proxied", None);
+    let ticks = Ticks::start();
+    let on_full = client(&full.url, "ana", "esc1").await;
+    let code = senders(ticks.port, false);
+    let running = tokio::spawn(async move {
+        let r = call(&on_full, "run_python", json!({ "code": code })).await;
+        (on_full, r)
+    });
+    ticks.wait_senders(2);
+    let on_proxied = client(&proxied.url, "ana", "esc1").await;
+    let loaded = call(&on_proxied, "load_sensitive_dataset", load("customers"))
+        .await
+        .unwrap();
+    let returned = monotonic_ns();
+    assert!(!loaded.is_error, "{}", loaded.text);
+    assert_eq!(loaded.level, "confidential");
+    let newest = ticks.snapshot().iter().map(|c| c.0).max().unwrap();
+    assert!(
+        newest < returned,
+        "{store:?}: a sender of the public session ticked {} µs after the confidential result returned",
+        (newest - returned) / 1000
+    );
+    ticks.wait_all_gone();
+    let newest_after = ticks.snapshot().iter().map(|c| c.0).max().unwrap();
+    assert!(
+        newest_after < returned,
+        "{store:?}: a sender outlived the escalation"
+    );
+    let (on_full, stopped) = running.await.unwrap();
+    let stopped = stopped.unwrap();
+    assert!(
+        stopped.is_error && stopped.text.contains("was stopped"),
+        "{}",
+        stopped.text
+    );
+    // The full instance refuses the session now; the proxied one runs it, workspace intact.
+    let refused = call(&on_full, "run_python", json!({"code": "print(1)"}))
+        .await
+        .unwrap();
+    assert!(refused.is_error, "{}", refused.text);
+    let again = call(
+        &on_proxied,
+        "run_python",
+        json!({"code": "print(open('before.txt').read())"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !again.is_error && again.text.contains("written while public"),
+        "{}",
+        again.text
+    );
+    for c in [on_full, on_proxied] {
+        let _ = c.cancel().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_escalation_elsewhere_ends_the_sessions_jails_first() {
+    an_escalation_elsewhere_ends_the_sessions_jails_first(super::procs::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_escalation_elsewhere_ends_the_sessions_jails_first() {
+    an_escalation_elsewhere_ends_the_sessions_jails_first(super::procs::Store::Postgres).await;
+}
+
+/// A background process outlives nothing: it is dead when the call that started it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_process_dies_with_its_call() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let ticks = Ticks::start();
+    let out = py(&rt, &id("ana", "bg1"), &senders(ticks.port, true)).await;
+    let returned = monotonic_ns();
+    assert_eq!(result(&out)["exit_code"], 0, "{}", out.text);
+    ticks.wait_all_gone();
+    let seen = ticks.snapshot();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].0 > 0 && seen[0].0 < returned, "{seen:?}");
 }

@@ -352,8 +352,11 @@ fn check_command(
             .filter(|n| is_snake_ident(n));
         match whole {
             Some(n) if !declared.contains(n) => errors.push(
-                l.error_at_value(&at, format!("`{{{n}}}` in `command` is not a declared parameter"))
-                    .label("undeclared parameter"),
+                l.error_at_value(
+                    &at,
+                    format!("`{{{n}}}` in `command` is not a declared parameter"),
+                )
+                .label("undeclared parameter"),
             ),
             Some(n) if !used.insert(n) => errors.push(
                 l.error_at_value(&at, format!("parameter `{n}` is passed twice"))

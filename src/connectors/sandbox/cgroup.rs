@@ -30,8 +30,8 @@ impl Parents {
     pub fn detect() -> Parents {
         if let Some(dir) = std::env::var_os("BULKHEAD_SANDBOX_CGROUP") {
             let dir = PathBuf::from(dir);
-            let controls = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
-                .unwrap_or_default();
+            let controls =
+                std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
             if controls.contains("pids") && controls.contains("memory") {
                 return Parents {
                     dirs: vec![(dir, Kind::V2)],
@@ -88,7 +88,11 @@ impl Parents {
             std::fs::create_dir(&dir)?;
             made.dirs.push((dir.clone(), *kind));
             let files: &[(&str, u64)] = match kind {
-                Kind::V2 => &[("pids.max", processes), ("memory.max", memory_bytes), ("memory.swap.max", 0)],
+                Kind::V2 => &[
+                    ("pids.max", processes),
+                    ("memory.max", memory_bytes),
+                    ("memory.swap.max", 0),
+                ],
                 Kind::V1Pids => &[("pids.max", processes)],
                 Kind::V1Memory => &[("memory.limit_in_bytes", memory_bytes)],
             };

@@ -88,7 +88,12 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
             Err(_) => {}
         }
     }
-    for etc in ["/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs", "/etc/alternatives"] {
+    for etc in [
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        "/etc/ssl/certs",
+        "/etc/alternatives",
+    ] {
         push(&["--ro-bind-try", etc, etc]);
     }
     push(&["--dev", "/dev"]);

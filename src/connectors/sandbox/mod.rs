@@ -166,7 +166,10 @@ impl Sandbox {
             .get_or_init(|| async {
                 let ok = self.try_start(bwrap, true).await.is_ok();
                 if !ok {
-                    tracing::warn!(connector = self.name, "this host does not allow a fresh /proc in a jail; jails run without /proc");
+                    tracing::warn!(
+                        connector = self.name,
+                        "this host does not allow a fresh /proc in a jail; jails run without /proc"
+                    );
                 }
                 ok
             })
@@ -234,9 +237,14 @@ impl Sandbox {
         let cgroup = self
             .cgroups
             .create(self.limits.processes, self.limits.memory_bytes)
-            .map_err(|e| ToolError::fatal(format!("`{}`: cannot make the run's cgroup: {e}", self.name)))?;
-        let (info_reader, info_writer) = std::io::pipe()
-            .map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
+            .map_err(|e| {
+                ToolError::fatal(format!(
+                    "`{}`: cannot make the run's cgroup: {e}",
+                    self.name
+                ))
+            })?;
+        let (info_reader, info_writer) =
+            std::io::pipe().map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
         let info_writer = OwnedFd::from(info_writer);
         let layout = jail::Layout {
             mode: cx.mode,
@@ -244,7 +252,12 @@ impl Sandbox {
             workspace: Some(ws.dir_fd()),
             info: true,
         };
-        let pre = jail::PreExec::new(&self.limits, layout.workspace, &info_writer, cgroup.as_ref());
+        let pre = jail::PreExec::new(
+            &self.limits,
+            layout.workspace,
+            &info_writer,
+            cgroup.as_ref(),
+        );
         let mut cmd = tokio::process::Command::new(bwrap);
         cmd.args(jail::args(&layout, &argv))
             .stdin(std::process::Stdio::null())
@@ -266,8 +279,9 @@ impl Sandbox {
         drop(info_writer);
         let init = tokio::task::spawn_blocking(move || read_init_pid(info_reader));
         let init = match tokio::time::timeout(JAIL_WAIT, init).await {
-            Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid)
-                .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()),
+            Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid).and_then(|p| {
+                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+            }),
             _ => None,
         };
         let mut stdout = child.stdout.take().expect("piped");
@@ -318,18 +332,28 @@ impl Sandbox {
                 }
             }
             if (out.len() + err.len()) as u64 > self.limits.output_bytes {
-                break Some(Stop::Limit("output_bytes", self.limits.output_bytes.to_string()));
+                break Some(Stop::Limit(
+                    "output_bytes",
+                    self.limits.output_bytes.to_string(),
+                ));
             }
         };
         if stop.is_some() || exited.is_none() {
             kill_jail(&mut child, init.as_ref()).await;
         }
         let elapsed = started.elapsed();
-        let hit = cgroup.as_ref().map(cgroup::RunCgroup::limits_hit).unwrap_or_default();
+        let hit = cgroup
+            .as_ref()
+            .map(cgroup::RunCgroup::limits_hit)
+            .unwrap_or_default();
         drop(cgroup);
         let tail = |v: &[u8]| {
             let s = String::from_utf8_lossy(&v[v.len().saturating_sub(TAIL_BYTES)..]).into_owned();
-            if s.is_empty() { "(none)".to_string() } else { s }
+            if s.is_empty() {
+                "(none)".to_string()
+            } else {
+                s
+            }
         };
         let name = self.name;
         match stop {
@@ -343,8 +367,12 @@ impl Sandbox {
                 return Err(ToolError::retry(format!("`{name}` was cancelled")));
             }
             Some(Stop::Limit(limit, value)) => {
+                let also: String = hit
+                    .iter()
+                    .map(|h| format!(" (the run also hit `{name}.{h}`)"))
+                    .collect();
                 return Err(ToolError::retry(format!(
-                    "limit `{name}.{limit}` ({value}) reached: the run was stopped after {:.1} s. Output so far: {}",
+                    "limit `{name}.{limit}` ({value}) reached: the run was stopped after {:.1} s{also}. Output so far: {}",
                     elapsed.as_secs_f64(),
                     tail(&out)
                 )));
@@ -358,18 +386,31 @@ impl Sandbox {
         }
         let status = match exited {
             Some(Ok(s)) => s,
-            _ => return Err(ToolError::fatal(format!("`{name}`: the jail's status was lost"))),
+            _ => {
+                return Err(ToolError::fatal(format!(
+                    "`{name}`: the jail's status was lost"
+                )));
+            }
         };
         let code = status.code().unwrap_or(-1);
         let mut limit: Option<String> = None;
         if let Some(h) = hit.first() {
             limit = Some(self.limit_text(h));
-        } else if code == 128 + 24 || code == 128 + 9 && elapsed.as_secs() >= self.limits.cpu_seconds {
+        } else if code == 128 + 24
+            || code == 128 + 9 && elapsed.as_secs() >= self.limits.cpu_seconds
+        {
             limit = Some(self.limit_text("cpu_seconds"));
-        } else if code == 128 + 25 {
-            limit = Some(self.limit_text("file_bytes"));
-        } else if String::from_utf8_lossy(&err).contains("MemoryError") {
-            limit = Some(self.limit_text("memory_mb"));
+        } else {
+            // What a program says when an rlimit refuses it (Python ignores SIGXFSZ, so a file
+            // past the limit is EFBIG; an address space past it is MemoryError or ENOMEM).
+            let said = String::from_utf8_lossy(&err);
+            if code == 128 + 25 || said.contains("File too large") {
+                limit = Some(self.limit_text("file_bytes"));
+            } else if said.contains("MemoryError") || said.contains("Cannot allocate memory") {
+                limit = Some(self.limit_text("memory_mb"));
+            } else if said.contains("Resource temporarily unavailable") && said.contains("fork") {
+                limit = Some(self.limit_text("processes"));
+            }
         }
         let mut result = json!({
             "exit_code": code,
@@ -419,7 +460,10 @@ async fn kill_jail(child: &mut tokio::process::Child, init: Option<&OwnedFd>) {
 async fn wait_readable(fd: &OwnedFd) {
     let Ok(fd) = fd.try_clone() else { return };
     let _ = tokio::task::spawn_blocking(move || {
-        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
         let timeout = rustix::event::Timespec {
             tv_sec: JAIL_WAIT.as_secs() as _,
             tv_nsec: 0,
@@ -444,7 +488,9 @@ fn read_init_pid(mut reader: std::io::PipeReader) -> Option<i32> {
         }
     }
     let v: Value = serde_json::from_slice(&buf).ok()?;
-    v.get("child-pid")?.as_i64().and_then(|p| i32::try_from(p).ok())
+    v.get("child-pid")?
+        .as_i64()
+        .and_then(|p| i32::try_from(p).ok())
 }
 
 /// The command with every `{param}` element replaced by its argument's value.
