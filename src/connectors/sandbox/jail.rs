@@ -32,6 +32,8 @@ use crate::policy::NetworkMode;
 const WORKSPACE_FD: i32 = 3;
 /// Descriptor number bubblewrap writes the jail's PID to (`--info-fd`).
 const INFO_FD: i32 = 4;
+/// Descriptor number bubblewrap reads the system-call filter from (`--seccomp`).
+const SECCOMP_FD: i32 = 5;
 /// Size of the jail's private `/tmp`.
 const TMP_BYTES: u64 = 64 << 20;
 
@@ -45,6 +47,8 @@ pub struct Layout<'a> {
     pub workspace: Option<BorrowedFd<'a>>,
     /// Whether bubblewrap reports the jail's first process on descriptor 4.
     pub info: bool,
+    /// Whether a system-call filter comes on descriptor 5.
+    pub seccomp: bool,
 }
 
 /// bubblewrap's arguments for `layout`, then `--`, then `command`.
@@ -112,6 +116,10 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     if layout.info {
         push(&["--info-fd", &info]);
     }
+    let seccomp = SECCOMP_FD.to_string();
+    if layout.seccomp {
+        push(&["--seccomp", &seccomp]);
+    }
     push(&[
         "--clearenv",
         "--setenv",
@@ -138,8 +146,8 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
 /// Everything the child sets up between fork and exec, prepared beforehand (only
 /// async-signal-safe calls happen in the child).
 pub struct PreExec {
-    workspace: Option<i32>,
-    info: i32,
+    /// Descriptors to put at fixed numbers: (ours, theirs).
+    fds: Vec<(i32, i32)>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     cgroup_procs: Vec<CString>,
 }
@@ -150,6 +158,7 @@ impl PreExec {
         limits: &Limits,
         workspace: Option<BorrowedFd<'_>>,
         info_writer: &OwnedFd,
+        seccomp: Option<&OwnedFd>,
         cgroup: Option<&RunCgroup>,
     ) -> PreExec {
         let mut rlimits = vec![
@@ -168,9 +177,11 @@ impl PreExec {
         if let Some(n) = nproc_limit(limits.processes) {
             rlimits.push((libc::RLIMIT_NPROC, n, n));
         }
+        let mut fds = vec![(info_writer.as_raw_fd(), INFO_FD)];
+        fds.extend(workspace.map(|fd| (fd.as_raw_fd(), WORKSPACE_FD)));
+        fds.extend(seccomp.map(|fd| (fd.as_raw_fd(), SECCOMP_FD)));
         PreExec {
-            workspace: workspace.map(|fd| fd.as_raw_fd()),
-            info: info_writer.as_raw_fd(),
+            fds,
             rlimits,
             cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
         }
@@ -196,16 +207,14 @@ impl PreExec {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            // Out of the way of 3 and 4 first, then into place (dup2 clears close-on-exec).
-            let info = check(libc::fcntl(self.info, libc::F_DUPFD_CLOEXEC, 10))?;
-            let ws = match self.workspace {
-                Some(fd) => Some(check(libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10))?),
-                None => None,
-            };
-            if let Some(ws) = ws {
-                check(libc::dup2(ws, WORKSPACE_FD))?;
+            // Out of the way of 3 to 5 first, then into place (dup2 clears close-on-exec).
+            let mut moved = [(-1, -1); 3];
+            for (i, &(ours, theirs)) in self.fds.iter().enumerate().take(3) {
+                moved[i] = (check(libc::fcntl(ours, libc::F_DUPFD_CLOEXEC, 10))?, theirs);
             }
-            check(libc::dup2(info, INFO_FD))?;
+            for &(ours, theirs) in moved.iter().take(self.fds.len().min(3)) {
+                check(libc::dup2(ours, theirs))?;
+            }
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
             for &(res, soft, hard) in &self.rlimits {
                 let lim = libc::rlimit {

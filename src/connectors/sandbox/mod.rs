@@ -21,6 +21,7 @@
 
 mod cgroup;
 mod jail;
+mod seccomp;
 
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
@@ -106,6 +107,8 @@ pub struct Sandbox {
     bwrap: Option<PathBuf>,
     cgroups: cgroup::Parents,
     proc: tokio::sync::OnceCell<bool>,
+    /// The compiled system-call filter, when this architecture has one.
+    seccomp: Option<Vec<u8>>,
 }
 
 impl Sandbox {
@@ -132,6 +135,13 @@ impl Sandbox {
             .map(PathBuf::from)
             .or_else(|| find_on_path("bwrap"));
         let cgroups = cgroup::Parents::detect();
+        let seccomp = match seccomp::program() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
+                None
+            }
+        };
         tracing::info!(connector = def.name, limits = cgroups.describe(), bwrap = ?bwrap, "sandbox ready");
         Ok(Sandbox {
             name: def.name,
@@ -141,6 +151,7 @@ impl Sandbox {
             bwrap,
             cgroups,
             proc: tokio::sync::OnceCell::new(),
+            seccomp,
         })
     }
 
@@ -182,6 +193,7 @@ impl Sandbox {
             proc,
             workspace: None,
             info: false,
+            seccomp: false,
         };
         let out = tokio::process::Command::new(bwrap)
             .args(jail::args(&layout, &["true".to_string()]))
@@ -246,16 +258,25 @@ impl Sandbox {
         let (info_reader, info_writer) =
             std::io::pipe().map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
         let info_writer = OwnedFd::from(info_writer);
+        let filter =
+            match &self.seccomp {
+                Some(bytes) => Some(filter_pipe(bytes).map_err(|e| {
+                    ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name))
+                })?),
+                None => None,
+            };
         let layout = jail::Layout {
             mode: cx.mode,
             proc,
             workspace: Some(ws.dir_fd()),
             info: true,
+            seccomp: filter.is_some(),
         };
         let pre = jail::PreExec::new(
             &self.limits,
             layout.workspace,
             &info_writer,
+            filter.as_ref(),
             cgroup.as_ref(),
         );
         let mut cmd = tokio::process::Command::new(bwrap);
@@ -277,6 +298,7 @@ impl Sandbox {
             _ => ToolError::fatal(format!("`{}`: cannot start the jail: {e}", self.name)),
         })?;
         drop(info_writer);
+        drop(filter);
         let init = tokio::task::spawn_blocking(move || read_init_pid(info_reader));
         let init = match tokio::time::timeout(JAIL_WAIT, init).await {
             Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid).and_then(|p| {
@@ -471,6 +493,16 @@ async fn wait_readable(fd: &OwnedFd) {
         let _ = rustix::event::poll(&mut fds, Some(&timeout));
     })
     .await;
+}
+
+/// A pipe holding the whole filter, its write end closed: bubblewrap reads it to the end.
+fn filter_pipe(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::Write as _;
+    let (reader, mut writer) = std::io::pipe()?;
+    // A filter is a few hundred bytes; a pipe holds 64 KiB, so this never blocks.
+    writer.write_all(bytes)?;
+    drop(writer);
+    Ok(OwnedFd::from(reader))
 }
 
 /// The host PID of the jail's first process, from bubblewrap's `--info-fd` JSON.
