@@ -215,6 +215,7 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         reply("write_file /workspace/notes.txt", agent.call_tool("write_file", json!({"path": "/workspace/notes.txt", "content": "meeting at 10"})).await);
         reply("read_file /workspace/notes.txt", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
         reply("notify_team (connect) while the session holds no private data", agent.call_tool("notify_team", json!({"channel": "ops", "message": "starting"})).await);
+        reply("run_python: count the note's words in a jail of this session (needs bubblewrap)", agent.call_tool("run_python", json!({"code": "import socket\nprint(len(open('notes.txt').read().split()), 'words')\nprint('network interfaces:', [n for _, n in socket.if_nameindex()])"})).await);
 
         println!("\n2. A retryable error: search with an empty query. `search_records` is declared confidential in");
         println!("   tools/list, so the client sends it to the proxied instance and stays there (one-way):");
@@ -227,6 +228,7 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         println!("\n4. From now on:");
         reply("notify_team (a connect tool)", agent.call_tool("notify_team", json!({"channel": "ops", "message": "customer list attached"})).await);
         reply("read_file /workspace/notes.txt (same workspace, isolated instance)", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
+        reply("run_python on the proxied instance: the note is there, the network is not", agent.call_tool("run_python", json!({"code": "import socket\nprint(open('notes.txt').read())\nprint('network interfaces:', [n for _, n in socket.if_nameindex()])"})).await);
         let stale = connect(&full_url, &alice).await?;
         show("a client that never switched calls read_file on the full instance", &call(&stale, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
         stale.cancel().await?;

@@ -395,6 +395,10 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         )
         .await;
         assert!(!err, "{text}");
+        // The code sandbox inside the container: bubblewrap in the image, its user namespace
+        // allowed by the generated security options.
+        let (err, text, _) = call(&c, "run_python", json!({"code": "print(open('d.txt').read().upper())"})).await;
+        assert!(!err && text.contains("FROM THE DESKTOP"), "run_python on the full instance: {text}");
         let (err, text, level) = call(
             &c,
             "load_sensitive_dataset",
@@ -414,6 +418,16 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         assert!(!err && level.as_deref() == Some("secret"), "{text}");
         let (err, text, _) = call(&c, "read_file", json!({"path": "/workspace/d.txt"})).await;
         assert!(!err && text.contains("from the desktop"), "{text}");
+        let (err, text, _) = call(
+            &c,
+            "run_python",
+            json!({"code": "import socket\nprint(open('d.txt').read(), [n for _, n in socket.if_nameindex()])"}),
+        )
+        .await;
+        assert!(
+            !err && text.contains("from the desktop ['lo']"),
+            "run_python on the isolated instance: {text}"
+        );
         c.cancel().await.ok();
         stop.cancel();
     });

@@ -357,11 +357,39 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
             }
         }
 
+        // `run_python` through the official Python SDK on each instance: the jail runs, writes
+        // the session's workspace, and has the instance's network only on `full` (the proxy is
+        // reachable from the proxied instance itself, never from its jails).
+        let python = super::python_sdk::venv_python();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/sandbox_client.py");
+        let (phost, pport) = proxy.split_once(':').unwrap();
+        let code = format!(
+            "import json, os, socket\nr = {{}}\ntry:\n    socket.create_connection(('{phost}', {pport}), timeout=3).close()\n    r['net'] = 'reached'\nexcept OSError as e:\n    r['net'] = e.errno\nopen('sdk.txt', 'w').write('sdk')\nr['files'] = sorted(os.listdir('.'))\nprint(json.dumps(r))"
+        );
+        for i in &running.instances {
+            let out = tokio::process::Command::new(&python)
+                .arg(&script)
+                .arg(&i.url)
+                .arg(dev_token("sam", &format!("sdk-{}", i.mode.as_str())))
+                .arg(&code)
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success(), "{}: {}", i.mode.as_str(), String::from_utf8_lossy(&out.stderr));
+            let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(seen["is_error"], false, "{}: {seen}", i.mode.as_str());
+            let ran: Value = serde_json::from_str(seen["text"].as_str().unwrap()).unwrap();
+            let said: Value = serde_json::from_str(ran["stdout"].as_str().unwrap()).unwrap();
+            assert_eq!(said["files"], json!(["sdk.txt"]), "{}: {said}", i.mode.as_str());
+            let reached = said["net"] == "reached";
+            assert_eq!(reached, i.mode == NetworkMode::Full, "{}: {said}", i.mode.as_str());
+        }
+
         // One session through `bulkhead connect`, as a desktop client: every tool succeeds on
         // the instance it is routed to, and the session only moves up.
         let c = connect_bridge(&urls, &dev_token("alice", "iso-walk")).await;
         let tools = c.client.list_all_tools().await.unwrap();
-        assert_eq!(tools.len(), 7, "{tools:?}");
+        assert_eq!(tools.len(), 8, "{tools:?}");
         let ok = |(is_error, text): (bool, String), what: &str| {
             assert!(!is_error, "{what}: {text}");
             text
@@ -385,6 +413,9 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
         let hits = ok(call(&c, "search_security_logs", json!({"pattern": "login failed"})).await, "secret");
         assert!(hits.contains("login failed for ana"), "{hits}");
         ok(call(&c, "write_file", json!({"path": "/workspace/found.txt", "content": "isolated"})).await, "write up");
+        // The sandbox on the isolated instance: the files written on full are there (copied up).
+        let ran = ok(call(&c, "run_python", json!({"code": "print(open('plan.txt').read(), open('found.txt').read())"})).await, "run_python isolated");
+        assert!(ran.contains("written on full isolated"), "{ran}");
         assert_eq!(ok(call(&c, "read_file", json!({"path": "/workspace/plan.txt"})).await, "read"), "written on full");
         let _ = c.client.cancel().await;
 

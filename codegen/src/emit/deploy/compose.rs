@@ -204,6 +204,11 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
     }
     svc["volumes"] = json!(mounts);
     harden(&mut svc);
+    if p.sandbox {
+        // Docker's default profile refuses the user namespace bubblewrap makes; the jail
+        // installs its own, narrower filter on the code it runs (see the README).
+        svc["security_opt"] = json!(["no-new-privileges:true", "seccomp=unconfined"]);
+    }
     let probe = match mode {
         NetworkMode::Full => vec![format!("http://127.0.0.1:{port}/healthz")],
         NetworkMode::Proxied | NetworkMode::None => vec![

@@ -34,13 +34,13 @@ RUN if [ -n "$PREBUILT_BINARY" ]; then \
     fi
 
 FROM ${BASE_IMAGE}:${BASE_TAG}
-# curl answers the healthchecks; ca-certificates lets connectors reach HTTPS hosts.
+# curl answers the healthchecks; ca-certificates lets connectors reach HTTPS hosts.{sandbox_note}
 # Versions are not pinned: Debian replaces a version on its mirrors with each security update, so a
 # pin breaks the build within weeks; the base image (a build argument, by digest in production)
 # fixes the release, and the image's own digest is what a deployment pins.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates curl \
+ && apt-get install -y --no-install-recommends ca-certificates curl{packages} \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 bulkhead \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/bulkhead --shell /usr/sbin/nologin bulkhead \
@@ -131,7 +131,24 @@ pub fn emit(model: &Model, out: &mut Output) {
         .iter()
         .map(|d| format!(" && mkdir -p {d} \\\n"))
         .collect();
-    text.push_str(&DOCKERFILE.replace("{mounts}", &mounts));
+    let sandbox = model
+        .deployments
+        .iter()
+        .any(|d| super::plan(model, d).iter().any(|p| p.sandbox));
+    let (note, packages) = if sandbox {
+        (
+            "\n# bubblewrap and python3: the code sandbox's jail and the interpreter it runs.",
+            " bubblewrap python3",
+        )
+    } else {
+        ("", "")
+    };
+    text.push_str(
+        &DOCKERFILE
+            .replace("{mounts}", &mounts)
+            .replace("{sandbox_note}", note)
+            .replace("{packages}", packages),
+    );
     out.add("docker/Dockerfile", text);
     let mut proxy = header("#", &sources);
     proxy.push_str(PROXY_DOCKERFILE);

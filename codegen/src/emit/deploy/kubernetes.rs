@@ -331,7 +331,9 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
                         "runAsUser": UID,
                         "runAsGroup": UID,
                         "fsGroup": UID,
-                        "seccompProfile": {"type": "RuntimeDefault"},
+                        // The runtime's default profile refuses bubblewrap's user namespace;
+                        // the jail installs its own filter on the code it runs.
+                        "seccompProfile": {"type": if p.sandbox { "Unconfined" } else { "RuntimeDefault" }},
                     },
                     "containers": [{
                         "name": "bulkhead",

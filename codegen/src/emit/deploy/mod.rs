@@ -133,6 +133,9 @@ pub struct ServerPlan<'a> {
     pub env: Vec<EnvVar>,
     /// Connector credentials to pass as compose secrets, by variable.
     pub secrets: Vec<SecretVar>,
+    /// Whether a tool runs code in a jail (a `sandbox` connector): its instances need
+    /// bubblewrap, Python and a system-call profile that lets bubblewrap make namespaces.
+    pub sandbox: bool,
 }
 
 impl<'a> ServerPlan<'a> {
@@ -160,6 +163,7 @@ impl<'a> ServerPlan<'a> {
             data: Vec::new(),
             env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: false,
         };
         if let Some(spec) = model.servers.iter().find(|s| s.name == server.name) {
             plan.place(model, spec);
@@ -203,6 +207,7 @@ impl<'a> ServerPlan<'a> {
             let Some(c) = model.connectors.iter().find(|c| c.name == name) else {
                 continue;
             };
+            self.sandbox |= c.kind == ConnectorKind::Sandbox;
             let paths: &[(&'static str, bool)] = match c.kind {
                 ConnectorKind::Sqlite => &[("path", false)],
                 ConnectorKind::Logs => &[("dir", true)],
