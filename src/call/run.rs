@@ -43,7 +43,7 @@ impl Runtime {
                     connector,
                     operation,
                 } => {
-                    crate::connectors::call(
+                    crate::connectors::call_in(
                         &self.connectors,
                         connector,
                         operation,

@@ -167,6 +167,20 @@ pub async fn call(
     operation: &str,
     ws: &impl WorkspaceSource,
     args: JsonObject,
+    signals: &CallSignals,
+) -> ToolResult {
+    let jail = sandbox::JailContext::strictest();
+    call_in(connectors, connector, operation, ws, args, &jail, signals).await
+}
+
+/// [`call`] from the call wrapper: a sandbox runs with this instance's network mode and stops
+/// when the session escalates (`jail`).
+pub async fn call_in(
+    connectors: &Connectors,
+    connector: &str,
+    operation: &str,
+    ws: &impl WorkspaceSource,
+    args: JsonObject,
     jail: &sandbox::JailContext<'_>,
     signals: &CallSignals,
 ) -> ToolResult {

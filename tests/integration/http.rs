@@ -160,6 +160,7 @@ async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
             "load_sensitive_dataset",
             "notify_team",
             "read_file",
+            "run_python",
             "search_logs",
             "search_records",
             "search_security_logs",

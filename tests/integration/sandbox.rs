@@ -464,7 +464,7 @@ async fn the_server_process_is_out_of_reach_and_setuid_gains_nothing() {
     let rt = runtime(&env, NetworkMode::Full);
     let me = std::process::id();
     let code = format!(
-        "import ctypes, os, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, {me}, 0, 0)\nprint('ptrace', r, ctypes.get_errno())\nr = libc.ptrace(0, 0, 0, 0)\nprint('traceme', r, ctypes.get_errno())\nr = libc.syscall(425, 8, 0)\nprint('io_uring', r, ctypes.get_errno())\ntry:\n    os.kill({me}, 9)\n    print('killed')\nexcept ProcessLookupError:\n    print('no such process')\np = subprocess.run(['/usr/bin/su', '-c', 'id -u', 'root'], capture_output=True, stdin=subprocess.DEVNULL)\nprint('su', p.returncode)\nstatus = open('/proc/self/status').read() if os.path.exists('/proc/self/status') else 'NoNewPrivs:\\t1'\nprint([l for l in status.splitlines() if l.startswith('NoNewPrivs')][0].split()[1])\nprint('euid', os.geteuid())"
+        "import ctypes, os, subprocess\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, {me}, 0, 0)\nprint('ptrace', r, ctypes.get_errno())\nr = libc.ptrace(0, 0, 0, 0)\nprint('traceme', r, ctypes.get_errno())\nr = libc.syscall(425, 8, 0)\nprint('io_uring', r, ctypes.get_errno())\nr = libc.unshare(0x10000000)\nprint('userns', r, ctypes.get_errno())\ntry:\n    os.kill({me}, 9)\n    print('killed')\nexcept ProcessLookupError:\n    print('no such process')\np = subprocess.run(['/usr/bin/su', '-c', 'id -u', 'root'], capture_output=True, stdin=subprocess.DEVNULL)\nprint('su', p.returncode)\nstatus = open('/proc/self/status').read() if os.path.exists('/proc/self/status') else 'NoNewPrivs:\\t1'\nprint([l for l in status.splitlines() if l.startswith('NoNewPrivs')][0].split()[1])\nprint('euid', os.geteuid())"
     );
     let r = result(&py(&rt, &id("ana", "p1"), &code).await);
     let out = r["stdout"].as_str().unwrap();
@@ -476,6 +476,10 @@ async fn the_server_process_is_out_of_reach_and_setuid_gains_nothing() {
     );
     assert!(out.contains("traceme -1 1\n"), "{r}");
     assert!(out.contains("io_uring -1 1\n"), "{r}");
+    assert!(
+        out.contains("userns -1 1\n"),
+        "a nested user namespace: {r}"
+    );
     assert!(out.contains("no such process"), "{r}");
     assert!(!out.contains("su 0"), "{r}");
     assert!(out.contains("\n1\neuid 1000"), "{r}");

@@ -32,8 +32,10 @@ use crate::policy::NetworkMode;
 const WORKSPACE_FD: i32 = 3;
 /// Descriptor number bubblewrap writes the jail's PID to (`--info-fd`).
 const INFO_FD: i32 = 4;
-/// Descriptor number bubblewrap reads the system-call filter from (`--seccomp`).
+/// Descriptor numbers bubblewrap reads the system-call filters from (`--add-seccomp-fd`).
 const SECCOMP_FD: i32 = 5;
+/// Most filters a jail takes.
+pub const MAX_FILTERS: usize = 2;
 /// Size of the jail's private `/tmp`.
 const TMP_BYTES: u64 = 64 << 20;
 
@@ -41,14 +43,46 @@ const TMP_BYTES: u64 = 64 << 20;
 pub struct Layout<'a> {
     /// The instance's network mode.
     pub mode: NetworkMode,
-    /// Whether the host allows a fresh `/proc` in the jail (probed once).
-    pub proc: bool,
+    /// What the host allows (probed once).
+    pub host: HostAllows,
     /// The session's folder, when the run has one.
     pub workspace: Option<BorrowedFd<'a>>,
     /// Whether bubblewrap reports the jail's first process on descriptor 4.
     pub info: bool,
-    /// Whether a system-call filter comes on descriptor 5.
-    pub seccomp: bool,
+    /// How many system-call filters come on descriptors 5 and up.
+    pub filters: usize,
+}
+
+/// What a host lets a jail do, found by starting one (`Sandbox::probe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostAllows {
+    /// A fresh `/proc` (container engines mask theirs, and the kernel then refuses a new one).
+    pub proc: bool,
+    /// Switching further user namespaces off (bubblewrap writes `/proc/sys/user`, read-only in a
+    /// container); where it cannot, the system-call filter refuses them.
+    pub disable_userns: bool,
+}
+
+impl HostAllows {
+    /// The combinations tried, strictest first.
+    pub const TRIED: [HostAllows; 4] = [
+        HostAllows {
+            proc: true,
+            disable_userns: true,
+        },
+        HostAllows {
+            proc: false,
+            disable_userns: true,
+        },
+        HostAllows {
+            proc: true,
+            disable_userns: false,
+        },
+        HostAllows {
+            proc: false,
+            disable_userns: false,
+        },
+    ];
 }
 
 /// bubblewrap's arguments for `layout`, then `--`, then `command`.
@@ -61,7 +95,6 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         "--unshare-pid",
         "--unshare-uts",
         "--unshare-cgroup-try",
-        "--disable-userns",
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -73,6 +106,9 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         "--hostname",
         "sandbox",
     ]);
+    if layout.host.disable_userns {
+        push(&["--disable-userns"]);
+    }
     if layout.mode != NetworkMode::Full {
         push(&["--unshare-net"]);
     }
@@ -101,7 +137,7 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         push(&["--ro-bind-try", etc, etc]);
     }
     push(&["--dev", "/dev"]);
-    if layout.proc {
+    if layout.host.proc {
         push(&["--proc", "/proc"]);
     }
     let tmp = TMP_BYTES.to_string();
@@ -116,9 +152,9 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     if layout.info {
         push(&["--info-fd", &info]);
     }
-    let seccomp = SECCOMP_FD.to_string();
-    if layout.seccomp {
-        push(&["--seccomp", &seccomp]);
+    for k in 0..layout.filters.min(MAX_FILTERS) {
+        let fd = (SECCOMP_FD + k as i32).to_string();
+        push(&["--add-seccomp-fd", &fd]);
     }
     push(&[
         "--clearenv",
@@ -158,7 +194,7 @@ impl PreExec {
         limits: &Limits,
         workspace: Option<BorrowedFd<'_>>,
         info_writer: &OwnedFd,
-        seccomp: Option<&OwnedFd>,
+        filters: &[OwnedFd],
         cgroup: Option<&RunCgroup>,
     ) -> PreExec {
         let mut rlimits = vec![
@@ -179,7 +215,13 @@ impl PreExec {
         }
         let mut fds = vec![(info_writer.as_raw_fd(), INFO_FD)];
         fds.extend(workspace.map(|fd| (fd.as_raw_fd(), WORKSPACE_FD)));
-        fds.extend(seccomp.map(|fd| (fd.as_raw_fd(), SECCOMP_FD)));
+        fds.extend(
+            filters
+                .iter()
+                .take(MAX_FILTERS)
+                .enumerate()
+                .map(|(k, fd)| (fd.as_raw_fd(), SECCOMP_FD + k as i32)),
+        );
         PreExec {
             fds,
             rlimits,
@@ -207,12 +249,13 @@ impl PreExec {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            // Out of the way of 3 to 5 first, then into place (dup2 clears close-on-exec).
-            let mut moved = [(-1, -1); 3];
-            for (i, &(ours, theirs)) in self.fds.iter().enumerate().take(3) {
+            // Out of the way of 3 and up first, then into place (dup2 clears close-on-exec).
+            let mut moved = [(-1, -1); 3 + MAX_FILTERS];
+            let n = self.fds.len().min(moved.len());
+            for (i, &(ours, theirs)) in self.fds.iter().take(n).enumerate() {
                 moved[i] = (check(libc::fcntl(ours, libc::F_DUPFD_CLOEXEC, 10))?, theirs);
             }
-            for &(ours, theirs) in moved.iter().take(self.fds.len().min(3)) {
+            for &(ours, theirs) in moved.iter().take(n) {
                 check(libc::dup2(ours, theirs))?;
             }
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;

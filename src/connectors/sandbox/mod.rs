@@ -62,6 +62,24 @@ pub struct JailContext<'a> {
     pub watch: &'a dyn EscalationWatch,
 }
 
+impl JailContext<'static> {
+    /// Outside a call: no network, and no escalation to watch (the caller holds no pass).
+    pub fn strictest() -> JailContext<'static> {
+        JailContext {
+            mode: NetworkMode::None,
+            watch: &NoPass,
+        }
+    }
+}
+
+struct NoPass;
+
+impl EscalationWatch for NoPass {
+    fn waiting(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Settings {
@@ -106,9 +124,9 @@ pub struct Sandbox {
     runs: Arc<tokio::sync::Semaphore>,
     bwrap: Option<PathBuf>,
     cgroups: cgroup::Parents,
-    proc: tokio::sync::OnceCell<bool>,
-    /// The compiled system-call filter, when this architecture has one.
-    seccomp: Option<Vec<u8>>,
+    host: tokio::sync::OnceCell<Option<jail::HostAllows>>,
+    /// The compiled system-call filters (none on an architecture without them).
+    filters: Vec<Vec<u8>>,
 }
 
 impl Sandbox {
@@ -135,13 +153,10 @@ impl Sandbox {
             .map(PathBuf::from)
             .or_else(|| find_on_path("bwrap"));
         let cgroups = cgroup::Parents::detect();
-        let seccomp = match seccomp::program() {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
-                None
-            }
-        };
+        let filters = seccomp::programs().unwrap_or_else(|e| {
+            tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
+            Vec::new()
+        });
         tracing::info!(connector = def.name, limits = cgroups.describe(), bwrap = ?bwrap, "sandbox ready");
         Ok(Sandbox {
             name: def.name,
@@ -150,50 +165,58 @@ impl Sandbox {
             runs: Arc::new(tokio::sync::Semaphore::new(max_runs as usize)),
             bwrap,
             cgroups,
-            proc: tokio::sync::OnceCell::new(),
-            seccomp,
+            host: tokio::sync::OnceCell::new(),
+            filters,
         })
     }
 
     /// Whether a jail can start here (for readiness): bubblewrap is installed and starts.
     pub async fn probe(&self) -> Result<(), String> {
+        match self.host_allows().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What this host lets a jail do, found once by starting jails, strictest first.
+    async fn host_allows(&self) -> Result<jail::HostAllows, String> {
         let Some(bwrap) = &self.bwrap else {
             return Err("bubblewrap (`bwrap`) is not installed".into());
         };
-        let mut last = String::new();
-        for proc in [true, false] {
-            match self.try_start(bwrap, proc).await {
-                Ok(()) => return Ok(()),
-                Err(e) => last = e,
-            }
-        }
-        Err(format!("a jail does not start here: {last}"))
-    }
-
-    /// Whether the host allows a fresh `/proc` in a jail (some container engines mask it).
-    async fn proc_allowed(&self, bwrap: &std::path::Path) -> bool {
-        *self
-            .proc
+        let found = self
+            .host
             .get_or_init(|| async {
-                let ok = self.try_start(bwrap, true).await.is_ok();
-                if !ok {
-                    tracing::warn!(
-                        connector = self.name,
-                        "this host does not allow a fresh /proc in a jail; jails run without /proc"
-                    );
+                let mut last = String::new();
+                for host in jail::HostAllows::TRIED {
+                    match self.try_start(bwrap, host).await {
+                        Ok(()) => {
+                            if host != jail::HostAllows::TRIED[0] {
+                                tracing::warn!(connector = self.name, ?host, first_refusal = %last, "this host does not allow everything a jail uses; jails run with what it allows");
+                            }
+                            return Some(host);
+                        }
+                        Err(e) if last.is_empty() => last = e,
+                        Err(_) => {}
+                    }
                 }
-                ok
+                tracing::error!(connector = self.name, error = %last, "a jail does not start on this host");
+                None
             })
-            .await
+            .await;
+        found.ok_or_else(|| "a jail does not start on this host (see the server log)".to_string())
     }
 
-    async fn try_start(&self, bwrap: &std::path::Path, proc: bool) -> Result<(), String> {
+    async fn try_start(
+        &self,
+        bwrap: &std::path::Path,
+        host: jail::HostAllows,
+    ) -> Result<(), String> {
         let layout = jail::Layout {
             mode: NetworkMode::None,
-            proc,
+            host,
             workspace: None,
             info: false,
-            seccomp: false,
+            filters: 0,
         };
         let out = tokio::process::Command::new(bwrap)
             .args(jail::args(&layout, &["true".to_string()]))
@@ -245,7 +268,10 @@ impl Sandbox {
                     }
                 })?;
         }
-        let proc = self.proc_allowed(bwrap).await;
+        let host = self
+            .host_allows()
+            .await
+            .map_err(|e| ToolError::fatal(format!("`{}` cannot run here: {e}", self.name)))?;
         let cgroup = self
             .cgroups
             .create(self.limits.processes, self.limits.memory_bytes)
@@ -258,25 +284,24 @@ impl Sandbox {
         let (info_reader, info_writer) =
             std::io::pipe().map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
         let info_writer = OwnedFd::from(info_writer);
-        let filter =
-            match &self.seccomp {
-                Some(bytes) => Some(filter_pipe(bytes).map_err(|e| {
-                    ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name))
-                })?),
-                None => None,
-            };
+        let filters = self
+            .filters
+            .iter()
+            .map(|bytes| filter_pipe(bytes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name)))?;
         let layout = jail::Layout {
             mode: cx.mode,
-            proc,
+            host,
             workspace: Some(ws.dir_fd()),
             info: true,
-            seccomp: filter.is_some(),
+            filters: filters.len(),
         };
         let pre = jail::PreExec::new(
             &self.limits,
             layout.workspace,
             &info_writer,
-            filter.as_ref(),
+            &filters,
             cgroup.as_ref(),
         );
         let mut cmd = tokio::process::Command::new(bwrap);
@@ -298,7 +323,7 @@ impl Sandbox {
             _ => ToolError::fatal(format!("`{}`: cannot start the jail: {e}", self.name)),
         })?;
         drop(info_writer);
-        drop(filter);
+        drop(filters);
         let init = tokio::task::spawn_blocking(move || read_init_pid(info_reader));
         let init = match tokio::time::timeout(JAIL_WAIT, init).await {
             Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid).and_then(|p| {
@@ -343,13 +368,10 @@ impl Sandbox {
                     if exited.is_none() && cx.watch.waiting().await {
                         break Some(Stop::Escalation);
                     }
-                    if ticks % 4 == 0 && exited.is_none() {
-                        let limits = ws.limits();
-                        if let Ok(u) = ws.usage()
-                            && (u.bytes > limits.max_bytes || u.files > limits.max_files)
-                        {
-                            break Some(Stop::Quota(u.bytes, limits.max_bytes));
-                        }
+                    if ticks % 4 == 0 && exited.is_none()
+                        && let Some(over) = over_quota(ws).await
+                    {
+                        break Some(Stop::Quota(over));
                     }
                 }
             }
@@ -399,9 +421,9 @@ impl Sandbox {
                     tail(&out)
                 )));
             }
-            Some(Stop::Quota(used, max)) => {
+            Some(Stop::Quota(over)) => {
                 return Err(ToolError::retry(format!(
-                    "limit `workspace.max_bytes` ({max}) reached: the run's files took this session to {used} bytes and the run was stopped; remove files before running again"
+                    "{over}; the run was stopped. Remove files before running again"
                 )));
             }
             None => {}
@@ -461,7 +483,38 @@ enum Stop {
     Escalation,
     Cancelled,
     Limit(&'static str, String),
-    Quota(u64, u64),
+    Quota(String),
+}
+
+/// Which disk limit the session's files are past, if any (measured off the async workers).
+async fn over_quota(ws: &Arc<SessionWorkspace>) -> Option<String> {
+    let limits = ws.limits();
+    let ws = ws.clone();
+    let (usage, free) = tokio::task::spawn_blocking(move || (ws.usage(), ws.free_bytes()))
+        .await
+        .ok()?;
+    if let Some(free) = free
+        && free < limits.min_free_bytes
+    {
+        return Some(format!(
+            "limit `workspace.min_free_bytes` ({}) reached: the server's disk is nearly full",
+            limits.min_free_bytes
+        ));
+    }
+    let u = usage.ok()?;
+    if u.bytes > limits.max_bytes {
+        return Some(format!(
+            "limit `workspace.max_bytes` ({}) reached: the run's files took this session to {} bytes",
+            limits.max_bytes, u.bytes
+        ));
+    }
+    if u.files > limits.max_files {
+        return Some(format!(
+            "limit `workspace.max_files` ({}) reached: the run's files took this session to {} files",
+            limits.max_files, u.files
+        ));
+    }
+    None
 }
 
 /// Kills every process of the jail and waits until they are gone: SIGKILL to the jail's first

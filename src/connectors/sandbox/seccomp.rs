@@ -10,7 +10,10 @@
 use std::collections::BTreeMap;
 
 use nix::libc;
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
 
 /// The refused system calls.
 const DENIED: &[i64] = &[
@@ -50,21 +53,45 @@ const DENIED: &[i64] = &[
     libc::SYS_open_by_handle_at,
 ];
 
-/// The compiled filter as bubblewrap reads it (`struct sock_filter`s in native byte order), or
-/// why this architecture has none.
-pub fn program() -> Result<Vec<u8>, String> {
-    let arch = std::env::consts::ARCH
+/// The compiled filters as bubblewrap reads them (`struct sock_filter`s in native byte order):
+/// the refused calls (EPERM), including `clone` with `CLONE_NEWUSER` (a nested user namespace,
+/// where bubblewrap cannot switch them off itself), and `clone3` answered ENOSYS (its flags are
+/// behind a pointer a filter cannot read; the C library then falls back to `clone`). Or why this
+/// architecture has none.
+pub fn programs() -> Result<Vec<Vec<u8>>, String> {
+    let arch: seccompiler::TargetArch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("no seccomp filter for {}: {e}", std::env::consts::ARCH))?;
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
+    let newuser = libc::CLONE_NEWUSER as u64;
+    let cond = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Qword,
+        SeccompCmpOp::MaskedEq(newuser),
+        newuser,
     )
     .map_err(|e| e.to_string())?;
+    rules.insert(
+        libc::SYS_clone,
+        vec![SeccompRule::new(vec![cond]).map_err(|e| e.to_string())?],
+    );
+    let deny = compile(rules, SeccompAction::Errno(libc::EPERM as u32), arch)?;
+    let clone3 = compile(
+        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )?;
+    Ok(vec![deny, clone3])
+}
+
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    action: SeccompAction,
+    arch: seccompiler::TargetArch,
+) -> Result<Vec<u8>, String> {
+    let filter =
+        SeccompFilter::new(rules, SeccompAction::Allow, action, arch).map_err(|e| e.to_string())?;
     let prog: BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;

@@ -315,10 +315,16 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         })
     };
     let sel = labels(p, "instance", Some(mode));
+    let mut metadata = json!({"name": name, "labels": sel});
+    if p.sandbox {
+        metadata["annotations"] = json!({
+            "checkov.io/skip1": "CKV_K8S_31=the code sandbox (bubblewrap) needs a user namespace, which RuntimeDefault refuses; the jail installs its own seccomp filter on the code it runs",
+        });
+    }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "labels": sel},
+        "metadata": metadata,
         "spec": {
             "replicas": p.server.replicas,
             "selector": {"matchLabels": sel},
