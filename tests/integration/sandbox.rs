@@ -644,8 +644,13 @@ impl Ticks {
 /// A script that writes `before.txt`, starts a detached background sender (its own session,
 /// as a daemon would) and, unless `then_exit`, keeps sending itself for ever.
 fn senders(port: u16, then_exit: bool) -> String {
+    senders_every(port, then_exit, 0.005)
+}
+
+/// [`senders`] with the pause between ticks (0: as fast as the socket takes them).
+fn senders_every(port: u16, then_exit: bool, pause: f64) -> String {
     let sender = format!(
-        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep(0.005)"
+        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep({pause})"
     );
     let tail = if then_exit {
         "time.sleep(0.2)".to_string()
@@ -745,4 +750,48 @@ async fn a_background_process_dies_with_its_call() {
     let seen = ticks.snapshot();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].0 > 0 && seen[0].0 < returned, "{seen:?}");
+}
+
+/// A call dropped mid-run (the client cancelled, the request went away) leaves nothing running:
+/// by the time the dropped future is gone, the jail and its background sender are dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_leaves_nothing_running() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let ticks = Ticks::start();
+    let code = senders_every(ticks.port, false, 0.0);
+    let who = id("ana", "cx1");
+    let mut run = Box::pin(py(&rt, &who, &code));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::select! {
+            out = &mut run => panic!("the run ended by itself: {}", out.text),
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+        if ticks.snapshot().iter().filter(|c| c.0 > 0).count() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "senders never ticked");
+    }
+    drop(run);
+    let dropped = monotonic_ns();
+    ticks.wait_all_gone();
+    let newest = ticks.snapshot().iter().map(|c| c.0).max().unwrap();
+    assert!(
+        newest < dropped,
+        "a sender ticked after the call was dropped"
+    );
+    // And the session is free: an escalation goes through at once.
+    let out = rt
+        .call(
+            &who,
+            "load_sensitive_dataset",
+            json!({"dataset_name": "after_cancel"}).as_object().cloned(),
+        )
+        .await;
+    assert!(
+        out.is_error,
+        "the full instance cannot serve confidential: {}",
+        out.text
+    );
 }

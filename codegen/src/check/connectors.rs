@@ -339,13 +339,17 @@ fn check_command(
     };
     if program.contains('{') || program.is_empty() {
         errors.push(
-            l.error_at_value(&at, format!("the program `{program}` must be fixed text"))
-                .label("a parameter can be an argument, never the program"),
+            l.error_at_value(
+                &format!("{at}/0"),
+                format!("the program `{program}` must be fixed text"),
+            )
+            .label("a parameter can be an argument, never the program"),
         );
     }
     let declared: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
     let mut used = BTreeSet::new();
-    for arg in &command[1..] {
+    for (i, arg) in command.iter().enumerate().skip(1) {
+        let here = format!("{at}/{i}");
         let whole = arg
             .strip_prefix('{')
             .and_then(|a| a.strip_suffix('}'))
@@ -353,19 +357,22 @@ fn check_command(
         match whole {
             Some(n) if !declared.contains(n) => errors.push(
                 l.error_at_value(
-                    &at,
+                    &here,
                     format!("`{{{n}}}` in `command` is not a declared parameter"),
                 )
                 .label("undeclared parameter"),
             ),
             Some(n) if !used.insert(n) => errors.push(
-                l.error_at_value(&at, format!("parameter `{n}` is passed twice"))
+                l.error_at_value(&here, format!("parameter `{n}` is passed twice"))
                     .label("pass each parameter once"),
             ),
             Some(_) => {}
             None if arg.contains('{') || arg.contains('}') => errors.push(
-                l.error_at_value(&at, format!("argument `{arg}` mixes text and a parameter"))
-                    .label("an argument is either fixed text or exactly `{param}`"),
+                l.error_at_value(
+                    &here,
+                    format!("argument `{arg}` mixes text and a parameter"),
+                )
+                .label("an argument is either fixed text or exactly `{param}`"),
             ),
             None => {}
         }

@@ -331,6 +331,17 @@ impl Sandbox {
             }),
             _ => None,
         };
+        // Without its first process the jail cannot be waited for when killed: refuse to run
+        // one we cannot follow (unless it is already over, which means every process is gone).
+        if init.is_none() && !matches!(child.try_wait(), Ok(Some(_))) {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(JAIL_WAIT, child.wait()).await;
+            return Err(ToolError::fatal(format!(
+                "`{}`: the jail did not report its first process; the run was stopped",
+                self.name
+            )));
+        }
+        let mut guard = JailGuard(init);
         let mut stdout = child.stdout.take().expect("piped");
         let mut stderr = child.stderr.take().expect("piped");
         let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -383,8 +394,9 @@ impl Sandbox {
             }
         };
         if stop.is_some() || exited.is_none() {
-            kill_jail(&mut child, init.as_ref()).await;
+            kill_jail(&mut child, guard.pidfd()).await;
         }
+        guard.disarm();
         let elapsed = started.elapsed();
         let hit = cgroup
             .as_ref()
@@ -515,6 +527,39 @@ async fn over_quota(ws: &Arc<SessionWorkspace>) -> Option<String> {
         ));
     }
     None
+}
+
+/// The jail's first process, killed (and waited for, briefly blocking) if the run is dropped
+/// before it was reaped: a cancelled call gives its pass back only after its jail is dead, as
+/// the pass is dropped after the run's future.
+struct JailGuard(Option<OwnedFd>);
+
+impl JailGuard {
+    fn pidfd(&self) -> Option<&OwnedFd> {
+        self.0.as_ref()
+    }
+
+    /// The jail was reaped: nothing to do on drop.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for JailGuard {
+    fn drop(&mut self) {
+        if let Some(pidfd) = self.0.take() {
+            let _ = rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL);
+            let mut fds = [rustix::event::PollFd::new(
+                &pidfd,
+                rustix::event::PollFlags::IN,
+            )];
+            let timeout = rustix::event::Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        }
+    }
 }
 
 /// Kills every process of the jail and waits until they are gone: SIGKILL to the jail's first
