@@ -138,6 +138,19 @@ pub enum OperationBody {
         /// The program and its arguments.
         command: &'static [&'static str],
     },
+    /// A call of one upstream MCP tool, pinned by the hash of its definition.
+    Mcp {
+        /// The upstream tool's name.
+        tool: &'static str,
+        /// `sha256:<hex>` of its canonical definition, from the reviewed lock.
+        pin: &'static str,
+        /// The pinned definition (JSON), to name the fields that drifted.
+        definition: &'static str,
+        /// The pinned upstream, `name@version`.
+        server: &'static str,
+        /// Whether the upstream is reached over the network.
+        remote: bool,
+    },
 }
 
 /// A deployment: which servers run, on which port, with which egress allowlists.

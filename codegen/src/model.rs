@@ -250,12 +250,18 @@ impl Operation {
             OperationBody::Http { method, .. } => *method != HttpMethod::Get,
             OperationBody::Logs { .. } => false,
             OperationBody::Sandbox { .. } => true,
+            // What an upstream tool does is the author's declaration (`permission`), not the
+            // upstream's say: it is untrusted.
+            OperationBody::Mcp { .. } => false,
         }
     }
 
     /// Whether the operation reaches the network outside the deployment.
     pub fn reaches_network(&self) -> bool {
-        matches!(self.body, OperationBody::Http { .. })
+        matches!(
+            self.body,
+            OperationBody::Http { .. } | OperationBody::Mcp { remote: true, .. }
+        )
     }
 }
 
@@ -294,6 +300,19 @@ pub enum OperationBody {
     Sandbox {
         /// The program and its arguments (`{param}` elements are replaced by values).
         command: Vec<String>,
+    },
+    /// A call of one upstream MCP tool.
+    Mcp {
+        /// The upstream tool's name.
+        tool: String,
+        /// Its pinned definition hash (`sha256:…`) from the lock.
+        pin: String,
+        /// The pinned definition's canonical text (to name what drifted).
+        definition: String,
+        /// The pinned upstream (`name@version`).
+        server: String,
+        /// Whether the upstream is reached over the network (`url`) rather than launched.
+        remote: bool,
     },
 }
 

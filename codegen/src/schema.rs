@@ -24,20 +24,21 @@ pub fn schema_of(kind: SpecKind) -> Value {
 }
 
 /// The settings schema of each connector kind, as `$defs/<Kind>Settings`.
-const SETTINGS: [(&str, &str); 6] = [
+const SETTINGS: [(&str, &str); 7] = [
     ("files", "FilesSettings"),
     ("sqlite", "SqliteSettings"),
     ("http", "HttpSettings"),
     ("logs", "LogsSettings"),
     ("postgres", "PostgresSettings"),
     ("sandbox", "SandboxSettings"),
+    ("mcp", "McpSettings"),
 ];
 
 /// Types `settings` by `kind` (`if kind = … then settings: …`), so editors complete the keys of
 /// each kind and errors point at the key that is wrong.
 fn add_settings_by_kind(schema: &mut Value) {
     use crate::spec::{
-        FilesSettings, HttpSettings, LogsSettings, PostgresSettings, SandboxSettings,
+        FilesSettings, HttpSettings, LogsSettings, McpSettings, PostgresSettings, SandboxSettings,
         SqliteSettings,
     };
     let defs = [
@@ -47,6 +48,7 @@ fn add_settings_by_kind(schema: &mut Value) {
         serde_json::to_value(schemars::schema_for!(LogsSettings)),
         serde_json::to_value(schemars::schema_for!(PostgresSettings)),
         serde_json::to_value(schemars::schema_for!(SandboxSettings)),
+        serde_json::to_value(schemars::schema_for!(McpSettings)),
     ];
     let mut branches = Vec::new();
     for ((kind, name), def) in SETTINGS.iter().zip(defs) {
@@ -115,22 +117,49 @@ impl Schemas {
             .iter()
             .find(|(k, _, _)| *k == kind)
             .expect("all kinds compiled");
-        validator
-            .iter_errors(value)
-            .map(|e| {
-                let pointer = e.instance_path().to_string();
-                to_diagnostic(
-                    file,
-                    root,
-                    schema,
-                    value,
-                    kind,
-                    &pointer,
-                    e.kind(),
-                    &e.to_string(),
-                )
-            })
-            .collect()
+        // Several keys missing from one item make one diagnostic (an imported tool without
+        // `permission` and `sensitivity` is one decision left to its author).
+        let mut out: Vec<Diagnostic> = Vec::new();
+        let mut missing: Vec<(String, usize, Vec<String>)> = Vec::new();
+        for e in validator.iter_errors(value) {
+            let pointer = e.instance_path().to_string();
+            let d = to_diagnostic(
+                file,
+                root,
+                schema,
+                value,
+                kind,
+                &pointer,
+                e.kind(),
+                &e.to_string(),
+            );
+            if let ValidationErrorKind::Required { property } = e.kind() {
+                let prop = property.as_str().unwrap_or_default().to_string();
+                if let Some(m) = missing.iter_mut().find(|m| m.0 == pointer) {
+                    m.2.push(prop);
+                    continue;
+                }
+                missing.push((pointer, out.len(), vec![prop]));
+            }
+            out.push(d);
+        }
+        for (_, at, props) in missing.into_iter().filter(|m| m.2.len() > 1) {
+            let d = &mut out[at];
+            let listed: Vec<String> = props.iter().map(|p| format!("`{p}`")).collect();
+            let first = format!("`{}`", props[0]);
+            d.message = d.message.replace(&first, &listed.join(" and "));
+            d.label = format!("{} are required here", listed.join(" and "));
+            d.help = Some(if props == ["permission", "sensitivity"] {
+                "decide both: `permission: read | write | connect` and `sensitivity: public | internal | confidential | secret`; neither has a default".to_string()
+            } else {
+                props
+                    .iter()
+                    .filter_map(|p| required_help(p))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+        }
+        out
     }
 }
 

@@ -82,14 +82,25 @@ impl Runtime {
         signals: &CallSignals,
     ) -> CallOutcome {
         let Some(tool) = self.server.def.tool(tool_name) else {
-            let level = self.state.peek(id).await;
-            let mut audit = CallAudit::begin(self, id, tool_name, None, args.as_ref());
-            audit.levels = (level, level);
-            let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
-            audit.failed(&err);
-            return CallOutcome::error(err, level);
+            return self.refuse_unknown(id, tool_name, args.as_ref()).await;
         };
         self.call_def(id, grants, tool, args, signals).await
+    }
+
+    /// A call of a tool this server does not have (an upstream's own name, a made-up one):
+    /// refused and audited.
+    pub async fn refuse_unknown(
+        &self,
+        id: &Identity,
+        tool_name: &str,
+        args: Option<&JsonObject>,
+    ) -> CallOutcome {
+        let level = self.state.peek(id).await;
+        let mut audit = CallAudit::begin(self, id, tool_name, None, args);
+        audit.levels = (level, level);
+        let err = ToolError::retry(format!("unknown tool `{tool_name}`"));
+        audit.failed(&err);
+        CallOutcome::error(err, level)
     }
 
     /// Reads a resource by URI: the resource's hidden read tool, through the same wrapper (its

@@ -4,6 +4,7 @@ mod check;
 mod connect;
 mod demo;
 mod dev;
+mod mcp;
 mod new;
 mod relay;
 mod samples;
@@ -129,6 +130,22 @@ enum Command {
         #[arg(long)]
         url_isolated: Option<String>,
     },
+    /// Pin an `mcp` connector's upstream (`lock`), or report its drift from the lock (`check`).
+    Mcp {
+        #[command(subcommand)]
+        action: mcp::Action,
+        /// The project folder holding specs/.
+        #[arg(long, default_value = ".", global = true)]
+        root: PathBuf,
+    },
+    /// Import what others wrote: `import mcp --name N -- <command…>` (or `--url`).
+    Import {
+        #[command(subcommand)]
+        what: mcp::Import,
+        /// The project folder holding specs/.
+        #[arg(long, default_value = ".", global = true)]
+        root: PathBuf,
+    },
     /// Create, check or recover a server's compliance store.
     State {
         #[command(subcommand)]
@@ -212,6 +229,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { root, against } => check::run(&root, against.as_deref()),
+        Command::Mcp { action, root } => mcp::run(&root, action),
+        Command::Import { what, root } => mcp::import(&root, what),
         Command::Up {
             deployment,
             unisolated: false,

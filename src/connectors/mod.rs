@@ -9,6 +9,7 @@ mod files;
 mod grep;
 mod http;
 mod logs;
+pub mod mcp;
 mod postgres;
 pub mod sandbox;
 mod settings;
@@ -53,6 +54,7 @@ enum Instance {
     Http(http::Http),
     Logs(logs::Logs),
     Sandbox(sandbox::Sandbox),
+    Mcp(mcp::Mcp),
 }
 
 /// Every connector a server uses, built once from its definitions and the environment.
@@ -85,6 +87,7 @@ impl Connectors {
                 "http" => Instance::Http(http::Http::new(def, value)?),
                 "logs" => Instance::Logs(logs::Logs::new(def, value)?),
                 "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value)?),
+                "mcp" => Instance::Mcp(mcp::Mcp::new(def, value)?),
                 kind => {
                     return Err(ConnectorError::UnknownKind {
                         connector: def.name,
@@ -148,6 +151,7 @@ impl Connectors {
                 Instance::Postgres(db) => db.probe().await,
                 Instance::Logs(l) => l.probe(),
                 Instance::Sandbox(s) => s.probe().await,
+                Instance::Mcp(m) => m.probe().await,
                 Instance::Files | Instance::Http(_) => continue,
             };
             out.push((name, result));
@@ -212,6 +216,7 @@ pub async fn call_in(
         (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
             s.run(command, &args, ws.workspace()?, jail, signals).await
         }
+        (OperationBody::Mcp { tool, .. }, Instance::Mcp(m)) => m.run(tool, args).await,
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

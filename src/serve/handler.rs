@@ -282,6 +282,10 @@ impl ServerHandler for McpServer {
             return Err(ErrorData::internal_error("no caller identity", None));
         };
         if self.rt.server().def.tool(&request.name).is_none() {
+            // Refused as the protocol says (invalid params), and audited like any refusal.
+            self.rt
+                .refuse_unknown(&id, &request.name, request.arguments.as_ref())
+                .await;
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{}`", request.name),
                 None,

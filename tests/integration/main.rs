@@ -30,3 +30,4 @@ mod scopes;
 mod soak;
 mod stdio;
 mod telemetry;
+mod upstream;

@@ -4,8 +4,8 @@ use super::{Loaded, is_snake_ident, params, placeholders, ptr};
 use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
 use crate::spec::{
-    ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, OperationSpec, ParamSpec,
-    ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
+    ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, McpLock, McpSettings,
+    OperationSpec, ParamSpec, ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,10 +37,15 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             check_settings(l, errors);
             check_secrets(l, errors);
         }
+        let lock = if c.kind == ConnectorKind::Mcp {
+            mcp_lock(l, errors)
+        } else {
+            None
+        };
         let operations = c
             .operations
             .iter()
-            .map(|(name, op)| operation(l, name, op, errors))
+            .map(|(name, op)| operation(l, name, op, &lock, errors))
             .collect();
         out.push(Connector {
             name: c.name.clone(),
@@ -75,6 +80,41 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
         ConnectorKind::Sandbox => serde_json::from_value::<SandboxSettings>(value)
             .map(drop)
             .map_err(|e| format!("sandbox settings: {e}")),
+        ConnectorKind::Mcp => serde_json::from_value::<McpSettings>(value)
+            .map_err(|e| format!("mcp settings: {e}"))
+            .and_then(|s| match (&s.command, &s.url) {
+                (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Ok(()),
+                (Some(_), None) => Err("`command` needs a program".to_string()),
+                (None, Some(u)) => {
+                    if !(u.starts_with("http://")
+                        || u.starts_with("https://")
+                        || u.starts_with("${"))
+                    {
+                        return Err(format!(
+                            "`url` must start with http:// or https://, found `{u}`"
+                        ));
+                    }
+                    if s.env.is_some() {
+                        return Err(
+                            "`env` is for a launched upstream (`command`), not a `url`".into()
+                        );
+                    }
+                    let host = u
+                        .split_once("://")
+                        .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
+                        .filter(|_| !u.starts_with("${"));
+                    match host.and_then(never_reachable) {
+                        Some(why) => Err(format!("`{u}`: {why}")),
+                        None => Ok(()),
+                    }
+                }
+                (Some(_), Some(_)) => Err(
+                    "set `command` (launch over stdio) or `url` (Streamable HTTP), not both".into(),
+                ),
+                (None, None) => {
+                    Err("set `command` (launch over stdio) or `url` (Streamable HTTP)".into())
+                }
+            }),
         ConnectorKind::Postgres => serde_json::from_value::<PostgresSettings>(value)
             .map_err(|e| format!("postgres settings: {e}"))
             .and_then(|s| {
@@ -172,6 +212,7 @@ fn operation(
     l: &Loaded<ConnectorSpec>,
     name: &str,
     op: &OperationSpec,
+    lock: &Option<McpLock>,
     errors: &mut Vec<Diagnostic>,
 ) -> Operation {
     let at = format!("/operations/{}", ptr(name));
@@ -190,6 +231,7 @@ fn operation(
         ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
         ConnectorKind::Http => &["method", "path", "params", "query", "body"],
         ConnectorKind::Sandbox => &["command", "params"],
+        ConnectorKind::Mcp => &["tool", "params"],
     };
     let present = [
         ("action", op.action.is_some()),
@@ -200,6 +242,7 @@ fn operation(
         ("query", op.query.is_some()),
         ("body", op.body.is_some()),
         ("command", op.command.is_some()),
+        ("tool", op.tool.is_some()),
     ];
     for (key, is) in present {
         if is && !allowed.contains(&key) {
@@ -311,12 +354,87 @@ fn operation(
             check_command(l, &at, &command, &declared, errors);
             (OperationBody::Sandbox { command }, declared)
         }
+        ConnectorKind::Mcp => {
+            let tool = op.tool.clone().unwrap_or_else(|| {
+                missing("tool", errors);
+                String::new()
+            });
+            let lock = lock.as_ref();
+            let locked = lock.and_then(|l| l.tools.get(&tool));
+            let pin = locked.map(|t| t.pin.clone());
+            let definition = locked.map(|t| t.definition.to_string()).unwrap_or_default();
+            if pin.is_none() && lock.is_some() && !tool.is_empty() {
+                errors.push(
+                    l.error_at_value(
+                        &format!("{at}/tool"),
+                        format!("upstream tool `{tool}` is not pinned in the lock of `{}`", l.spec.name),
+                    )
+                    .label("no pinned definition")
+                    .help(format!(
+                        "run `bulkhead mcp lock {}` against the upstream, review the lock's change, and commit it",
+                        l.spec.name
+                    )),
+                );
+            }
+            let remote = l
+                .spec
+                .settings
+                .as_ref()
+                .is_some_and(|s| s.get("url").is_some());
+            (
+                OperationBody::Mcp {
+                    tool,
+                    pin: pin.unwrap_or_default(),
+                    definition,
+                    server: lock.map(|l| l.server.clone()).unwrap_or_default(),
+                    remote,
+                },
+                declared,
+            )
+        }
     };
     Operation {
         name: name.to_string(),
         description: op.description.clone(),
         params,
         body,
+    }
+}
+
+/// The lock beside an `mcp` connector's spec (`<name>.lock.json`), or an error saying how to
+/// make one.
+fn mcp_lock(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Option<McpLock> {
+    let path = l.file.path.with_extension("lock.json");
+    let shown = std::path::Path::new(&l.file.display)
+        .with_extension("lock.json")
+        .display()
+        .to_string();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(_) => {
+            errors.push(
+                l.error_at_value("/kind", format!("mcp connector `{}` has no lock ({shown})", l.spec.name))
+                    .label("every upstream tool must be pinned")
+                    .help(format!(
+                        "run `bulkhead mcp lock {}` against the upstream (or `bulkhead import mcp`), review the lock, and commit it",
+                        l.spec.name
+                    )),
+            );
+            return None;
+        }
+    };
+    match serde_json::from_str::<McpLock>(&text) {
+        Ok(lock) => Some(lock),
+        Err(e) => {
+            errors.push(
+                l.error_at_value(
+                    "/kind",
+                    format!("the lock of `{}` ({shown}) is unreadable: {e}", l.spec.name),
+                )
+                .label("fails closed: no upstream tool is pinned"),
+            );
+            None
+        }
     }
 }
 

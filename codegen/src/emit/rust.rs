@@ -399,6 +399,10 @@ fn connector_def(c: &Connector) -> TokenStream {
                 quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })
             }
             OperationBody::Sandbox { command } => quote!(bh::OperationBody::Sandbox { command: &[#(#command),*] }),
+            OperationBody::Mcp { tool, pin, definition, server, remote } => {
+                let definition = raw_str(definition);
+                quote!(bh::OperationBody::Mcp { tool: #tool, pin: #pin, definition: #definition, server: #server, remote: #remote })
+            }
         };
         quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })
     });

@@ -165,6 +165,13 @@ fn location(c: &Connector) -> String {
         ConnectorKind::Http => "base_url",
         ConnectorKind::Files => return "workspace".into(),
         ConnectorKind::Sandbox => return "jail".into(),
+        ConnectorKind::Mcp => {
+            return s
+                .get("url")
+                .or_else(|| s.get("command"))
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+        }
     };
     s.get(key)
         .and_then(Value::as_str)
@@ -250,6 +257,11 @@ fn op_text(body: &OperationBody) -> (String, String) {
             format!("{method:?}").to_ascii_uppercase()
         ),
         OperationBody::Sandbox { command } => format!("run {command:?}"),
+        OperationBody::Mcp {
+            tool, pin, server, ..
+        } => {
+            format!("upstream tool `{tool}` of {server} pinned {pin}")
+        }
     };
     (text.clone(), text)
 }

@@ -46,6 +46,9 @@ pub enum ConnectorKind {
     Postgres,
     /// A program run in a per-session jail (bubblewrap) over the session's workspace.
     Sandbox,
+    /// An MCP server nobody here wrote (stdio or Streamable HTTP): only the tools a spec
+    /// declares, each pinned by the hash of its definition in a reviewed lock.
+    Mcp,
 }
 
 impl ConnectorKind {
@@ -58,6 +61,7 @@ impl ConnectorKind {
             ConnectorKind::Logs => "logs",
             ConnectorKind::Postgres => "postgres",
             ConnectorKind::Sandbox => "sandbox",
+            ConnectorKind::Mcp => "mcp",
         }
     }
 }
@@ -94,6 +98,9 @@ pub struct OperationSpec {
     /// replaced by that parameter's value (the program itself is never a parameter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// `mcp`: the upstream tool this operation calls (pinned in the connector's lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// Built-in actions of the `files` and `logs` kinds.
@@ -237,4 +244,61 @@ pub struct SandboxSettings {
     /// Runs of this connector at once in one instance (default 8); more wait for a slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<Count>,
+}
+
+/// Settings of an `mcp` connector: how the upstream is reached, and its bounds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpSettings {
+    /// Launch over stdio: the program and its arguments (run by the instance that runs the
+    /// tools, inside its namespaces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Variables the launched program gets (nothing else of the server's environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Reach over Streamable HTTP instead (`https://…`; `http://` only for loopback and tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every request to `url` (use `${VAR}` for credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Milliseconds the upstream may take to start and answer `initialize` (default 20000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_timeout_ms: Option<Count>,
+    /// Milliseconds one call may take (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout_ms: Option<Count>,
+    /// Largest message the upstream may send, in bytes (default 4 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<Count>,
+    /// Most tools the upstream may list (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<Count>,
+}
+
+/// The lock of an `mcp` connector (`<connector>.lock.json` beside its spec): who the upstream
+/// is and, per upstream tool, the hash of its canonical definition. Written by `bulkhead mcp
+/// lock`, reviewed in pull requests like the compose files.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpLock {
+    /// The upstream's `serverInfo`: `name@version`.
+    pub server: String,
+    /// The package it comes from, at its exact version (e.g. `pypi:mcp-server-time==2026.10.19`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    /// Each pinned tool, by upstream tool name.
+    pub tools: BTreeMap<String, LockedTool>,
+}
+
+/// One pinned upstream tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedTool {
+    /// `sha256:<hex>` of the canonical text of `definition`.
+    pub pin: String,
+    /// The definition as reviewed: name, title, description, input and output schema,
+    /// annotations (keys sorted).
+    pub definition: serde_json::Value,
 }

@@ -8,7 +8,8 @@ mod server;
 
 pub use connector::{
     ConnectorKind, ConnectorSpec, Count, FileAction, FilesSettings, HttpMethod, HttpSettings,
-    LogsSettings, OperationSpec, PostgresSettings, SandboxSettings, SqliteSettings,
+    LockedTool, LogsSettings, McpLock, McpSettings, OperationSpec, PostgresSettings,
+    SandboxSettings, SqliteSettings,
 };
 pub use deployment::{
     DeployEnvironment, DeployTarget, DeploymentServer, DeploymentSpec, ImageSpec,

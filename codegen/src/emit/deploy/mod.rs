@@ -212,7 +212,10 @@ impl<'a> ServerPlan<'a> {
                 ConnectorKind::Sqlite => &[("path", false)],
                 ConnectorKind::Logs => &[("dir", true)],
                 ConnectorKind::Http => &[("ca_file", false)],
-                ConnectorKind::Files | ConnectorKind::Postgres | ConnectorKind::Sandbox => &[],
+                ConnectorKind::Files
+                | ConnectorKind::Postgres
+                | ConnectorKind::Sandbox
+                | ConnectorKind::Mcp => &[],
             };
             let mut path_vars = Vec::new();
             for &(setting, is_dir) in paths {

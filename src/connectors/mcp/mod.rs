@@ -1,0 +1,313 @@
+//! The `mcp` connector: an MCP server nobody here wrote, behind the same wrapper as every other
+//! tool. Only operations a spec declares exist (an undeclared upstream tool, resource or prompt
+//! is never listed and never callable: nothing here even names it), the description the model
+//! sees is the spec's, and each declared upstream tool is pinned by the hash of its definition
+//! in the connector's reviewed lock ([`pin`]).
+//!
+//! # Pinning (the invariant, enforced here)
+//!
+//! No call reaches an upstream tool whose live definition differs from its pinned one: the
+//! upstream's list is read when it starts and again after every
+//! `notifications/tools/list_changed` (before the next call), and a declared tool whose
+//! definition drifted (or that is no longer listed) is refused with a `[FATAL]` error naming the
+//! fields that changed, until the lock is updated and reviewed. Other tools keep working.
+//!
+//! # Lifecycle (decided here)
+//!
+//! One upstream process per instance, launched by the instance that runs its tools (so inside
+//! its network and mount namespaces), started on the first call or readiness probe and shared
+//! by every session of the instance; the process gets only the variables the spec declares
+//! (plus `PATH`, `HOME` and `LANG`). Bounded: start time, time per call, message size, tools
+//! listed, stderr lines logged; a crashed or closed upstream answers the call in flight with a
+//! retryable error and is started again on a later call, no sooner than a backoff that doubles
+//! from 0.5 s to 30 s while it keeps failing.
+
+mod capped;
+pub mod lockfile;
+pub mod pin;
+mod upstream;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ConnectorError, settings};
+use crate::errors::ToolError;
+use crate::server::{JsonObject, ToolOutput, ToolResult};
+use crate::tooldef::{ConnectorDef, OperationBody};
+
+#[derive(Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Settings {
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub start_timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub call_timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub max_message_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub max_tools: Option<u64>,
+}
+
+/// The bounds of one upstream.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    pub start: Duration,
+    pub call: Duration,
+    pub message_bytes: u64,
+    pub tools: usize,
+}
+
+impl Settings {
+    pub(crate) fn bounds(&self) -> Bounds {
+        Bounds {
+            start: Duration::from_millis(self.start_timeout_ms.unwrap_or(20_000)),
+            call: Duration::from_millis(self.call_timeout_ms.unwrap_or(30_000)),
+            message_bytes: self.max_message_bytes.unwrap_or(4 << 20),
+            tools: self.max_tools.unwrap_or(1000) as usize,
+        }
+    }
+}
+
+/// A pinned upstream tool, as the generated code declares it.
+struct Pinned {
+    pin: &'static str,
+    definition: Value,
+}
+
+/// A built `mcp` connector.
+pub struct Mcp {
+    name: &'static str,
+    settings: Settings,
+    server: &'static str,
+    pinned: HashMap<&'static str, Pinned>,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    live: Option<upstream::Live>,
+    not_before: Option<Instant>,
+    backoff: Duration,
+}
+
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+impl Mcp {
+    /// Reads the settings and the pins of the declared operations.
+    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Mcp, ConnectorError> {
+        let settings: Settings = settings::parse(def, value)?;
+        let bad = |reason: &str| ConnectorError::Settings {
+            connector: def.name,
+            reason: reason.into(),
+        };
+        match (&settings.command, &settings.url) {
+            (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {}
+            (None, Some(u)) if !u.is_empty() => {}
+            _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),
+        }
+        let mut pinned = HashMap::new();
+        let mut server = "";
+        for op in def.operations {
+            if let OperationBody::Mcp {
+                tool,
+                pin,
+                definition,
+                server: s,
+                ..
+            } = op.body
+            {
+                let definition = serde_json::from_str(definition)
+                    .map_err(|e| bad(&format!("the pinned definition of `{tool}`: {e}")))?;
+                pinned.insert(tool, Pinned { pin, definition });
+                server = s;
+            }
+        }
+        Ok(Mcp {
+            name: def.name,
+            settings,
+            server,
+            pinned,
+            state: tokio::sync::Mutex::new(State::default()),
+        })
+    }
+
+    /// Readiness: the upstream starts, and no declared tool drifted from its pin.
+    pub async fn probe(&self) -> Result<(), String> {
+        let mut state = self.state.lock().await;
+        self.ensure(&mut state)
+            .await
+            .map_err(|e| e.message().to_string())?;
+        let live = state.live.as_ref().expect("ensured");
+        let mut drifted = Vec::new();
+        for tool in self.sorted_tools() {
+            if let Err(e) = self.check_pin(live, tool) {
+                drifted.push(e.message().to_string());
+            }
+        }
+        if drifted.is_empty() {
+            Ok(())
+        } else {
+            Err(drifted.join("; "))
+        }
+    }
+
+    fn sorted_tools(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.pinned.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Calls the upstream tool `tool` with validated `args`.
+    pub async fn run(&self, tool: &str, args: JsonObject) -> ToolResult {
+        let peer = {
+            let mut state = self.state.lock().await;
+            self.ensure(&mut state).await?;
+            let live = state.live.as_ref().expect("ensured");
+            self.check_pin(live, tool)?;
+            live.peer()
+        };
+        let bounds = self.settings.bounds();
+        let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let result = match tokio::time::timeout(bounds.call, peer.call_tool(params)).await {
+            Err(_) => {
+                return Err(ToolError::retry(format!(
+                    "limit `{}.call_timeout_ms` ({} ms) reached: the upstream did not answer `{tool}` in time",
+                    self.name,
+                    bounds.call.as_millis()
+                )));
+            }
+            Ok(Err(e)) => {
+                // A closed transport is a crash: the next call starts the upstream again.
+                let mut state = self.state.lock().await;
+                if state.live.as_ref().is_some_and(upstream::Live::is_closed) {
+                    self.crashed(&mut state, &e.to_string());
+                }
+                return Err(ToolError::retry(format!(
+                    "the upstream of `{}` failed during `{tool}` ({e}); try again",
+                    self.name
+                )));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let text = upstream::text_of(&result);
+        if result.is_error.unwrap_or(false) {
+            return Err(ToolError::retry(format!(
+                "`{tool}` answered an error: {text}"
+            )));
+        }
+        Ok(ToolOutput::Text(text))
+    }
+
+    /// A drifted or vanished declared tool is refused, naming what changed.
+    fn check_pin(&self, live: &upstream::Live, tool: &str) -> Result<(), ToolError> {
+        let Some(pinned) = self.pinned.get(tool) else {
+            return Err(ToolError::bug(format!(
+                "upstream tool `{tool}` is not declared"
+            )));
+        };
+        let Some(now) = live.definition(tool) else {
+            return Err(ToolError::fatal(format!(
+                "upstream tool `{tool}` of `{}` is no longer listed by the upstream ({}); refused until the lock is updated and reviewed",
+                self.name,
+                live.server()
+            )));
+        };
+        if pin::pin_of(now) == pinned.pin {
+            return Ok(());
+        }
+        let fields = pin::changed_fields(&pinned.definition, now);
+        Err(ToolError::fatal(format!(
+            "upstream tool `{tool}` of `{}` drifted from its pinned definition ({} changed; pinned {}, now {}); refused until `bulkhead mcp lock {}` is run and the lock reviewed",
+            self.name,
+            if fields.is_empty() {
+                "its definition".to_string()
+            } else {
+                fields.join(", ")
+            },
+            pinned.pin,
+            pin::pin_of(now),
+            self.name,
+        )))
+    }
+
+    /// A live, listed upstream in `state`: started (no sooner than the backoff allows) and
+    /// listed again after a `tools/list_changed`.
+    async fn ensure(&self, state: &mut State) -> Result<(), ToolError> {
+        if state.live.as_ref().is_some_and(upstream::Live::is_closed) {
+            self.crashed(state, "the upstream closed its connection");
+        }
+        if let Some(live) = state.live.as_mut() {
+            if live.take_changed()
+                && let Err(e) = live.relist(self.settings.bounds()).await
+            {
+                let msg = e.to_string();
+                self.crashed(state, &msg);
+                return Err(ToolError::retry(format!(
+                    "the upstream of `{}` could not be listed again: {msg}",
+                    self.name
+                )));
+            }
+            return Ok(());
+        }
+        if let Some(at) = state.not_before
+            && Instant::now() < at
+        {
+            return Err(ToolError::retry(format!(
+                "the upstream of `{}` is restarting after a failure; try again in {:.1} s",
+                self.name,
+                (at - Instant::now()).as_secs_f64()
+            )));
+        }
+        match upstream::Live::start(self.name, &self.settings).await {
+            Ok(live) => {
+                if !self.server.is_empty() && live.server() != self.server {
+                    tracing::warn!(
+                        connector = self.name,
+                        pinned = self.server,
+                        live = live.server(),
+                        "the upstream's name or version differs from the lock"
+                    );
+                }
+                state.live = Some(live);
+                state.backoff = Duration::ZERO;
+                state.not_before = None;
+                Ok(())
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                self.crashed(state, &msg);
+                Err(ToolError::retry(format!(
+                    "the upstream of `{}` did not start: {msg}",
+                    self.name
+                )))
+            }
+        }
+    }
+
+    fn crashed(&self, state: &mut State, why: &str) {
+        tracing::warn!(
+            connector = self.name,
+            why,
+            "upstream down; it starts again on a later call"
+        );
+        state.live = None;
+        state.backoff = if state.backoff.is_zero() {
+            BACKOFF_FIRST
+        } else {
+            (state.backoff * 2).min(BACKOFF_MAX)
+        };
+        state.not_before = Some(Instant::now() + state.backoff);
+    }
+}

@@ -1,0 +1,299 @@
+//! One running upstream: launched over stdio (or reached over Streamable HTTP), its handshake,
+//! its bounded tool list, and the handler that answers what it asks of us.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult, PaginatedRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
+
+use super::{Bounds, Settings, capped::Capped, pin};
+
+/// Pages of `tools/list` read at most (a paging loop is bounded like the count).
+const MAX_PAGES: usize = 100;
+/// Upstream stderr lines logged per process (the rest are counted).
+const STDERR_LINES: u64 = 200;
+/// Longest stderr line logged, in bytes.
+const STDERR_LINE_BYTES: usize = 2048;
+
+/// What we answer an upstream: nothing it asks for is granted. Elicitation is refused, and so
+/// are sampling (rmcp's default: method not found) and roots (rmcp's default: none, so host
+/// paths never reach an upstream); a tool-list change is noted so the list is read again before
+/// the next call.
+#[derive(Clone)]
+pub struct Watch {
+    connector: &'static str,
+    changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watch {
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        tracing::warn!(
+            connector = self.connector,
+            "the upstream asked for elicitation; refused"
+        );
+        Err(ErrorData::invalid_request(
+            "elicitation is not allowed to this server by the Bulkhead policy",
+            None,
+        ))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.store(true, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+}
+
+/// A started upstream and what it lists.
+pub struct Live {
+    client: RunningService<RoleClient, Watch>,
+    changed: Arc<AtomicBool>,
+    tools: HashMap<String, Value>,
+    server: String,
+    _child: Option<tokio::process::Child>,
+}
+
+impl Live {
+    /// Launches (or connects to) the upstream, shakes hands and lists its tools, all within
+    /// the start bound.
+    pub async fn start(connector: &'static str, s: &Settings) -> anyhow::Result<Live> {
+        let bounds = s.bounds();
+        tokio::time::timeout(bounds.start, Live::start_unbounded(connector, s, bounds))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "limit `{connector}.start_timeout_ms` ({} ms) reached",
+                    bounds.start.as_millis()
+                )
+            })?
+    }
+
+    async fn start_unbounded(
+        connector: &'static str,
+        s: &Settings,
+        bounds: Bounds,
+    ) -> anyhow::Result<Live> {
+        let changed = Arc::new(AtomicBool::new(false));
+        let watch = Watch {
+            connector,
+            changed: changed.clone(),
+        };
+        let (client, child) = if let Some(command) = &s.command {
+            let mut cmd = tokio::process::Command::new(&command[0]);
+            cmd.args(&command[1..])
+                .env_clear()
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .process_group(0);
+            for key in ["PATH", "HOME", "LANG"] {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+            for (k, v) in s.env.iter().flatten() {
+                cmd.env(k, v);
+            }
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| anyhow::anyhow!("cannot launch `{}`: {e}", command[0]))?;
+            let stdout = child.stdout.take().expect("piped");
+            let stdin = child.stdin.take().expect("piped");
+            if let Some(stderr) = child.stderr.take() {
+                tokio::spawn(log_stderr(connector, stderr));
+            }
+            let client = watch
+                .serve((Capped::new(stdout, bounds.message_bytes), stdin))
+                .await
+                .map_err(|e| anyhow::anyhow!("no MCP handshake: {e}"))?;
+            (client, Some(child))
+        } else {
+            let url = s.url.clone().unwrap_or_default();
+            let mut config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url);
+            if let Some(auth) = s
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Authorization").or_else(|| h.get("authorization")))
+            {
+                config = config.auth_header(auth.trim_start_matches("Bearer ").to_string());
+            }
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let client = watch
+                .serve(transport)
+                .await
+                .map_err(|e| anyhow::anyhow!("no MCP handshake: {e}"))?;
+            (client, None)
+        };
+        let server = client
+            .peer_info()
+            .and_then(|i| {
+                i.server_info
+                    .as_ref()
+                    .map(|s| format!("{}@{}", s.name, s.version))
+            })
+            .unwrap_or_else(|| "unknown@unknown".into());
+        let mut live = Live {
+            client,
+            changed,
+            tools: HashMap::new(),
+            server,
+            _child: child,
+        };
+        live.relist(bounds).await?;
+        Ok(live)
+    }
+
+    /// Reads the tool list again, bounded in pages and tools.
+    pub async fn relist(&mut self, bounds: Bounds) -> anyhow::Result<()> {
+        let tools = list_tools(&self.client, bounds).await?;
+        self.tools = tools
+            .into_iter()
+            .map(|t| (t.name.to_string(), pin::definition(&t)))
+            .collect();
+        Ok(())
+    }
+
+    /// The live definition of `tool`, if listed.
+    pub fn definition(&self, tool: &str) -> Option<&Value> {
+        self.tools.get(tool)
+    }
+
+    /// `name@version` from the handshake.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// A handle to call through (cheap to clone; the state lock is not held during calls).
+    pub fn peer(&self) -> rmcp::service::Peer<RoleClient> {
+        self.client.peer().clone()
+    }
+
+    /// Whether the connection (or the process) is gone.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed() || self.client.peer().is_transport_closed()
+    }
+
+    /// Whether the upstream said its tools changed since the last look (and forget it).
+    pub fn take_changed(&self) -> bool {
+        self.changed.swap(false, Ordering::SeqCst)
+    }
+}
+
+/// Every tool `live` lists, bounded.
+pub async fn list_tools_of(live: &Live, bounds: Bounds) -> anyhow::Result<Vec<rmcp::model::Tool>> {
+    list_tools(&live.client, bounds).await
+}
+
+/// Every tool the upstream lists, bounded (tools and pages).
+pub async fn list_tools(
+    client: &RunningService<RoleClient, Watch>,
+    bounds: Bounds,
+) -> anyhow::Result<Vec<rmcp::model::Tool>> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let page = client
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .map_err(|e| anyhow::anyhow!("tools/list failed: {e}"))?;
+        out.extend(page.tools);
+        if out.len() > bounds.tools {
+            anyhow::bail!(
+                "the upstream lists more than {} tools (`max_tools`)",
+                bounds.tools
+            );
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(out),
+        }
+    }
+    anyhow::bail!("the upstream's tool list did not end within {MAX_PAGES} pages")
+}
+
+/// Logs the upstream's stderr, a bounded number of bounded lines.
+async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr) {
+    let mut lines = tokio::io::BufReader::new(stderr);
+    let mut buf = Vec::new();
+    let mut seen: u64 = 0;
+    loop {
+        buf.clear();
+        // A line is read whole but kept only up to its bound: the reader's buffer is 8 KiB.
+        match read_capped_line(&mut lines, &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        seen += 1;
+        if seen <= STDERR_LINES {
+            let text = String::from_utf8_lossy(&buf);
+            tracing::info!(connector, line = %text.trim_end(), "upstream stderr");
+        }
+    }
+    if seen > STDERR_LINES {
+        tracing::info!(
+            connector,
+            suppressed = seen - STDERR_LINES,
+            "upstream stderr lines not logged"
+        );
+    }
+}
+
+/// Reads one line, keeping at most `STDERR_LINE_BYTES` of it; returns the bytes consumed.
+async fn read_capped_line(
+    r: &mut tokio::io::BufReader<tokio::process::ChildStderr>,
+    keep: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let available = r.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let room = STDERR_LINE_BYTES.saturating_sub(keep.len());
+        keep.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let n = chunk.len();
+        r.consume(n);
+        total += n;
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+/// The text a model sees of an upstream result: its text blocks, other blocks named.
+pub fn text_of(result: &CallToolResult) -> String {
+    let mut parts = Vec::new();
+    for block in &result.content {
+        match block.as_text() {
+            Some(t) => parts.push(t.text.clone()),
+            None => parts.push("[a non-text block of the upstream's result, not passed on]".into()),
+        }
+    }
+    if parts.is_empty()
+        && let Some(s) = &result.structured_content
+    {
+        parts.push(s.to_string());
+    }
+    parts.join("\n")
+}

@@ -1,0 +1,410 @@
+//! MCP servers nobody here wrote, as `mcp` connectors: the real `mcp-server-time` from PyPI
+//! (pinned version) behind the generated `third_party` server over real HTTP, and a deliberately
+//! misbehaving upstream (`tests/fixtures/upstream/misbehaving.py`) for drift, crashes, hangs,
+//! garbage, huge messages, 10,000 tools and requests the policy does not allow.
+
+use super::procs::{Deployment, Store, call, client, notify};
+use bulkhead::connectors::{self, Connectors};
+use bulkhead::signals::CallSignals;
+use bulkhead::tooldef::{ConnectorDef, OperationBody, OperationDef};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// `mcp-server-time` at its pinned version, in a virtualenv under `target/` (pip, PyPI).
+pub fn mcp_server_time() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let venv = target.join("upstreams/venv");
+        let bin = venv.join("bin/mcp-server-time");
+        let pinned = "mcp-server-time==2026.10.19";
+        let ready = Command::new(venv.join("bin/pip"))
+            .args(["show", "mcp-server-time"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Version: 2026.10.19"));
+        if !ready {
+            let ok = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .is_ok_and(|s| s.success())
+                && Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", pinned])
+                    .status()
+                    .is_ok_and(|s| s.success());
+            assert!(
+                ok,
+                "could not install {pinned} (needs python3-venv and PyPI)"
+            );
+        }
+        bin
+    })
+    .clone()
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream/misbehaving.py")
+}
+
+fn leak<T>(v: T) -> &'static T {
+    Box::leak(Box::new(v))
+}
+
+fn s(v: String) -> &'static str {
+    Box::leak(v.into_boxed_str())
+}
+
+/// The pin and definition of the fixture's `echo` as it first lists it.
+fn echo_pin() -> (String, String) {
+    let tool: rmcp::model::Tool = serde_json::from_value(json!({
+        "name": "echo",
+        "description": "Echo the message back.",
+        "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+    }))
+    .unwrap();
+    let d = bulkhead::connectors::mcp::pin::definition(&tool);
+    (bulkhead::connectors::mcp::pin::pin_of(&d), d.to_string())
+}
+
+/// An `mcp` connector over the fixture in `mode` declaring `echo` (and `other`, unpinned
+/// unless `pin_other`), with the given extra settings.
+fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
+    let (pin, definition) = echo_pin();
+    let mut settings = json!({
+        "command": ["python3", fixture().to_str().unwrap(), mode, state.to_str().unwrap()],
+        "start_timeout_ms": 10000,
+        "call_timeout_ms": 3000,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        settings[k] = v.clone();
+    }
+    let ops = vec![OperationDef {
+        name: "echo",
+        params_schema: r#"{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}"#,
+        body: OperationBody::Mcp {
+            tool: "echo",
+            pin: s(pin),
+            definition: s(definition),
+            server: "misbehaving@1.0.0",
+            remote: false,
+        },
+    }];
+    let def: &'static ConnectorDef = leak(ConnectorDef {
+        name: "fixture",
+        kind: "mcp",
+        sensitivity: bulkhead::policy::Sensitivity::Public,
+        settings: s(settings.to_string()),
+        operations: Box::leak(ops.into_boxed_slice()),
+    });
+    Connectors::new([def], &|_| None).unwrap()
+}
+
+async fn echo(
+    c: &Connectors,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    msg: &str,
+) -> Result<String, bulkhead::errors::ToolError> {
+    let args = json!({"message": msg}).as_object().cloned().unwrap();
+    match connectors::call(c, "fixture", "echo", ws, args, &CallSignals::new()).await? {
+        bulkhead::server::ToolOutput::Text(t) => Ok(t),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn workspace(dir: &Path) -> std::sync::Arc<bulkhead::workspace::SessionWorkspace> {
+    let root = bulkhead::workspace::WorkspaceRoot::new(dir.join("ws")).unwrap();
+    std::sync::Arc::new(
+        root.session(&bulkhead::identity::Identity::new("u", "s").unwrap())
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rug_pull_refuses_the_drifted_tool_naming_the_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("drift", dir.path(), json!({}));
+    assert_eq!(echo(&c, &ws, "first").await.unwrap(), "echo: first");
+    // The upstream changed `echo`'s description and said so: refused, the drift named.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        match echo(&c, &ws, "second").await {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(Instant::now() < deadline, "the drift was never noticed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(refused.is_fatal(), "{refused:?}");
+    let text = refused.wire_text();
+    assert!(
+        text.starts_with("[FATAL]") && text.contains("drifted") && text.contains("description"),
+        "{text}"
+    );
+    // Readiness reports it too.
+    let probe = c.probe().await;
+    assert!(
+        probe
+            .iter()
+            .any(|(n, r)| *n == "fixture" && r.as_ref().is_err_and(|e| e.contains("drifted"))),
+        "{probe:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_crashes_mid_call_gets_a_retryable_error_and_is_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("crash", dir.path(), json!({}));
+    let e = echo(&c, &ws, "boom").await.unwrap_err();
+    assert!(!e.is_fatal(), "{e:?}");
+    // Started again on a later call (after the backoff), and crashing again: bounded, no hang.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let _ = echo(&c, &ws, "again").await;
+        let starts = std::fs::read_to_string(dir.path().join("starts")).unwrap_or_default();
+        if starts.lines().count() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never restarted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("hang", dir.path(), json!({"call_timeout_ms": 500}));
+    let t = Instant::now();
+    let e = echo(&c, &ws, "wait").await.unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(e.wire_text().contains("fixture.call_timeout_ms"), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_a_huge_message_and_ten_thousand_tools_are_refused_with_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    for (mode, extra, says) in [
+        ("huge", json!({"max_message_bytes": 1048576}), "failed"),
+        ("many", json!({}), "more than 1000 tools"),
+    ] {
+        let c = misbehaving(mode, dir.path(), extra);
+        let e = echo(&c, &ws, "x").await.unwrap_err();
+        assert!(
+            !e.is_fatal() && e.wire_text().contains(says),
+            "{mode}: {e:?}"
+        );
+    }
+    // A line of garbage: the call fails or times out (bounded), and the server goes on.
+    let c = misbehaving("garbage", dir.path(), json!({"call_timeout_ms": 1000}));
+    let t = Instant::now();
+    let _ = echo(&c, &ws, "x").await;
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_policy_does_not_allow_is_refused_and_the_call_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("sampling", dir.path(), json!({}));
+    assert_eq!(echo(&c, &ws, "hi").await.unwrap(), "echo: hi");
+}
+
+/// The real `mcp-server-time` behind the generated `third_party` server: a declared tool
+/// answers, the upstream's own names are not tools here, and reading the confidential one
+/// moves the session up and blocks every connect tool of the trust domain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
+    let bin = tokio::task::spawn_blocking(mcp_server_time).await.unwrap();
+    let mut dep = Deployment::new(Store::Sqlite, "upstream").await;
+    dep.set_env("MCP_SERVER_TIME", bin.to_str().unwrap());
+    let full = dep.try_start_server("third_party", "full", None).unwrap();
+    let proxied = dep
+        .try_start_server("third_party", "proxied", None)
+        .unwrap();
+    let template = dep.start("full", None);
+    let c = client(&full.url, "ana", "up1").await;
+    let tools = c.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["convert_meeting_time", "current_time"], "{names:?}");
+    let r = call(&c, "current_time", json!({"timezone": "Europe/Paris"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error && r.text.contains("Europe/Paris"), "{}", r.text);
+    // The upstream's own tool names are not tools of this server.
+    match call(&c, "get_current_time", json!({"timezone": "UTC"})).await {
+        Err(e) => assert!(e.contains("unknown tool"), "{e}"),
+        Ok(r) => assert!(r.is_error && r.text.contains("unknown tool"), "{}", r.text),
+    }
+    // And audited (the audit log of `third_party`, written in batches: wait, bounded).
+    let log = dep.path().join("state/audit-third_party.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().any(|l| {
+            l.contains("\"tool\":\"get_current_time\"") && l.contains("\"outcome\":\"error\"")
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the refused call was not audited: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The confidential tool: refused on full, served on proxied, and the session moves up.
+    let r = call(
+        &c,
+        "convert_meeting_time",
+        json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"}),
+    )
+    .await
+    .unwrap();
+    assert!(r.is_error, "{}", r.text);
+    let p = client(&proxied.url, "ana", "up1").await;
+    let r = call(
+        &p,
+        "convert_meeting_time",
+        json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"}),
+    )
+    .await
+    .unwrap();
+    assert!(!r.is_error && r.text.contains("18:30"), "{}", r.text);
+    assert_eq!(r.level, "confidential");
+    // Every connect tool of the trust domain is refused now; nothing reaches the webhook.
+    let t = client(&template.url, "ana", "up1").await;
+    let r = call(&t, "notify_team", notify("meeting at 18:30 Tokyo"))
+        .await
+        .unwrap();
+    assert!(r.is_error && r.text.starts_with("[FATAL]"), "{}", r.text);
+    assert!(dep.webhook.delivered("18:30").is_empty());
+    for c in [c, p, t] {
+        let _ = c.cancel().await;
+    }
+}
+
+/// `@modelcontextprotocol/server-everything` at its pinned version, under `target/` (npm).
+fn server_everything() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        let dir = target.join("upstreams");
+        let bin = dir.join("node_modules/.bin/mcp-server-everything");
+        let pinned = "@modelcontextprotocol/server-everything@2026.8.31";
+        let ready = std::fs::read_to_string(
+            dir.join("node_modules/@modelcontextprotocol/server-everything/package.json"),
+        )
+        .is_ok_and(|t| t.contains("\"version\": \"2026.8.31\""));
+        if !ready {
+            std::fs::create_dir_all(&dir).unwrap();
+            let ok = Command::new("npm")
+                .args(["install", "--silent", "--no-audit", "--no-fund", pinned])
+                .current_dir(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                ok,
+                "could not install {pinned} (needs Node.js 20+, npm and the npm registry)"
+            );
+        }
+        bin
+    })
+    .clone()
+}
+
+/// `bulkhead import mcp` on a real third-party server: the specs it writes fail the build with
+/// one diagnostic per tool until a person writes each tool's permission and sensitivity; then
+/// they build, and the lock pins every listed tool.
+#[test]
+fn import_leaves_each_tool_to_a_person_and_the_build_refuses_until_then() {
+    let bin = server_everything();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("specs")).unwrap();
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/schema");
+    std::fs::create_dir_all(root.join("specs/schema")).unwrap();
+    for f in std::fs::read_dir(&schema).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, root.join("specs/schema").join(f.file_name().unwrap())).unwrap();
+    }
+    let exe = env!("CARGO_BIN_EXE_bulkhead");
+    let out = Command::new(exe)
+        .args([
+            "import",
+            "mcp",
+            "--name",
+            "everything",
+            "--package",
+            "npm:@modelcontextprotocol/server-everything@2026.8.31",
+            "--root",
+        ])
+        .arg(root)
+        .arg("--")
+        .arg(&bin)
+        .arg("stdio")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("specs/connectors/everything.lock.json")).unwrap(),
+    )
+    .unwrap();
+    let tools = lock["tools"].as_object().unwrap().len();
+    assert!(tools >= 5, "{lock}");
+    assert!(lock["server"].as_str().unwrap().contains('@'));
+    let check = Command::new(exe)
+        .args(["check", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(!check.status.success());
+    let text = String::from_utf8_lossy(&check.stderr).to_string()
+        + &String::from_utf8_lossy(&check.stdout);
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("error: ") && !l.contains("could not generate"))
+        .collect();
+    assert_eq!(errors.len(), tools, "one diagnostic per tool:\n{text}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("is missing `permission` and `sensitivity`")),
+        "{text}"
+    );
+    // A person decides each tool: then it builds.
+    let server = root.join("specs/servers/everything.yaml");
+    let spec = std::fs::read_to_string(&server).unwrap();
+    std::fs::write(
+        &server,
+        spec.replace(
+            "    context: default\n",
+            "    context: default\n    permission: read\n    sensitivity: internal\n",
+        ),
+    )
+    .unwrap();
+    let check = Command::new(exe)
+        .args(["check", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
