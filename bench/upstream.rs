@@ -42,14 +42,17 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     tokio.block_on(async {
-        let rt = Arc::new(bulkhead::serve::runtime(&config, "third_party", NetworkMode::Full).await?);
+        let rt =
+            Arc::new(bulkhead::serve::runtime(&config, "third_party", NetworkMode::Full).await?);
         let id = Identity::new("bench", "s1")?;
         let args = json!({"timezone": "Europe/Paris"});
         let through = |rt: Arc<bulkhead::call::Runtime>| {
             let (id, args) = (id.clone(), args.clone());
             async move {
                 let t = Instant::now();
-                let out = rt.call(&id, "current_time", args.as_object().cloned()).await;
+                let out = rt
+                    .call(&id, "current_time", args.as_object().cloned())
+                    .await;
                 assert!(!out.is_error, "{}", out.text);
                 t.elapsed()
             }
@@ -78,7 +81,8 @@ fn main() -> anyhow::Result<()> {
             through(rt.clone()).await;
             call_direct().await;
         }
-        let (mut best_b, mut best_d): (Option<(Vec<Duration>, f64)>, Option<(Vec<Duration>, f64)>) = (None, None);
+        let (mut best_b, mut best_d): (Option<(Vec<Duration>, f64)>, Option<(Vec<Duration>, f64)>) =
+            (None, None);
         for _ in 0..3 {
             let started = Instant::now();
             let mut b = Vec::with_capacity(calls);

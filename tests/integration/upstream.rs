@@ -408,3 +408,70 @@ fn import_leaves_each_tool_to_a_person_and_the_build_refuses_until_then() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// An upstream reached over Streamable HTTP (`url`, a bearer token in `headers`): a real
+/// Bulkhead `template` instance on loopback stands in for a remote MCP server. Its `write_file`
+/// and `read_file` are pinned from its live listing; `read_file` is declared, `write_file` is
+/// not, so only the first exists here; a wrong token is refused by the upstream (no handshake).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_over_streamable_http_is_pinned_and_called() {
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let up = super::harness::start(dir.clone(), bulkhead::policy::NetworkMode::Full, true).await;
+    let token = super::harness::token("remote", "r1");
+    let settings = json!({
+        "url": up.url,
+        "headers": {"Authorization": format!("Bearer {token}")},
+        "call_timeout_ms": 10000,
+    });
+    let listing = bulkhead::connectors::mcp::lockfile::list("remote", settings.clone())
+        .await
+        .unwrap();
+    assert_eq!(listing.server.split('@').next(), Some("bulkhead-template"));
+    let read = listing
+        .tools
+        .iter()
+        .find(|(t, _)| t.name == "read_file")
+        .unwrap();
+    let pin = bulkhead::connectors::mcp::pin::pin_of(&read.1);
+    let ops = vec![OperationDef {
+        name: "read",
+        params_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#,
+        body: OperationBody::Mcp {
+            tool: "read_file",
+            pin: s(pin),
+            definition: s(read.1.to_string()),
+            server: s(listing.server.clone()),
+            remote: true,
+        },
+    }];
+    let def: &'static ConnectorDef = leak(ConnectorDef {
+        name: "remote",
+        kind: "mcp",
+        sensitivity: bulkhead::policy::Sensitivity::Internal,
+        settings: s(settings.to_string()),
+        operations: Box::leak(ops.into_boxed_slice()),
+    });
+    let c = Connectors::new([def], &|_| None).unwrap();
+    let ws = workspace(dir.path());
+    // The upstream's own session has no such file: its error comes back as a retryable one.
+    let args = json!({"path": "/workspace/none.txt"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let e = connectors::call(&c, "remote", "read", &ws, args, &CallSignals::new())
+        .await
+        .unwrap_err();
+    assert!(
+        !e.is_fatal() && e.wire_text().contains("answered an error"),
+        "{e:?}"
+    );
+    assert!(c.probe().await.iter().all(|(_, r)| r.is_ok()));
+    // A wrong token: the upstream refuses the handshake; a retryable error, nothing hangs.
+    let mut bad = settings.clone();
+    bad["headers"]["Authorization"] = json!("Bearer not-a-token");
+    assert!(
+        bulkhead::connectors::mcp::lockfile::list("remote", bad)
+            .await
+            .is_err()
+    );
+}

@@ -151,7 +151,8 @@ impl Sandbox {
         let max_runs = nonzero(s.max_runs, 8, "max_runs")?;
         let bwrap = std::env::var_os("BULKHEAD_BWRAP")
             .map(PathBuf::from)
-            .or_else(|| find_on_path("bwrap"));
+            .or_else(|| find_on_path("bwrap"))
+            .filter(|p| p.is_file());
         let cgroups = cgroup::Parents::detect();
         let filters = seccomp::programs().unwrap_or_else(|e| {
             tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
