@@ -6,6 +6,9 @@
 //!
 //! Usage: `sandbox [runs]`; prints `key\tvalue` lines (µs and calls/s).
 
+#[path = "inproc.rs"]
+mod inproc;
+
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
 use serde_json::json;
@@ -14,11 +17,6 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "sandbox-bench-secret-0123456789abcdef0123456";
 const SCRIPT: &str = "print(1)";
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e6
-}
 
 async fn jailed(rt: Arc<bulkhead::call::Runtime>, runs: usize, c: usize) -> (Vec<Duration>, f64) {
     let started = Instant::now();
@@ -91,18 +89,8 @@ fn main() -> anyhow::Result<()> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
     let dir = tempfile::tempdir()?;
-    let config = bulkhead::config::Config::parse(
-        &format!(
-            "auth:\n  issuer: b\n  audience: b\n  keys:\n    - {{ kid: k, alg: HS256, secret: {SECRET} }}\nstate:\n  dir: {d}/state\n  workspaces: {d}/ws\naudit:\n  sync_interval_ms: 50\n",
-            d = dir.path().display()
-        ),
-        "bench config",
-        &|k| std::env::var(k).ok(),
-    )?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let config = inproc::config(dir.path(), SECRET)?;
+    let tokio = inproc::tokio()?;
     tokio.block_on(async {
         let rt = Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Full).await?);
         // Warm both paths (page cache, the jail's /proc probe).
@@ -124,11 +112,11 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let ((j, jr), (b, br)) = (bj.unwrap(), bb.unwrap());
-            out.push(format!("c{c}_jailed_p50_us\t{:.0}", pct(&j, 0.5)));
-            out.push(format!("c{c}_jailed_p99_us\t{:.0}", pct(&j, 0.99)));
+            out.push(format!("c{c}_jailed_p50_us\t{:.0}", inproc::pct(&j, 0.5)));
+            out.push(format!("c{c}_jailed_p99_us\t{:.0}", inproc::pct(&j, 0.99)));
             out.push(format!("c{c}_jailed_calls_per_s\t{jr:.1}"));
-            out.push(format!("c{c}_bare_p50_us\t{:.0}", pct(&b, 0.5)));
-            out.push(format!("c{c}_bare_p99_us\t{:.0}", pct(&b, 0.99)));
+            out.push(format!("c{c}_bare_p50_us\t{:.0}", inproc::pct(&b, 0.5)));
+            out.push(format!("c{c}_bare_p99_us\t{:.0}", inproc::pct(&b, 0.99)));
             out.push(format!("c{c}_bare_calls_per_s\t{br:.1}"));
             out.push(format!("c{c}_ratio\t{:.2}", jr / br));
         }

@@ -8,6 +8,9 @@
 //! Usage: `sql_call [calls]`; prints `key\tvalue` lines (median and p99 in µs, calls/s at c=1
 //! and c=8, and the PostgreSQL/SQLite ratios).
 
+#[path = "inproc.rs"]
+mod inproc;
+
 #[path = "../tests/support/pg.rs"]
 mod pg;
 
@@ -18,11 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "sql-call-bench-secret-0123456789abcdef0123";
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e6
-}
 
 async fn measure(
     rt: Arc<bulkhead::call::Runtime>,
@@ -94,18 +92,8 @@ fn main() -> anyhow::Result<()> {
         std::env::set_var("APP_LOG_DIR", dir.path());
         std::env::set_var("SECURITY_LOG_DIR", dir.path());
     }
-    let config = bulkhead::config::Config::parse(
-        &format!(
-            "auth:\n  issuer: b\n  audience: b\n  keys:\n    - {{ kid: k, alg: HS256, secret: {SECRET} }}\nstate:\n  dir: {d}/state\n  workspaces: {d}/ws\naudit:\n  sync_interval_ms: 50\n",
-            d = dir.path().display()
-        ),
-        "bench config",
-        &|k| std::env::var(k).ok(),
-    )?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let config = inproc::config(dir.path(), SECRET)?;
+    let tokio = inproc::tokio()?;
     tokio.block_on(async {
         let sqlite =
             Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Proxied).await?);
@@ -124,15 +112,18 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let ((s, srate), (p, prate)) = best.expect("three rounds");
-            out.push(format!("c{c}_sqlite_p50_us\t{:.0}", pct(&s, 0.5)));
-            out.push(format!("c{c}_sqlite_p99_us\t{:.0}", pct(&s, 0.99)));
+            out.push(format!("c{c}_sqlite_p50_us\t{:.0}", inproc::pct(&s, 0.5)));
+            out.push(format!("c{c}_sqlite_p99_us\t{:.0}", inproc::pct(&s, 0.99)));
             out.push(format!("c{c}_sqlite_calls_per_s\t{srate:.0}"));
-            out.push(format!("c{c}_postgres_p50_us\t{:.0}", pct(&p, 0.5)));
-            out.push(format!("c{c}_postgres_p99_us\t{:.0}", pct(&p, 0.99)));
+            out.push(format!("c{c}_postgres_p50_us\t{:.0}", inproc::pct(&p, 0.5)));
+            out.push(format!(
+                "c{c}_postgres_p99_us\t{:.0}",
+                inproc::pct(&p, 0.99)
+            ));
             out.push(format!("c{c}_postgres_calls_per_s\t{prate:.0}"));
             out.push(format!(
                 "c{c}_postgres_over_sqlite_p50\t{:.2}",
-                pct(&p, 0.5) / pct(&s, 0.5)
+                inproc::pct(&p, 0.5) / inproc::pct(&s, 0.5)
             ));
         }
         for line in out {

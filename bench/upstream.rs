@@ -7,6 +7,9 @@
 //! Usage: `upstream_bench [calls]` with `MCP_SERVER_TIME` naming the upstream's executable;
 //! prints `key\tvalue` lines (µs and calls/s).
 
+#[path = "inproc.rs"]
+mod inproc;
+
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
 use rmcp::ServiceExt as _;
@@ -16,11 +19,6 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "upstream-bench-secret-0123456789abcdef0123456";
 
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e6
-}
-
 fn main() -> anyhow::Result<()> {
     let calls: usize = std::env::args()
         .nth(1)
@@ -29,18 +27,8 @@ fn main() -> anyhow::Result<()> {
     let bin = std::env::var("MCP_SERVER_TIME")
         .map_err(|_| anyhow::anyhow!("set MCP_SERVER_TIME to the mcp-server-time executable"))?;
     let dir = tempfile::tempdir()?;
-    let config = bulkhead::config::Config::parse(
-        &format!(
-            "auth:\n  issuer: b\n  audience: b\n  keys:\n    - {{ kid: k, alg: HS256, secret: {SECRET} }}\nstate:\n  dir: {d}/state\n  workspaces: {d}/ws\naudit:\n  sync_interval_ms: 50\n",
-            d = dir.path().display()
-        ),
-        "bench config",
-        &|k| std::env::var(k).ok(),
-    )?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let config = inproc::config(dir.path(), SECRET)?;
+    let tokio = inproc::tokio()?;
     tokio.block_on(async {
         let rt =
             Arc::new(bulkhead::serve::runtime(&config, "third_party", NetworkMode::Full).await?);
@@ -106,13 +94,16 @@ fn main() -> anyhow::Result<()> {
             }
         }
         let ((b, br), (d, dr)) = (best_b.unwrap(), best_d.unwrap());
-        println!("bulkhead_p50_us\t{:.0}", pct(&b, 0.5));
-        println!("bulkhead_p99_us\t{:.0}", pct(&b, 0.99));
+        println!("bulkhead_p50_us\t{:.0}", inproc::pct(&b, 0.5));
+        println!("bulkhead_p99_us\t{:.0}", inproc::pct(&b, 0.99));
         println!("bulkhead_calls_per_s\t{br:.0}");
-        println!("direct_p50_us\t{:.0}", pct(&d, 0.5));
-        println!("direct_p99_us\t{:.0}", pct(&d, 0.99));
+        println!("direct_p50_us\t{:.0}", inproc::pct(&d, 0.5));
+        println!("direct_p99_us\t{:.0}", inproc::pct(&d, 0.99));
         println!("direct_calls_per_s\t{dr:.0}");
-        println!("overhead_p50_us\t{:.0}", pct(&b, 0.5) - pct(&d, 0.5));
+        println!(
+            "overhead_p50_us\t{:.0}",
+            inproc::pct(&b, 0.5) - inproc::pct(&d, 0.5)
+        );
         println!("ratio\t{:.2}", br / dr);
         anyhow::Ok(())
     })

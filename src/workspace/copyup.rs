@@ -9,10 +9,10 @@
 
 use std::io;
 
-use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
 use rustix::fs::OFlags;
 
-use super::{DIR_MODE, SessionWorkspace, WorkspaceError, is_temp_name};
+use super::{SessionWorkspace, WorkspaceError, is_temp_name};
 
 /// Deepest folder level copied.
 const MAX_DEPTH: usize = 64;
@@ -52,24 +52,13 @@ impl SessionWorkspace {
             }
             let Ok(ft) = entry.file_type() else { continue };
             if ft.is_dir() {
-                let mut builder = DirBuilder::new();
-                builder.mode(DIR_MODE);
-                match to.create_dir_with(name, &builder) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(e.into()),
-                }
                 let Ok(sub_from) = entry.open_dir() else {
                     continue;
                 };
-                let mut opts = OpenOptions::new();
-                opts.read(true)
-                    .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
                 // Something that is not a folder by that name here: this layer wins.
-                let Ok(sub_to) = to.open_with(name, &opts) else {
+                let Ok(sub_to) = super::open_child_dir(to, name) else {
                     continue;
                 };
-                let sub_to = Dir::from_std_file(sub_to.into_std());
                 self.copy_tree(&sub_from, &sub_to, depth + 1, copied)?;
             } else if ft.is_file() {
                 if to.symlink_metadata(name).is_ok() {

@@ -147,3 +147,40 @@ pub fn expired_token(user: &str, session: &str) -> String {
     )
     .unwrap()
 }
+
+/// The build's target folder (tools the tests install live under it).
+pub fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+/// A virtualenv `target/<name>` with `packages` (pinned `pip` requirements) installed from PyPI
+/// once: a marker names what was installed, so a changed pin installs again. Installs are
+/// serialised (two tests filling one folder break each other).
+pub fn pip_venv(name: &str, packages: &[&str]) -> std::path::PathBuf {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+    let venv = target_dir().join(name);
+    let marker = venv.join(format!(".installed-{}", packages.join("+")));
+    if !marker.exists() {
+        let ok = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success())
+            && std::process::Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet"])
+                .args(packages)
+                .status()
+                .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "could not install {} into {} (needs python3-venv and PyPI)",
+            packages.join(", "),
+            venv.display()
+        );
+        std::fs::write(&marker, "").unwrap();
+    }
+    venv
+}

@@ -10,25 +10,7 @@ const VALIDATOR: &str = "kubernetes-validate==1.37.0";
 
 /// A venv with the validator, made once under target/.
 fn validator() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let venv = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("k8s-venv");
-    let bin = venv.join("bin/kubernetes-validate");
-    if !bin.exists() {
-        let ok = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .is_ok_and(|s| s.success())
-            && Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", VALIDATOR])
-                .status()
-                .is_ok_and(|s| s.success());
-        assert!(ok, "could not install {VALIDATOR} into {}", venv.display());
-    }
-    bin
+    super::harness::pip_venv("k8s-venv", &[VALIDATOR]).join("bin/kubernetes-validate")
 }
 
 fn validate(bin: &Path, files: &[PathBuf]) -> (bool, String) {

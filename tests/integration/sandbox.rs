@@ -307,8 +307,14 @@ async fn no_network_from_the_jail_on_proxied_and_none_instances() {
         assert_eq!(out.matches("refused").count(), 3, "{mode:?}: {r}");
     }
     assert_eq!(listener.accepted(), 0, "a jail reached the host's loopback");
+    // The control on `full` shares the host's network, so it tries loopback only: nothing of
+    // a test may leave this machine.
     let rt = runtime(&env, NetworkMode::Full);
-    let r = result(&py(&rt, &id("ana", "n2"), &code).await);
+    let control = format!(
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected 127.0.0.1')",
+        port = listener.port
+    );
+    let r = result(&py(&rt, &id("ana", "n2"), &control).await);
     assert!(
         r["stdout"]
             .as_str()
@@ -408,7 +414,13 @@ async fn filling_the_disk_is_bounded() {
         max_bytes: 4 << 20,
         ..Default::default()
     };
-    let rt = runtime_with(&env, NetworkMode::Full, &[], Some(disk));
+    // A short wall time bounds what a run can write if the quota check were slow.
+    let rt = runtime_with(
+        &env,
+        NetworkMode::Full,
+        &[("PYTHON_WALL_SECONDS", "5")],
+        Some(disk),
+    );
     // One file past the largest file a run may write.
     let out = py(
         &rt,

@@ -17,33 +17,7 @@ fn root() -> PathBuf {
 }
 
 fn venv() -> PathBuf {
-    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    VENV.get_or_init(|| {
-        let venv = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root().join("target"))
-            .join("scanners-venv");
-        let marker = venv.join(format!("{CHECKOV}+{HADOLINT}"));
-        if !marker.exists() {
-            let ok = Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .is_ok_and(|s| s.success())
-                && Command::new(venv.join("bin/pip"))
-                    .args(["install", "--quiet", CHECKOV, HADOLINT])
-                    .status()
-                    .is_ok_and(|s| s.success());
-            assert!(
-                ok,
-                "could not install {CHECKOV} and {HADOLINT} into {}",
-                venv.display()
-            );
-            std::fs::write(&marker, "").unwrap();
-        }
-        venv
-    })
-    .clone()
+    super::harness::pip_venv("scanners-venv", &[CHECKOV, HADOLINT])
 }
 
 /// Runs a scanner from the venv with no network (only loopback).

@@ -15,36 +15,8 @@ use std::time::{Duration, Instant};
 
 /// `mcp-server-time` at its pinned version, in a virtualenv under `target/` (pip, PyPI).
 pub fn mcp_server_time() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-        let venv = target.join("upstreams/venv");
-        let bin = venv.join("bin/mcp-server-time");
-        let pinned = "mcp-server-time==2026.10.19";
-        let ready = Command::new(venv.join("bin/pip"))
-            .args(["show", "mcp-server-time"])
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Version: 2026.10.19"));
-        if !ready {
-            let ok = Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status()
-                .is_ok_and(|s| s.success())
-                && Command::new(venv.join("bin/pip"))
-                    .args(["install", "--quiet", pinned])
-                    .status()
-                    .is_ok_and(|s| s.success());
-            assert!(
-                ok,
-                "could not install {pinned} (needs python3-venv and PyPI)"
-            );
-        }
-        bin
-    })
-    .clone()
+    super::harness::pip_venv("upstreams/venv", &["mcp-server-time==2026.10.19"])
+        .join("bin/mcp-server-time")
 }
 
 fn fixture() -> PathBuf {
@@ -216,6 +188,28 @@ async fn a_request_the_policy_does_not_allow_is_refused_and_the_call_goes_on() {
     let ws = workspace(dir.path());
     let c = misbehaving("sampling", dir.path(), json!({}));
     assert_eq!(echo(&c, &ws, "hi").await.unwrap(), "echo: hi");
+    // The upstream got a refusal (an error answer, no sampling result), written by the fixture
+    // as it reads it: wait for it, bounded.
+    let answer = dir.path().join("sampling-answer");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !answer.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the upstream never got an answer"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let said: Value = loop {
+        if let Ok(v) = serde_json::from_str(&std::fs::read_to_string(&answer).unwrap_or_default()) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "unreadable answer");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        said.get("error").is_some() && said.get("result").is_none(),
+        "{said}"
+    );
 }
 
 /// The real `mcp-server-time` behind the generated `third_party` server: a declared tool
@@ -295,10 +289,7 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
 fn server_everything() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-        let dir = target.join("upstreams");
+        let dir = super::harness::target_dir().join("upstreams");
         let bin = dir.join("node_modules/.bin/mcp-server-everything");
         let pinned = "@modelcontextprotocol/server-everything@2026.8.31";
         let ready = std::fs::read_to_string(
