@@ -359,7 +359,7 @@ async fn a_fork_bomb_is_bounded() {
         "import os\nwhile True:\n    os.fork()",
     )
     .await;
-    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(90), "{:?}", t.elapsed());
     says_limit(&out, "processes");
     still_serving(&rt).await;
 }
@@ -381,14 +381,22 @@ async fn a_memory_bomb_is_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_loop_is_bounded_by_cpu_and_a_sleeper_by_wall_time() {
     let env = env();
+    // The loop's wall time is far above its CPU time, so that the CPU limit is reached first
+    // however busy the machine is (a loaded CI runner gives the loop a fraction of a core).
+    let rt = runtime_with(
+        &env,
+        NetworkMode::Full,
+        &[("PYTHON_WALL_SECONDS", "120")],
+        None,
+    );
+    let out = py(&rt, &id("ana", "l1"), "while True:\n    pass").await;
+    says_limit(&out, "cpu_seconds");
     let rt = runtime_with(
         &env,
         NetworkMode::Full,
         &[("PYTHON_WALL_SECONDS", "3")],
         None,
     );
-    let out = py(&rt, &id("ana", "l1"), "while True:\n    pass").await;
-    says_limit(&out, "cpu_seconds");
     let t = Instant::now();
     let out = py(
         &rt,
@@ -403,7 +411,7 @@ async fn an_endless_loop_is_bounded_by_cpu_and_a_sleeper_by_wall_time() {
         "the output so far is kept: {}",
         out.text
     );
-    assert!(t.elapsed() < Duration::from_secs(13), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(90), "{:?}", t.elapsed());
     still_serving(&rt).await;
 }
 
@@ -418,7 +426,7 @@ async fn filling_the_disk_is_bounded() {
     let rt = runtime_with(
         &env,
         NetworkMode::Full,
-        &[("PYTHON_WALL_SECONDS", "5")],
+        &[("PYTHON_WALL_SECONDS", "15")],
         Some(disk),
     );
     // One file past the largest file a run may write.

@@ -156,7 +156,7 @@ async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
     let c = misbehaving("hang", dir.path(), json!({"call_timeout_ms": 500}));
     let t = Instant::now();
     let e = echo(&c, &ws, "wait").await.unwrap_err();
-    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     assert!(e.wire_text().contains("fixture.call_timeout_ms"), "{e:?}");
 }
 
@@ -179,7 +179,7 @@ async fn garbage_a_huge_message_and_ten_thousand_tools_are_refused_with_bounded_
     let c = misbehaving("garbage", dir.path(), json!({"call_timeout_ms": 1000}));
     let t = Instant::now();
     let _ = echo(&c, &ws, "x").await;
-    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
