@@ -162,7 +162,7 @@ impl Runtime {
             crate::isolation::selfcheck::check(self.mode)
         };
         out.push((format!("mode {}", self.mode), isolation));
-        for (name, result) in self.connectors.probe().await {
+        for (name, result) in self.connectors.probe_in(self.mode).await {
             out.push((format!("connector {name}"), result));
         }
         out

@@ -141,6 +141,15 @@ impl Connectors {
     /// spec did not declare); `files` works on the workspaces, checked with the store. Reasons
     /// never carry host paths.
     pub async fn probe(&self) -> Vec<(&'static str, Result<(), String>)> {
+        self.probe_in(crate::policy::NetworkMode::None).await
+    }
+
+    /// [`probe`](Self::probe) on an instance in `mode` (an upstream MCP server started by the
+    /// probe gets that network, and then serves the instance's calls).
+    pub async fn probe_in(
+        &self,
+        mode: crate::policy::NetworkMode,
+    ) -> Vec<(&'static str, Result<(), String>)> {
         let mut out = Vec::new();
         let mut names: Vec<_> = self.by_name.keys().copied().collect();
         names.sort_unstable();
@@ -151,7 +160,7 @@ impl Connectors {
                 Instance::Postgres(db) => db.probe().await,
                 Instance::Logs(l) => l.probe(),
                 Instance::Sandbox(s) => s.probe().await,
-                Instance::Mcp(m) => m.probe().await,
+                Instance::Mcp(m) => m.probe(mode).await,
                 Instance::Files | Instance::Http(_) => continue,
             };
             out.push((name, result));
@@ -216,7 +225,13 @@ pub async fn call_in(
         (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
             s.run(command, &args, ws.workspace()?, jail, signals).await
         }
-        (OperationBody::Mcp { tool, .. }, Instance::Mcp(m)) => m.run(tool, args).await,
+        (OperationBody::Mcp { tool, .. }, Instance::Mcp(m)) => {
+            let place = mcp::Place {
+                mode: jail.mode,
+                workspace: ws.workspace()?,
+            };
+            m.run(tool, args, place).await
+        }
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

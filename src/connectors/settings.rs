@@ -57,4 +57,25 @@ pub fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::
     }
 }
 
+/// Deserializes an optional `bool` written as a boolean or as `true`/`false` text.
+pub fn boolean<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum BoolOrText {
+        Bool(bool),
+        Text(String),
+    }
+    match Option::<BoolOrText>::deserialize(d)? {
+        None => Ok(None),
+        Some(BoolOrText::Bool(b)) => Ok(Some(b)),
+        Some(BoolOrText::Text(t)) => match t.trim() {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            _ => Err(serde::de::Error::custom(format!(
+                "`{t}` is not `true` or `false`"
+            ))),
+        },
+    }
+}
+
 use serde::Deserialize as _;

@@ -112,6 +112,12 @@ impl SessionWorkspace {
         Ok(())
     }
 
+    /// Refuses when the session's files are already past a limit (for a writer this process
+    /// does not see each write of, such as a session's upstream MCP server); says which.
+    pub fn admit_nothing_more(&self) -> Result<(), WorkspaceError> {
+        self.admit(0, 0, false)
+    }
+
     /// The limits this workspace enforces.
     pub fn limits(&self) -> DiskLimits {
         self.limits

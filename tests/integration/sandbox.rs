@@ -262,13 +262,13 @@ async fn links_out_of_the_workspace_lead_nowhere() {
 }
 
 /// A TCP listener on the host's loopback: counts the connections it accepted.
-struct Listener {
-    port: u16,
+pub struct Listener {
+    pub port: u16,
     accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Listener {
-    async fn start() -> Listener {
+    pub async fn start() -> Listener {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -282,7 +282,7 @@ impl Listener {
         Listener { port, accepted }
     }
 
-    fn accepted(&self) -> usize {
+    pub fn accepted(&self) -> usize {
         self.accepted.load(std::sync::atomic::Ordering::SeqCst)
     }
 }

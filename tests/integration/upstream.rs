@@ -5,6 +5,7 @@
 
 use super::procs::{Deployment, Store, call, client, notify};
 use bulkhead::connectors::{self, Connectors};
+use bulkhead::policy::NetworkMode;
 use bulkhead::signals::CallSignals;
 use bulkhead::tooldef::{ConnectorDef, OperationBody, OperationDef};
 use serde_json::{Value, json};
@@ -17,6 +18,16 @@ use std::time::{Duration, Instant};
 pub fn mcp_server_time() -> PathBuf {
     super::harness::pip_venv("upstreams/venv", &["mcp-server-time==2026.10.19"])
         .join("bin/mcp-server-time")
+}
+
+/// Debian's Python (a version manager's shim on `PATH` is a script that would need its own
+/// folders in the jail).
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
 }
 
 fn fixture() -> PathBuf {
@@ -48,9 +59,12 @@ fn echo_pin() -> (String, String) {
 fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
     let (pin, definition) = echo_pin();
     let mut settings = json!({
-        "command": ["python3", fixture().to_str().unwrap(), mode, state.to_str().unwrap()],
+        "command": [python(), fixture().to_str().unwrap(), mode, state.to_str().unwrap()],
         "start_timeout_ms": 10000,
         "call_timeout_ms": 3000,
+        // The jail shows the fixture (read-only) and its state folder, nothing else of the host.
+        "read_only": [fixture().parent().unwrap().to_str().unwrap()],
+        "read_write": [state.to_str().unwrap()],
     });
     for (k, v) in extra.as_object().unwrap() {
         settings[k] = v.clone();
@@ -81,8 +95,19 @@ async fn echo(
     ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
     msg: &str,
 ) -> Result<String, bulkhead::errors::ToolError> {
+    echo_in(c, ws, msg, NetworkMode::None).await
+}
+
+/// `echo` from a call on an instance in `mode`.
+async fn echo_in(
+    c: &Connectors,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    msg: &str,
+    mode: NetworkMode,
+) -> Result<String, bulkhead::errors::ToolError> {
     let args = json!({"message": msg}).as_object().cloned().unwrap();
-    match connectors::call(c, "fixture", "echo", ws, args, &CallSignals::new()).await? {
+    let jail = connectors::sandbox::JailContext::outside_a_call(mode);
+    match connectors::call_in(c, "fixture", "echo", ws, args, &jail, &CallSignals::new()).await? {
         bulkhead::server::ToolOutput::Text(t) => Ok(t),
         other => panic!("{other:?}"),
     }
@@ -146,6 +171,60 @@ async fn an_upstream_that_crashes_mid_call_gets_a_retryable_error_and_is_restart
         }
         assert!(Instant::now() < deadline, "never restarted");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A hostile upstream (it does what the model asks of it) in its jail: none of the server's
+/// files exist for it (state store, configuration, other sessions' workspaces, the host's
+/// secrets), and on a `none` instance nothing it sends leaves, even though this test instance
+/// runs unisolated on the host's network. On `full` and `proxied` it has the instance's
+/// network (the control; a deployment filters the proxied instance's egress).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let ws = workspace(dir.path());
+    // What a hostile server goes for: the compliance record it could lower, the server's
+    // configuration, another session's files.
+    let store = dir.path().join("compliance.db");
+    std::fs::write(&store, "the ratchet").unwrap();
+    let other = dir.path().join("ws/other-user");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "ben's secret").unwrap();
+    let listener = super::sandbox::Listener::start().await;
+    let connect = format!("connect 127.0.0.1 {}", listener.port);
+    for (mode, reaches) in [
+        (NetworkMode::None, false),
+        (NetworkMode::Proxied, true),
+        (NetworkMode::Full, true),
+    ] {
+        // One connector per instance, as on a deployment.
+        let c = misbehaving("snoop", &state, json!({}));
+        let before = listener.accepted();
+        let said = echo_in(&c, &ws, &connect, mode).await.unwrap();
+        assert_eq!(said.starts_with("connected"), reaches, "{mode:?}: {said}");
+        assert_eq!(listener.accepted() - before, usize::from(reaches), "{mode:?}");
+        for order in [
+            format!("read {}", store.display()),
+            format!("read {}", other.join("notes.txt").display()),
+            format!("read {}/config.yaml", env!("CARGO_MANIFEST_DIR")),
+            format!("list {}", dir.path().join("ws").display()),
+            "read /etc/shadow".to_string(),
+        ] {
+            let said = echo_in(&c, &ws, &order, mode).await.unwrap();
+            assert!(said.starts_with("refused"), "{mode:?} {order}: {said}");
+        }
+        // The folder above its state folder holds only the way there.
+        let said = echo_in(&c, &ws, &format!("list {}", dir.path().display()), mode)
+            .await
+            .unwrap();
+        assert_eq!(said, "listed fixture-state", "{mode:?}");
+        // What it was given is there: its own state folder.
+        let said = echo_in(&c, &ws, &format!("list {}", state.display()), mode)
+            .await
+            .unwrap();
+        assert!(said.starts_with("listed"), "{said}");
     }
 }
 

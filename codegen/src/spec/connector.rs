@@ -251,7 +251,8 @@ pub struct SandboxSettings {
 #[serde(deny_unknown_fields)]
 pub struct McpSettings {
     /// Launch over stdio: the program and its arguments (run by the instance that runs the
-    /// tools, inside its namespaces).
+    /// tools, in a jail of its own inside the instance's network; relative paths start at
+    /// `/tmp`, or `/workspace` for an upstream of one session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// Variables the launched program gets (nothing else of the server's environment).
@@ -275,6 +276,24 @@ pub struct McpSettings {
     /// Most tools the upstream may list (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tools: Option<Count>,
+    /// Host folders a launched upstream reads (absolute; visible read-only at the same path in
+    /// its jail, besides the system and its own install folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<String>,
+    /// Host folders a launched upstream may write (absolute; same path in its jail).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_write: Vec<String>,
+    /// One upstream per session, with that session's folder at `/workspace` (for upstreams
+    /// that take a root folder, such as the filesystem server); default: one per instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_workspace: Option<bool>,
+    /// Upstreams of sessions running at once (default 16); the least recently used idle one is
+    /// stopped to make room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<Count>,
+    /// Seconds a session's upstream may sit without a call before it is stopped (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_seconds: Option<Count>,
 }
 
 /// The lock of an `mcp` connector (`<connector>.lock.json` beside its spec): who the upstream

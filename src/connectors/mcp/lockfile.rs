@@ -19,7 +19,32 @@ pub struct Listing {
 pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Listing> {
     let s: Settings = serde_json::from_value(settings)
         .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?;
-    let live = upstream::Live::start(connector, &s).await?;
+    // Listed in its jail like on an instance, with no network but loopback (a listing needs
+    // none) and, for an upstream of one session, an empty folder at /workspace.
+    let dir = tempfile::tempdir()?;
+    let ws = if s.per_session() {
+        let root = crate::workspace::WorkspaceRoot::new(dir.path().join("workspaces"))?;
+        Some(root.session(&crate::identity::Identity::new("lock", "lock")?)?)
+    } else {
+        None
+    };
+    let confine = match &s.command {
+        Some(c) => Some(super::confine::Confine::new(
+            connector,
+            c,
+            &s.read_only,
+            &s.read_write,
+        ).map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?),
+        None => None,
+    };
+    let live = super::start(
+        connector,
+        &s,
+        confine.as_ref(),
+        crate::policy::NetworkMode::None,
+        ws.as_ref(),
+    )
+    .await?;
     let tools = upstream::list_tools_of(&live, s.bounds()).await?;
     let server = live.server().to_string();
     drop(live);

@@ -14,20 +14,28 @@
 //!
 //! # Lifecycle (decided here)
 //!
-//! One upstream process per instance, launched by the instance that runs its tools (so inside
-//! its network and mount namespaces), started on the first call or readiness probe and shared
-//! by every session of the instance; the process gets only the variables the spec declares
-//! (plus `PATH`, `HOME` and `LANG`). Bounded: start time, time per call, message size, tools
-//! listed, stderr lines logged; a crashed or closed upstream answers the call in flight with a
-//! retryable error and is started again on a later call, no sooner than a backoff that doubles
-//! from 0.5 s to 30 s while it keeps failing.
+//! An upstream over stdio is launched by the instance that runs its tools (so inside its
+//! network namespace), in a jail of its own ([`confine`]): one process per instance, started on
+//! the first call or readiness probe and shared by every session of the instance; or, with
+//! `session_workspace: true` (an upstream that takes a root folder, such as the filesystem
+//! server), one process per session, with that session's folder at `/workspace` as the only
+//! folder it can write, at most `max_sessions` at once (the least recently used idle one is
+//! stopped to make room; when all are busy the call is refused naming the limit) and each
+//! stopped after `idle_seconds` without a call (checked on every call). The process gets only
+//! the variables the spec declares (plus `PATH`, `HOME` and `LANG`). Bounded: start time, time
+//! per call, message size, tools listed, stderr lines logged; a crashed or closed upstream
+//! answers the call in flight with a retryable error and is started again on a later call, no
+//! sooner than a backoff that doubles from 0.5 s to 30 s while it keeps failing. A session's
+//! upstream takes no call while the session's files are over its disk limits.
 
 mod capped;
+mod confine;
 pub mod lockfile;
 pub mod pin;
 mod upstream;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -35,6 +43,8 @@ use serde_json::Value;
 
 use super::{ConnectorError, settings};
 use crate::errors::ToolError;
+use crate::policy::NetworkMode;
+use crate::workspace::SessionWorkspace;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
 use crate::tooldef::{ConnectorDef, OperationBody};
 
@@ -57,6 +67,16 @@ pub(crate) struct Settings {
     pub max_message_bytes: Option<u64>,
     #[serde(default, deserialize_with = "settings::number")]
     pub max_tools: Option<u64>,
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    #[serde(default)]
+    pub read_write: Vec<String>,
+    #[serde(default, deserialize_with = "settings::boolean")]
+    pub session_workspace: Option<bool>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub max_sessions: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub idle_seconds: Option<u64>,
 }
 
 /// The bounds of one upstream.
@@ -69,6 +89,18 @@ pub(crate) struct Bounds {
 }
 
 impl Settings {
+    pub(crate) fn per_session(&self) -> bool {
+        self.session_workspace.unwrap_or(false)
+    }
+
+    pub(crate) fn max_sessions(&self) -> usize {
+        self.max_sessions.unwrap_or(16) as usize
+    }
+
+    pub(crate) fn idle(&self) -> Duration {
+        Duration::from_secs(self.idle_seconds.unwrap_or(300))
+    }
+
     pub(crate) fn bounds(&self) -> Bounds {
         Bounds {
             start: Duration::from_millis(self.start_timeout_ms.unwrap_or(20_000)),
@@ -91,7 +123,16 @@ pub struct Mcp {
     settings: Settings,
     server: &'static str,
     pinned: HashMap<&'static str, Pinned>,
+    /// The jail of a stdio upstream (none for a URL).
+    confine: Option<confine::Confine>,
+    /// The shared upstream (key `None`) or one per session (key `user/session`).
+    upstreams: std::sync::Mutex<HashMap<Option<String>, Arc<Slot>>>,
+}
+
+/// One upstream and when it last took a call.
+struct Slot {
     state: tokio::sync::Mutex<State>,
+    used: std::sync::Mutex<Instant>,
 }
 
 #[derive(Default)]
@@ -104,6 +145,15 @@ struct State {
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// Where one call's upstream runs.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    /// The instance's network mode.
+    pub mode: NetworkMode,
+    /// The calling session's workspace.
+    pub workspace: &'a Arc<SessionWorkspace>,
+}
+
 impl Mcp {
     /// Reads the settings and the pins of the declared operations.
     pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Mcp, ConnectorError> {
@@ -112,10 +162,16 @@ impl Mcp {
             connector: def.name,
             reason: reason.into(),
         };
-        match (&settings.command, &settings.url) {
-            (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {}
-            (None, Some(u)) if !u.is_empty() => {}
+        let confine = match (&settings.command, &settings.url) {
+            (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Some(
+                confine::Confine::new(def.name, c, &settings.read_only, &settings.read_write)
+                    .map_err(|e| bad(&e))?,
+            ),
+            (None, Some(u)) if !u.is_empty() => None,
             _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),
+        };
+        if confine.is_none() && settings.per_session() {
+            return Err(bad("`session_workspace` needs an upstream launched over stdio"));
         }
         let mut pinned = HashMap::new();
         let mut server = "";
@@ -139,14 +195,23 @@ impl Mcp {
             settings,
             server,
             pinned,
-            state: tokio::sync::Mutex::new(State::default()),
+            confine,
+            upstreams: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
-    /// Readiness: the upstream starts, and no declared tool drifted from its pin.
-    pub async fn probe(&self) -> Result<(), String> {
-        let mut state = self.state.lock().await;
-        self.ensure(&mut state)
+    /// Readiness: the upstream starts, and no declared tool drifted from its pin. An upstream
+    /// of one session starts with its session: readiness checks that its jail starts here.
+    pub async fn probe(&self, mode: NetworkMode) -> Result<(), String> {
+        if self.settings.per_session() {
+            return match &self.confine {
+                Some(c) => c.host().await.map(|_| ()),
+                None => Ok(()),
+            };
+        }
+        let slot = self.slot(None).map_err(|e| e.message().to_string())?;
+        let mut state = slot.state.lock().await;
+        self.ensure(&mut state, mode, None)
             .await
             .map_err(|e| e.message().to_string())?;
         let live = state.live.as_ref().expect("ensured");
@@ -169,11 +234,80 @@ impl Mcp {
         v
     }
 
-    /// Calls the upstream tool `tool` with validated `args`.
-    pub async fn run(&self, tool: &str, args: JsonObject) -> ToolResult {
+    /// The upstream slot of `key`, made when missing: stops upstreams idle for longer than
+    /// `idle_seconds`, and the least recently used idle one when `max_sessions` are running.
+    fn slot(&self, key: Option<String>) -> Result<Arc<Slot>, ToolError> {
+        let now = Instant::now();
+        let idle = self.settings.idle();
+        let mut map = self.upstreams.lock().expect("upstreams lock");
+        // Stop idle upstreams of sessions (dropping a slot kills its process).
+        map.retain(|k, slot| {
+            k.is_none()
+                || Arc::strong_count(slot) > 1
+                || now.duration_since(*slot.used.lock().expect("used lock")) < idle
+        });
+        if let Some(slot) = map.get(&key) {
+            *slot.used.lock().expect("used lock") = now;
+            return Ok(slot.clone());
+        }
+        let max = self.settings.max_sessions();
+        if key.is_some() && map.keys().filter(|k| k.is_some()).count() >= max {
+            let lru = map
+                .iter()
+                .filter(|(k, slot)| k.is_some() && Arc::strong_count(slot) == 1)
+                .min_by_key(|(_, slot)| *slot.used.lock().expect("used lock"))
+                .map(|(k, _)| k.clone());
+            match lru {
+                Some(k) => {
+                    map.remove(&k);
+                }
+                None => {
+                    return Err(ToolError::retry(format!(
+                        "limit `{}.max_sessions` ({max}) reached: that many sessions are using their own upstream right now; try again shortly",
+                        self.name
+                    )));
+                }
+            }
+        }
+        let slot = Arc::new(Slot {
+            state: tokio::sync::Mutex::new(State::default()),
+            used: std::sync::Mutex::new(now),
+        });
+        map.insert(key, slot.clone());
+        Ok(slot)
+    }
+
+    /// How many upstream processes run now (the shared one and those of sessions).
+    pub fn running(&self) -> usize {
+        self.upstreams
+            .lock()
+            .expect("upstreams lock")
+            .values()
+            .filter(|s| s.state.try_lock().is_ok_and(|st| st.live.is_some()))
+            .count()
+    }
+
+    /// Calls the upstream tool `tool` with validated `args`, from a call at `place`.
+    pub async fn run(&self, tool: &str, args: JsonObject, place: Place<'_>) -> ToolResult {
+        let session = self.settings.per_session().then_some(place.workspace);
+        if let Some(ws) = session {
+            ws.admit_nothing_more().map_err(|e| {
+                if e.is_retryable() {
+                    ToolError::retry(e)
+                } else {
+                    ToolError::fatal(e)
+                }
+            })?;
+        }
+        let key = session.map(|ws| {
+            let id = ws.identity();
+            format!("{}/{}", id.user(), id.session())
+        });
+        let slot = self.slot(key)?;
         let peer = {
-            let mut state = self.state.lock().await;
-            self.ensure(&mut state).await?;
+            let mut state = slot.state.lock().await;
+            self.ensure(&mut state, place.mode, session.map(|w| &**w))
+                .await?;
             let live = state.live.as_ref().expect("ensured");
             self.check_pin(live, tool)?;
             live.peer()
@@ -190,7 +324,7 @@ impl Mcp {
             }
             Ok(Err(e)) => {
                 // A closed transport is a crash: the next call starts the upstream again.
-                let mut state = self.state.lock().await;
+                let mut state = slot.state.lock().await;
                 if state.live.as_ref().is_some_and(upstream::Live::is_closed) {
                     self.crashed(&mut state, &e.to_string());
                 }
@@ -201,6 +335,7 @@ impl Mcp {
             }
             Ok(Ok(r)) => r,
         };
+        *slot.used.lock().expect("used lock") = Instant::now();
         let text = upstream::text_of(&result);
         if result.is_error.unwrap_or(false) {
             return Err(ToolError::retry(format!(
@@ -209,7 +344,6 @@ impl Mcp {
         }
         Ok(ToolOutput::Text(text))
     }
-
     /// A drifted or vanished declared tool is refused, naming what changed.
     fn check_pin(&self, live: &upstream::Live, tool: &str) -> Result<(), ToolError> {
         let Some(pinned) = self.pinned.get(tool) else {
@@ -244,7 +378,12 @@ impl Mcp {
 
     /// A live, listed upstream in `state`: started (no sooner than the backoff allows) and
     /// listed again after a `tools/list_changed`.
-    async fn ensure(&self, state: &mut State) -> Result<(), ToolError> {
+    async fn ensure(
+        &self,
+        state: &mut State,
+        mode: NetworkMode,
+        session: Option<&SessionWorkspace>,
+    ) -> Result<(), ToolError> {
         if state.live.as_ref().is_some_and(upstream::Live::is_closed) {
             self.crashed(state, "the upstream closed its connection");
         }
@@ -270,7 +409,15 @@ impl Mcp {
                 (at - Instant::now()).as_secs_f64()
             )));
         }
-        match upstream::Live::start(self.name, &self.settings).await {
+        match start(
+            self.name,
+            &self.settings,
+            self.confine.as_ref(),
+            mode,
+            session,
+        )
+        .await
+        {
             Ok(live) => {
                 if !self.server.is_empty() && live.server() != self.server {
                     tracing::warn!(
@@ -310,4 +457,43 @@ impl Mcp {
         };
         state.not_before = Some(Instant::now() + state.backoff);
     }
+}
+
+/// Starts the upstream of `s`: a stdio one in its jail (`confine`) on an instance in `mode`,
+/// with `session`'s folder at `/workspace` when given (copied up from lower layers first).
+pub(crate) async fn start(
+    connector: &'static str,
+    s: &Settings,
+    confine: Option<&confine::Confine>,
+    mode: NetworkMode,
+    session: Option<&SessionWorkspace>,
+) -> anyhow::Result<upstream::Live> {
+    let launch = match (confine, &s.command) {
+        (Some(confine), Some(argv)) => {
+            if let Some(ws) = session {
+                ws.copy_up()
+                    .map_err(|e| anyhow::anyhow!("the session's folder: {e}"))?;
+            }
+            let home = if session.is_some() { "/workspace" } else { "/tmp" };
+            let mut env: Vec<(String, String)> = vec![
+                ("HOME".into(), home.into()),
+                ("LANG".into(), "C.UTF-8".into()),
+            ];
+            if let Ok(path) = std::env::var("PATH") {
+                env.push(("PATH".into(), path));
+            }
+            for (k, v) in s.env.iter().flatten() {
+                env.retain(|(key, _)| key != k);
+                env.push((k.clone(), v.clone()));
+            }
+            Some(
+                confine
+                    .launch(argv, mode, session, &env)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("`{connector}` cannot start: {e}"))?,
+            )
+        }
+        _ => None,
+    };
+    upstream::Live::start(connector, s, launch).await
 }

@@ -15,6 +15,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt as _;
 
+use super::confine::Launch;
 use super::{Bounds, Settings, capped::Capped, pin};
 
 /// Pages of `tools/list` read at most (a paging loop is bounded like the count).
@@ -71,9 +72,17 @@ pub struct Live {
 impl Live {
     /// Launches (or connects to) the upstream, shakes hands and lists its tools, all within
     /// the start bound.
-    pub async fn start(connector: &'static str, s: &Settings) -> anyhow::Result<Live> {
+    /// A stdio upstream starts with `launch` (its jail's command).
+    pub async fn start(
+        connector: &'static str,
+        s: &Settings,
+        launch: Option<Launch>,
+    ) -> anyhow::Result<Live> {
         let bounds = s.bounds();
-        tokio::time::timeout(bounds.start, Live::start_unbounded(connector, s, bounds))
+        tokio::time::timeout(
+            bounds.start,
+            Live::start_unbounded(connector, s, launch, bounds),
+        )
             .await
             .map_err(|_| {
                 anyhow::anyhow!(
@@ -86,6 +95,7 @@ impl Live {
     async fn start_unbounded(
         connector: &'static str,
         s: &Settings,
+        launch: Option<Launch>,
         bounds: Bounds,
     ) -> anyhow::Result<Live> {
         let changed = Arc::new(AtomicBool::new(false));
@@ -93,26 +103,27 @@ impl Live {
             connector,
             changed: changed.clone(),
         };
-        let (client, child) = if let Some(command) = &s.command {
-            let mut cmd = tokio::process::Command::new(&command[0]);
-            cmd.args(&command[1..])
-                .env_clear()
-                .stdin(Stdio::piped())
+        let (client, child) = if let Some(Launch {
+            mut command,
+            _keep,
+        }) = launch
+        {
+            let program = s
+                .command
+                .as_ref()
+                .and_then(|c| c.first())
+                .cloned()
+                .unwrap_or_default();
+            let cmd = &mut command;
+            cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
-            for key in ["PATH", "HOME", "LANG"] {
-                if let Some(v) = std::env::var_os(key) {
-                    cmd.env(key, v);
-                }
-            }
-            for (k, v) in s.env.iter().flatten() {
-                cmd.env(k, v);
-            }
             let mut child = cmd
                 .spawn()
-                .map_err(|e| anyhow::anyhow!("cannot launch `{}`: {e}", command[0]))?;
+                .map_err(|e| anyhow::anyhow!("cannot launch `{program}`: {e}"))?;
+            drop(_keep);
             let stdout = child.stdout.take().expect("piped");
             let stdin = child.stdin.take().expect("piped");
             if let Some(stderr) = child.stderr.take() {

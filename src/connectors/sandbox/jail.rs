@@ -10,10 +10,12 @@
 //!   state store, audit log, secrets or other sessions is in view;
 //! - the session's folder of this instance's layer at `/workspace`, bound by descriptor, the
 //!   only writable place that outlives the run;
-//! - the network of the instance's mode, enforced by the jail itself: the `full` instance's
-//!   network, and on `proxied` and `none` a network namespace of its own with only loopback (the
-//!   proxy is for the server's declared connectors, not for code), even on an instance started
-//!   `--unisolated`;
+//! - the network its caller decides ([`Layout::share_network`]): the instance's own, or a network
+//!   namespace of its own with only loopback, enforced by the jail itself even on an instance
+//!   started `--unisolated`; a jail that shares the network sees the host's name resolution files;
+//! - read-only (or, when a spec says so, writable) binds of named host folders at the same path,
+//!   for a program installed outside `/usr` (an upstream MCP server's virtualenv or
+//!   `node_modules`);
 //! - limits set on the bubblewrap process before it starts, inherited by everything in the jail
 //!   (rlimits: CPU seconds, address space, file size, open files, processes, no core dumps) and,
 //!   where the host lets this process write cgroups, a cgroup of its own (processes, memory).
@@ -39,10 +41,19 @@ pub const MAX_FILTERS: usize = 2;
 /// Size of the jail's private `/tmp`.
 const TMP_BYTES: u64 = 64 << 20;
 
+/// A host folder visible in a jail at the same path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bind {
+    /// The folder (absolute).
+    pub path: std::path::PathBuf,
+    /// Whether the jail may write it.
+    pub writable: bool,
+}
+
 /// What a jail binds and shares.
 pub struct Layout<'a> {
-    /// The instance's network mode.
-    pub mode: NetworkMode,
+    /// Whether the jail shares the instance's network (else: only loopback of its own).
+    pub share_network: bool,
     /// What the host allows (probed once).
     pub host: HostAllows,
     /// The session's folder, when the run has one.
@@ -51,6 +62,20 @@ pub struct Layout<'a> {
     pub info: bool,
     /// How many system-call filters come on descriptors 5 and up.
     pub filters: usize,
+    /// Host folders bound at the same path.
+    pub binds: &'a [Bind],
+    /// Whether the jail's first program gets bubblewrap's environment (set by the caller, who
+    /// then decides every variable) instead of a fresh minimal one. Values never go on
+    /// bubblewrap's command line, which other processes of the host can read.
+    pub inherit_env: bool,
+}
+
+impl Layout<'_> {
+    /// The network a jail of an instance in `mode` gets when it runs code (the sandbox): the
+    /// instance's network on `full` only; the proxy of `proxied` is for declared connectors.
+    pub fn code_network(mode: NetworkMode) -> bool {
+        mode == NetworkMode::Full
+    }
 }
 
 /// What a host lets a jail do, found by starting one (`Sandbox::probe`).
@@ -109,7 +134,7 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     if layout.host.disable_userns {
         push(&["--disable-userns"]);
     }
-    if layout.mode != NetworkMode::Full {
+    if !layout.share_network {
         push(&["--unshare-net"]);
     }
     push(&["--ro-bind", "/usr", "/usr"]);
@@ -136,12 +161,21 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     ] {
         push(&["--ro-bind-try", etc, etc]);
     }
+    if layout.share_network {
+        for etc in ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf"] {
+            push(&["--ro-bind-try", etc, etc]);
+        }
+    }
     push(&["--dev", "/dev"]);
     if layout.host.proc {
         push(&["--proc", "/proc"]);
     }
     let tmp = TMP_BYTES.to_string();
     push(&["--perms", "1777", "--size", &tmp, "--tmpfs", "/tmp"]);
+    for b in layout.binds {
+        let p = b.path.to_string_lossy().into_owned();
+        push(&[if b.writable { "--bind" } else { "--ro-bind" }, &p, &p]);
+    }
     if layout.workspace.is_some() {
         let fd = WORKSPACE_FD.to_string();
         push(&["--bind-fd", &fd, "/workspace", "--chdir", "/workspace"]);
@@ -155,6 +189,11 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     for k in 0..layout.filters.min(MAX_FILTERS) {
         let fd = (SECCOMP_FD + k as i32).to_string();
         push(&["--add-seccomp-fd", &fd]);
+    }
+    if layout.inherit_env {
+        push(&["--"]);
+        a.extend(command.iter().map(OsString::from));
+        return a;
     }
     push(&[
         "--clearenv",
@@ -214,7 +253,29 @@ impl PreExec {
             rlimits.push((libc::RLIMIT_NPROC, n, n));
         }
         let mut fds = vec![(info_writer.as_raw_fd(), INFO_FD)];
-        fds.extend(workspace.map(|fd| (fd.as_raw_fd(), WORKSPACE_FD)));
+        fds.extend(Self::numbered(workspace, filters));
+        PreExec {
+            fds,
+            rlimits,
+            cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
+        }
+    }
+
+    /// The set-up of a long-lived jail (an upstream MCP server): its descriptors and no core
+    /// dumps; its bounds are its caller's (time per call, message size).
+    pub fn descriptors(workspace: Option<BorrowedFd<'_>>, filters: &[OwnedFd]) -> PreExec {
+        PreExec {
+            fds: Self::numbered(workspace, filters),
+            rlimits: vec![(libc::RLIMIT_CORE, 0, 0)],
+            cgroup_procs: Vec::new(),
+        }
+    }
+
+    fn numbered(workspace: Option<BorrowedFd<'_>>, filters: &[OwnedFd]) -> Vec<(i32, i32)> {
+        let mut fds: Vec<(i32, i32)> = workspace
+            .map(|fd| (fd.as_raw_fd(), WORKSPACE_FD))
+            .into_iter()
+            .collect();
         fds.extend(
             filters
                 .iter()
@@ -222,11 +283,7 @@ impl PreExec {
                 .enumerate()
                 .map(|(k, fd)| (fd.as_raw_fd(), SECCOMP_FD + k as i32)),
         );
-        PreExec {
-            fds,
-            rlimits,
-            cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
-        }
+        fds
     }
 
     /// Runs in the child after fork, before exec.
@@ -301,4 +358,63 @@ fn nproc_limit(processes: u64) -> Option<u64> {
         }
     }
     Some(running + processes)
+}
+
+/// The bubblewrap to run: `BULKHEAD_BWRAP` when set (a path naming no file means bubblewrap is
+/// missing), else `bwrap` on `PATH`.
+pub fn bwrap_path() -> Option<std::path::PathBuf> {
+    std::env::var_os("BULKHEAD_BWRAP")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let path = std::env::var_os("PATH")?;
+            std::env::split_paths(&path)
+                .map(|d| d.join("bwrap"))
+                .find(|p| p.is_file())
+        })
+        .filter(|p| p.is_file())
+}
+
+/// What this host lets a jail do, found by starting jails strictest first; the first
+/// refusal when none starts. Each try is bounded by `wait`.
+pub async fn probe(
+    bwrap: &Path,
+    wait: std::time::Duration,
+) -> Result<(HostAllows, Option<String>), String> {
+    let mut first: Option<String> = None;
+    for host in HostAllows::TRIED {
+        let layout = Layout {
+            share_network: false,
+            host,
+            workspace: None,
+            info: false,
+            filters: 0,
+            binds: &[],
+            inherit_env: false,
+        };
+        let out = tokio::process::Command::new(bwrap)
+            .args(args(&layout, &["true".to_string()]))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .output();
+        let refusal = match tokio::time::timeout(wait, out).await {
+            Ok(Ok(o)) if o.status.success() => return Ok((host, first)),
+            Ok(Ok(o)) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".into(),
+        };
+        first.get_or_insert(refusal);
+    }
+    Err(first.unwrap_or_default())
+}
+
+/// A pipe holding one compiled system-call filter, for `--add-seccomp-fd`.
+pub fn filter_pipe(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::Write as _;
+    let (reader, mut writer) = std::io::pipe()?;
+    // A filter is a few hundred bytes; a pipe holds 64 KiB, so this never blocks.
+    writer.write_all(bytes)?;
+    drop(writer);
+    Ok(OwnedFd::from(reader))
 }

@@ -20,8 +20,8 @@
 //! the workspace copied up (see `workspace::copyup`).
 
 mod cgroup;
-mod jail;
-mod seccomp;
+pub(crate) mod jail;
+pub(crate) mod seccomp;
 
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
@@ -67,6 +67,14 @@ impl JailContext<'static> {
     pub fn strictest() -> JailContext<'static> {
         JailContext {
             mode: NetworkMode::None,
+            watch: &NoPass,
+        }
+    }
+
+    /// Outside a call, on an instance in `mode` (a tool of a test or a CLI command).
+    pub fn outside_a_call(mode: NetworkMode) -> JailContext<'static> {
+        JailContext {
+            mode,
             watch: &NoPass,
         }
     }
@@ -149,10 +157,7 @@ impl Sandbox {
             file_bytes: nonzero(s.file_bytes, 64 << 20, "file_bytes")?,
         };
         let max_runs = nonzero(s.max_runs, 8, "max_runs")?;
-        let bwrap = std::env::var_os("BULKHEAD_BWRAP")
-            .map(PathBuf::from)
-            .or_else(|| find_on_path("bwrap"))
-            .filter(|p| p.is_file());
+        let bwrap = jail::bwrap_path();
         let cgroups = cgroup::Parents::detect();
         let filters = seccomp::programs().unwrap_or_else(|e| {
             tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
@@ -187,51 +192,21 @@ impl Sandbox {
         let found = self
             .host
             .get_or_init(|| async {
-                let mut last = String::new();
-                for host in jail::HostAllows::TRIED {
-                    match self.try_start(bwrap, host).await {
-                        Ok(()) => {
-                            if host != jail::HostAllows::TRIED[0] {
-                                tracing::warn!(connector = self.name, ?host, first_refusal = %last, "this host does not allow everything a jail uses; jails run with what it allows");
-                            }
-                            return Some(host);
+                match jail::probe(bwrap, JAIL_WAIT).await {
+                    Ok((host, first)) => {
+                        if let Some(first_refusal) = first {
+                            tracing::warn!(connector = self.name, ?host, %first_refusal, "this host does not allow everything a jail uses; jails run with what it allows");
                         }
-                        Err(e) if last.is_empty() => last = e,
-                        Err(_) => {}
+                        Some(host)
+                    }
+                    Err(e) => {
+                        tracing::error!(connector = self.name, error = %e, "a jail does not start on this host");
+                        None
                     }
                 }
-                tracing::error!(connector = self.name, error = %last, "a jail does not start on this host");
-                None
             })
             .await;
         found.ok_or_else(|| "a jail does not start on this host (see the server log)".to_string())
-    }
-
-    async fn try_start(
-        &self,
-        bwrap: &std::path::Path,
-        host: jail::HostAllows,
-    ) -> Result<(), String> {
-        let layout = jail::Layout {
-            mode: NetworkMode::None,
-            host,
-            workspace: None,
-            info: false,
-            filters: 0,
-        };
-        let out = tokio::process::Command::new(bwrap)
-            .args(jail::args(&layout, &["true".to_string()]))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .output();
-        match tokio::time::timeout(JAIL_WAIT, out).await {
-            Ok(Ok(o)) if o.status.success() => Ok(()),
-            Ok(Ok(o)) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".into()),
-        }
     }
 
     /// Runs `command` (with `{param}` elements filled from `args`) in a jail of the session.
@@ -288,15 +263,17 @@ impl Sandbox {
         let filters = self
             .filters
             .iter()
-            .map(|bytes| filter_pipe(bytes))
+            .map(|bytes| jail::filter_pipe(bytes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name)))?;
         let layout = jail::Layout {
-            mode: cx.mode,
+            share_network: jail::Layout::code_network(cx.mode),
             host,
             workspace: Some(ws.dir_fd()),
             info: true,
             filters: filters.len(),
+            binds: &[],
+            inherit_env: false,
         };
         let pre = jail::PreExec::new(
             &self.limits,
@@ -594,16 +571,6 @@ async fn wait_readable(fd: &OwnedFd) {
     .await;
 }
 
-/// A pipe holding the whole filter, its write end closed: bubblewrap reads it to the end.
-fn filter_pipe(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-    use std::io::Write as _;
-    let (reader, mut writer) = std::io::pipe()?;
-    // A filter is a few hundred bytes; a pipe holds 64 KiB, so this never blocks.
-    writer.write_all(bytes)?;
-    drop(writer);
-    Ok(OwnedFd::from(reader))
-}
-
 /// The host PID of the jail's first process, from bubblewrap's `--info-fd` JSON.
 fn read_init_pid(mut reader: std::io::PipeReader) -> Option<i32> {
     let mut buf = Vec::new();
@@ -649,9 +616,3 @@ fn fill(command: &[&str], args: &JsonObject) -> Result<Vec<String>, ToolError> {
         .collect()
 }
 
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-}

@@ -1,0 +1,261 @@
+//! Where an upstream launched over stdio runs: a bubblewrap jail of its own (the sandbox's
+//! [`jail`](crate::connectors::sandbox::jail), with its system-call filter).
+//!
+//! # The invariant (enforced here)
+//!
+//! An upstream process never sees this server's files: not its state store (the ratchet), audit
+//! log, configuration or secrets, nor other sessions' workspaces. Its jail holds the read-only
+//! system, its own install folder (the nearest enclosing virtualenv or `node_modules` of its
+//! program, read-only), the folders its spec names (`read_only`, `read_write`), and, for an
+//! upstream of one session (`session_workspace: true`), that session's folder of this
+//! instance's layer at `/workspace`, bound by descriptor, so no host path reaches the model.
+//! Its network is the instance's on `full` and `proxied` (whose egress the deployment filters)
+//! and a namespace with only loopback on `none`, even on an instance started `--unisolated`.
+//! Without bubblewrap, or on a host where a jail does not start, an upstream does not start.
+
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::connectors::sandbox::{jail, seccomp};
+use crate::policy::NetworkMode;
+use crate::workspace::SessionWorkspace;
+
+/// How long one trial jail may take to start when probing the host.
+const PROBE_WAIT: Duration = Duration::from_secs(10);
+
+/// The jail of one `mcp` connector's upstreams.
+pub(crate) struct Confine {
+    connector: &'static str,
+    bwrap: Option<PathBuf>,
+    host: tokio::sync::OnceCell<Result<jail::HostAllows, String>>,
+    filters: Vec<Vec<u8>>,
+    binds: Vec<jail::Bind>,
+}
+
+/// A launch command and the descriptors it needs kept open until it has started.
+pub(crate) struct Launch {
+    pub command: tokio::process::Command,
+    pub _keep: Vec<OwnedFd>,
+}
+
+impl Confine {
+    /// The jail for `command`, with the folders a spec names.
+    pub fn new(
+        connector: &'static str,
+        command: &[String],
+        read_only: &[String],
+        read_write: &[String],
+    ) -> Result<Confine, String> {
+        let mut binds = Vec::new();
+        for (paths, writable) in [(read_only, false), (read_write, true)] {
+            for p in paths {
+                binds.push(jail::Bind {
+                    path: folder(p)?,
+                    writable,
+                });
+            }
+        }
+        let roots = resolve(&command[0])
+            .as_deref()
+            .map(install_roots)
+            .unwrap_or_default();
+        for root in roots {
+            if !binds.iter().any(|b| root.starts_with(&b.path)) {
+                binds.push(jail::Bind {
+                    path: root,
+                    writable: false,
+                });
+            }
+        }
+        let filters = seccomp::programs().unwrap_or_else(|e| {
+            tracing::warn!(connector, error = %e, "upstream jails run without a system-call filter");
+            Vec::new()
+        });
+        Ok(Confine {
+            connector,
+            bwrap: jail::bwrap_path(),
+            host: tokio::sync::OnceCell::new(),
+            filters,
+            binds,
+        })
+    }
+
+    /// Whether a jail starts here (readiness).
+    pub async fn host(&self) -> Result<jail::HostAllows, String> {
+        let Some(bwrap) = &self.bwrap else {
+            return Err(
+                "bubblewrap (`bwrap`) is not installed; an upstream runs only in a jail".into(),
+            );
+        };
+        self.host
+            .get_or_init(|| async {
+                match jail::probe(bwrap, PROBE_WAIT).await {
+                    Ok((host, first)) => {
+                        if let Some(first_refusal) = first {
+                            tracing::warn!(connector = self.connector, ?host, %first_refusal, "upstream jails run with what this host allows");
+                        }
+                        Ok(host)
+                    }
+                    Err(e) => Err(format!("a jail does not start on this host: {e}")),
+                }
+            })
+            .await
+            .clone()
+    }
+
+    /// The command that starts `argv` in its jail on an instance in `mode`, with `env` as its
+    /// whole environment, and `workspace` at `/workspace` when given.
+    pub async fn launch(
+        &self,
+        argv: &[String],
+        mode: NetworkMode,
+        workspace: Option<&SessionWorkspace>,
+        env: &[(String, String)],
+    ) -> Result<Launch, String> {
+        let host = self.host().await?;
+        let bwrap = self.bwrap.as_ref().expect("host() found bubblewrap");
+        let mut keep: Vec<OwnedFd> = Vec::new();
+        let ws_fd = match workspace {
+            Some(ws) => Some(
+                ws.dir_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| format!("the session's folder: {e}"))?,
+            ),
+            None => None,
+        };
+        let filters = self
+            .filters
+            .iter()
+            .map(|b| jail::filter_pipe(b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("seccomp filter: {e}"))?;
+        let layout = jail::Layout {
+            share_network: mode != NetworkMode::None,
+            host,
+            workspace: ws_fd.as_ref().map(|f| f.as_fd()),
+            info: false,
+            filters: filters.len(),
+            binds: &self.binds,
+            inherit_env: true,
+        };
+        let mut argv = argv.to_vec();
+        if let Some(abs) = resolve(&argv[0]) {
+            argv[0] = abs.to_string_lossy().into_owned();
+        }
+        let pre = jail::PreExec::descriptors(layout.workspace, &filters);
+        let mut cmd = tokio::process::Command::new(bwrap);
+        cmd.args(jail::args(&layout, &argv)).env_clear();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
+        unsafe {
+            cmd.pre_exec(move || pre.apply());
+        }
+        keep.extend(ws_fd);
+        keep.extend(filters);
+        Ok(Launch {
+            command: cmd,
+            _keep: keep,
+        })
+    }
+}
+
+/// An absolute, existing folder a spec names.
+fn folder(p: &str) -> Result<PathBuf, String> {
+    let path = Path::new(p);
+    if !path.is_absolute() {
+        return Err(format!("`{p}` is not an absolute path"));
+    }
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("`{p}`: {e}"))?;
+    if !real.is_dir() || real == Path::new("/") {
+        return Err(format!("`{p}` is not a folder other than `/`"));
+    }
+    Ok(real)
+}
+
+/// `program` as an absolute path: itself when it has a slash, else found on `PATH`.
+fn resolve(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Path::new(program).canonicalize().ok().map(|_| {
+            std::path::absolute(program).unwrap_or_else(|_| PathBuf::from(program))
+        });
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// The folders a program is installed in, when outside `/usr`: the nearest enclosing
+/// virtualenv (holding `pyvenv.cfg`; with the interpreter it was made from, its `home`) or
+/// `node_modules` of its real file, else its folder.
+fn install_roots(program: &Path) -> Vec<PathBuf> {
+    let Ok(real) = program.canonicalize() else {
+        return Vec::new();
+    };
+    if real.starts_with("/usr") {
+        return Vec::new();
+    }
+    // The link itself may sit in the install folder (a virtualenv's bin/ or node_modules/.bin/).
+    for p in [program, real.as_path()] {
+        for dir in p.ancestors().skip(1) {
+            if dir.file_name() == Some("node_modules".as_ref()) {
+                return dir.canonicalize().into_iter().collect();
+            }
+            let cfg = dir.join("pyvenv.cfg");
+            if cfg.is_file() {
+                let mut roots: Vec<PathBuf> = dir.canonicalize().into_iter().collect();
+                let home = std::fs::read_to_string(&cfg).ok().and_then(|t| {
+                    t.lines().find_map(|l| {
+                        let (k, v) = l.split_once('=')?;
+                        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
+                    })
+                });
+                // `home` is the interpreter's bin/: its prefix holds the standard library.
+                if let Some(prefix) = home
+                    .and_then(|h| h.canonicalize().ok())
+                    .and_then(|h| h.parent().map(Path::to_path_buf))
+                    && !prefix.starts_with("/usr")
+                    && prefix != Path::new("/")
+                {
+                    roots.push(prefix);
+                }
+                return roots;
+            }
+        }
+    }
+    real.parent().map(Path::to_path_buf).into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_install_root_is_the_enclosing_venv_or_node_modules() {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "").unwrap();
+        std::fs::write(venv.join("bin/tool"), "").unwrap();
+        assert_eq!(
+            install_roots(&venv.join("bin/tool")),
+            [venv.canonicalize().unwrap()]
+        );
+        let nm = dir.path().join("node_modules");
+        std::fs::create_dir_all(nm.join("pkg/dist")).unwrap();
+        std::fs::create_dir_all(nm.join(".bin")).unwrap();
+        std::fs::write(nm.join("pkg/dist/index.js"), "").unwrap();
+        std::os::unix::fs::symlink("../pkg/dist/index.js", nm.join(".bin/tool")).unwrap();
+        assert_eq!(
+            install_roots(&nm.join(".bin/tool")),
+            [nm.canonicalize().unwrap()]
+        );
+        assert!(install_roots(Path::new("/usr/bin/env")).is_empty());
+        assert!(folder("relative").is_err() && folder("/").is_err());
+    }
+}
