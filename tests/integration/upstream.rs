@@ -228,6 +228,47 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
     }
 }
 
+/// Upstreams of sessions are bounded: when `max_sessions` are all in a call, another session's
+/// call is refused naming the limit (nothing waits unbounded, nothing starts past it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_of_sessions_are_bounded_by_max_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = bulkhead::workspace::WorkspaceRoot::new(dir.path().join("ws")).unwrap();
+    let session = |user: &str| {
+        std::sync::Arc::new(
+            root.session(&bulkhead::identity::Identity::new(user, "s1").unwrap())
+                .unwrap(),
+        )
+    };
+    let c = std::sync::Arc::new(misbehaving(
+        "hang",
+        dir.path(),
+        json!({"session_workspace": true, "max_sessions": 1, "call_timeout_ms": 20000}),
+    ));
+    let ana = session("ana");
+    let busy = {
+        let (c, ana) = (c.clone(), ana.clone());
+        tokio::spawn(async move { echo_in(&c, &ana, "wait", NetworkMode::Full).await })
+    };
+    // Ana's upstream has started and holds her call (the fixture counts its starts).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(dir.path().join("starts"))
+        .unwrap_or_default()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "ana's upstream never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = echo_in(&c, &session("ben"), "hi", NetworkMode::Full)
+        .await
+        .unwrap_err();
+    assert!(
+        !e.is_fatal() && e.wire_text().contains("fixture.max_sessions"),
+        "{e:?}"
+    );
+    busy.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
     let dir = tempfile::tempdir().unwrap();
@@ -364,30 +405,35 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
     }
 }
 
+/// Installs `package@version` under `target/upstreams` with npm, unless it is there.
+fn npm_install(package: &str, version: &str) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = super::harness::target_dir().join("upstreams");
+    let ready = std::fs::read_to_string(dir.join(format!("node_modules/{package}/package.json")))
+        .is_ok_and(|t| t.contains(&format!("\"version\": \"{version}\"")));
+    if ready {
+        return;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let pinned = format!("{package}@{version}");
+    let ok = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--save-exact", &pinned])
+        .current_dir(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "could not install {pinned} (needs Node.js 20+, npm and the npm registry)"
+    );
+}
+
 /// `@modelcontextprotocol/server-everything` at its pinned version, under `target/` (npm).
 fn server_everything() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = super::harness::target_dir().join("upstreams");
-        let bin = dir.join("node_modules/.bin/mcp-server-everything");
-        let pinned = "@modelcontextprotocol/server-everything@2026.8.31";
-        let ready = std::fs::read_to_string(
-            dir.join("node_modules/@modelcontextprotocol/server-everything/package.json"),
-        )
-        .is_ok_and(|t| t.contains("\"version\": \"2026.8.31\""));
-        if !ready {
-            std::fs::create_dir_all(&dir).unwrap();
-            let ok = Command::new("npm")
-                .args(["install", "--silent", "--no-audit", "--no-fund", pinned])
-                .current_dir(&dir)
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(
-                ok,
-                "could not install {pinned} (needs Node.js 20+, npm and the npm registry)"
-            );
-        }
-        bin
+        npm_install("@modelcontextprotocol/server-everything", "2026.8.31");
+        super::harness::target_dir().join("upstreams/node_modules/.bin/mcp-server-everything")
     })
     .clone()
 }
@@ -544,4 +590,181 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
             .await
             .is_err()
     );
+}
+
+/// `@modelcontextprotocol/server-filesystem` at its pinned version, under `target/` (npm).
+fn server_filesystem() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        npm_install("@modelcontextprotocol/server-filesystem", "2026.8.31");
+        super::harness::target_dir().join("upstreams/node_modules/.bin/mcp-server-filesystem")
+    })
+    .clone()
+}
+
+/// A connector over the real filesystem server, one per session, declaring `tools` pinned to
+/// what the server lists now (as `bulkhead mcp lock` writes the lock).
+async fn filesystem(tools: &[&'static str], extra: Value) -> Connectors {
+    let mut settings = json!({
+        "command": [server_filesystem().to_str().unwrap(), "/workspace"],
+        "session_workspace": true,
+        "start_timeout_ms": 20000,
+        "call_timeout_ms": 10000,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        settings[k] = v.clone();
+    }
+    let listing = bulkhead::connectors::mcp::lockfile::list("fs", settings.clone())
+        .await
+        .unwrap();
+    let ops: Vec<OperationDef> = tools
+        .iter()
+        .map(|&name| {
+            let (tool, definition) = listing
+                .tools
+                .iter()
+                .find(|(t, _)| t.name == name)
+                .unwrap_or_else(|| panic!("the filesystem server lists no `{name}`"));
+            OperationDef {
+                name,
+                params_schema: s(serde_json::to_string(&tool.input_schema).unwrap()),
+                body: OperationBody::Mcp {
+                    tool: name,
+                    pin: s(bulkhead::connectors::mcp::pin::pin_of(definition)),
+                    definition: s(definition.to_string()),
+                    server: s(listing.server.clone()),
+                    remote: false,
+                },
+            }
+        })
+        .collect();
+    let def: &'static ConnectorDef = leak(ConnectorDef {
+        name: "fs",
+        kind: "mcp",
+        sensitivity: bulkhead::policy::Sensitivity::Internal,
+        settings: s(settings.to_string()),
+        operations: Box::leak(ops.into_boxed_slice()),
+    });
+    Connectors::new([def], &|_| None).unwrap()
+}
+
+async fn fs_call(
+    c: &Connectors,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    tool: &str,
+    args: Value,
+) -> Result<String, bulkhead::errors::ToolError> {
+    let jail = connectors::sandbox::JailContext::outside_a_call(NetworkMode::Full);
+    let args = args.as_object().cloned().unwrap();
+    match connectors::call_in(c, "fs", tool, ws, args, &jail, &CallSignals::new()).await? {
+        bulkhead::server::ToolOutput::Text(t) => Ok(t),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The real filesystem server, one process per session: each session's server has that
+/// session's own folder at `/workspace` and nothing else; host paths never reach the model;
+/// escapes are refused; the number of running servers is bounded (the least recently used idle
+/// one makes room); and a session past its disk limit gets no further call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_filesystem_server_gets_each_session_its_own_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = bulkhead::workspace::WorkspaceRoot::new(dir.path().join("ws"))
+        .unwrap()
+        .with_limits(bulkhead::workspace::DiskLimits {
+            max_bytes: 64 << 10,
+            ..Default::default()
+        });
+    let session = |user: &str| {
+        std::sync::Arc::new(
+            root.session(&bulkhead::identity::Identity::new(user, "s1").unwrap())
+                .unwrap(),
+        )
+    };
+    let (ana, ben) = (session("ana"), session("ben"));
+    let c = filesystem(
+        &[
+            "write_file",
+            "read_text_file",
+            "list_allowed_directories",
+            "list_directory",
+        ],
+        json!({"max_sessions": 1}),
+    )
+    .await;
+    let host = dir.path().to_str().unwrap().to_string();
+    let said = fs_call(&c, &ana, "list_allowed_directories", json!({}))
+        .await
+        .unwrap();
+    assert!(said.contains("/workspace") && !said.contains(&host), "{said}");
+    let said = fs_call(
+        &c,
+        &ana,
+        "write_file",
+        json!({"path": "/workspace/notes.txt", "content": "ana's notes"}),
+    )
+    .await
+    .unwrap();
+    assert!(!said.contains(&host), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(ana.host_path().join("notes.txt")).unwrap(),
+        "ana's notes"
+    );
+    // Ben's server (it takes the one slot: Ana's is idle) has Ben's folder only.
+    let e = fs_call(
+        &c,
+        &ben,
+        "read_text_file",
+        json!({"path": "/workspace/notes.txt"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(!e.wire_text().contains(&host), "{e:?}");
+    for escape in [
+        "/workspace/../ana/s1/notes.txt",
+        "/etc/passwd",
+        "../../ana/s1/notes.txt",
+        &format!("{}/notes.txt", ana.host_path().display()),
+    ] {
+        let r = fs_call(&c, &ben, "read_text_file", json!({"path": escape})).await;
+        let text = match &r {
+            Ok(t) => t.clone(),
+            Err(e) => e.wire_text(),
+        };
+        assert!(r.is_err() && !text.contains("ana's notes"), "{escape}: {text}");
+        // (A host path the caller wrote comes back in the refusal; no other does.)
+        assert!(
+            escape.starts_with(&host) || !text.contains(&host),
+            "{escape}: {text}"
+        );
+    }
+    // Ana again: her server starts anew over the same folder.
+    let said = fs_call(
+        &c,
+        &ana,
+        "read_text_file",
+        json!({"path": "/workspace/notes.txt"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(said, "ana's notes");
+    // Past the session's disk limit (the server writes on its own: the next call is refused).
+    let big = "x".repeat(80 << 10);
+    fs_call(
+        &c,
+        &ana,
+        "write_file",
+        json!({"path": "/workspace/big.txt", "content": big}),
+    )
+    .await
+    .unwrap();
+    let e = fs_call(&c, &ana, "list_directory", json!({"path": "/workspace"}))
+        .await
+        .unwrap_err();
+    assert!(e.wire_text().contains("workspace.max_bytes"), "{e:?}");
+    // Ben is not affected.
+    let said = fs_call(&c, &ben, "list_directory", json!({"path": "/workspace"}))
+        .await
+        .unwrap();
+    assert!(!said.contains("notes.txt"), "{said}");
 }

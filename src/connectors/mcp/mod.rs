@@ -277,16 +277,6 @@ impl Mcp {
         Ok(slot)
     }
 
-    /// How many upstream processes run now (the shared one and those of sessions).
-    pub fn running(&self) -> usize {
-        self.upstreams
-            .lock()
-            .expect("upstreams lock")
-            .values()
-            .filter(|s| s.state.try_lock().is_ok_and(|st| st.live.is_some()))
-            .count()
-    }
-
     /// Calls the upstream tool `tool` with validated `args`, from a call at `place`.
     pub async fn run(&self, tool: &str, args: JsonObject, place: Place<'_>) -> ToolResult {
         let session = self.settings.per_session().then_some(place.workspace);
