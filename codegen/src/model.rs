@@ -226,6 +226,77 @@ pub struct Connector {
     pub secrets: Vec<String>,
     /// Operations, sorted by name.
     pub operations: Vec<Operation>,
+    /// The package an `mcp` connector's upstream comes from (its lock's `package`).
+    pub package: Option<Package>,
+}
+
+/// Where an upstream MCP server's package is published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Registry {
+    /// PyPI, installed with pip into a virtualenv of its own.
+    Pypi,
+    /// The npm registry, installed with npm into a folder of its own.
+    Npm,
+}
+
+/// A package at one exact version, as an `mcp` connector's lock names it:
+/// `pypi:NAME==VERSION` or `npm:NAME@VERSION` (NAME may be `@scope/name`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Package {
+    /// Its registry.
+    pub registry: Registry,
+    /// Its name.
+    pub name: String,
+    /// Its exact version.
+    pub version: String,
+}
+
+impl Package {
+    /// Reads `pypi:NAME==VERSION` or `npm:NAME@VERSION`; a range, a tag or a character a
+    /// shell would read is refused (the name and version go into the image's build commands).
+    pub fn parse(text: &str) -> Result<Package, String> {
+        let plain = |s: &str, extra: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(c))
+        };
+        let (registry, name, version) = if let Some(rest) = text.strip_prefix("pypi:") {
+            let (name, version) = rest
+                .split_once("==")
+                .ok_or("a PyPI package is `pypi:NAME==VERSION`")?;
+            (Registry::Pypi, name, version)
+        } else if let Some(rest) = text.strip_prefix("npm:") {
+            let at = rest[1..].find('@').map(|i| i + 1);
+            let (name, version) = at
+                .map(|i| (&rest[..i], &rest[i + 1..]))
+                .ok_or("an npm package is `npm:NAME@VERSION`")?;
+            (Registry::Npm, name, version)
+        } else {
+            return Err("a package is `pypi:NAME==VERSION` or `npm:NAME@VERSION`".into());
+        };
+        let name_ok = match registry {
+            Registry::Pypi => plain(name, ""),
+            Registry::Npm => match name.strip_prefix('@') {
+                Some(scoped) => scoped
+                    .split_once('/')
+                    .is_some_and(|(scope, n)| plain(scope, "") && plain(n, "")),
+                None => plain(name, ""),
+            },
+        };
+        if !name_ok {
+            return Err(format!("`{name}` is not a package name"));
+        }
+        if !plain(version, "+!") || !version.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!(
+                "`{version}` is not one exact version (no range, tag or wildcard)"
+            ));
+        }
+        Ok(Package {
+            registry,
+            name: name.to_string(),
+            version: version.to_string(),
+        })
+    }
 }
 
 /// A connector operation.
@@ -386,4 +457,36 @@ pub struct DeployedServer {
     pub max_sensitivity: Sensitivity,
     /// Replicas of each instance on Kubernetes.
     pub replicas: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Package, Registry};
+
+    #[test]
+    fn packages_are_one_exact_version_with_no_shell_characters() {
+        let p = Package::parse("pypi:mcp-server-time==2026.10.19").unwrap();
+        assert_eq!(
+            (p.registry, p.name.as_str(), p.version.as_str()),
+            (Registry::Pypi, "mcp-server-time", "2026.10.19")
+        );
+        let p = Package::parse("npm:@modelcontextprotocol/server-filesystem@2026.8.31").unwrap();
+        assert_eq!(
+            (p.registry, p.name.as_str(), p.version.as_str()),
+            (Registry::Npm, "@modelcontextprotocol/server-filesystem", "2026.8.31")
+        );
+        for bad in [
+            "mcp-server-time==1.0",
+            "pypi:mcp-server-time>=1.0",
+            "pypi:mcp-server-time",
+            "npm:@scope/name@^1.2.0",
+            "npm:name@latest",
+            "npm:@scope/name",
+            "pypi:x==1.0;rm -rf /",
+            "pypi:x'y==1.0",
+            "npm:@scope/na me@1.0.0",
+        ] {
+            assert!(Package::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -326,6 +326,39 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         project.logs(30)
     );
 
+    // An upstream MCP server nobody here wrote, installed in the image at its pinned version,
+    // runs in its jail on both instances of `third_party`, under the session-wide ratchet.
+    let carol = token(secret, "carol", "compose-3");
+    let upstream_run = output(
+        docker()
+            .args(["run", "--rm", "--network"])
+            .arg(format!("{}_agents", project.name))
+            .arg("-v")
+            .arg(format!(
+                "{}:/opt/t:ro",
+                root().join("tests/interop").display()
+            ))
+            .args([
+                &agent,
+                "timeout",
+                "120",
+                "python3",
+                "/opt/t/compose_upstream.py",
+                "http://third_party:8010/mcp",
+                "http://third_party-proxied:8010/mcp",
+                "http://template:8000/mcp",
+                &carol,
+            ]),
+        "the upstream agent container",
+    );
+    let said = String::from_utf8_lossy(&upstream_run.stdout);
+    assert!(
+        upstream_run.status.success() && said.lines().filter(|l| l.starts_with("ok ")).count() == 6,
+        "upstream tools from the agent container:\n{said}{}\n{}",
+        String::from_utf8_lossy(&upstream_run.stderr),
+        project.logs(30)
+    );
+
     // Isolation from inside: neither instance reaches the listener on `egress` directly.
     let ca = ["--cacert", "/run/test-ca/ca.pem"];
     for service in ["template-proxied", "template-isolated"] {

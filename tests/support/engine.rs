@@ -155,15 +155,33 @@ pub fn build_server_image(tag: &str) {
             .arg(env!("CARGO_BIN_EXE_bulkhead")),
         "strip",
     );
+    let mut args = vec![
+        ("BUILD_IMAGE", "debian"),
+        ("BUILD_TAG", "bookworm-slim"),
+        ("PREBUILT_BINARY", "target/docker/bulkhead"),
+    ];
+    // This machine's own CAs (a proxy that re-signs TLS), for the image's package downloads.
+    let extra = staged.join("extra-ca.crt");
+    let mut pem = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/usr/local/share/ca-certificates") {
+        let mut files: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "crt")) {
+            pem.extend(std::fs::read(f).unwrap_or_default());
+            pem.push(b'\n');
+        }
+    }
+    if pem.iter().any(|b| !b.is_ascii_whitespace()) {
+        std::fs::write(&extra, &pem).unwrap();
+        args.push(("EXTRA_CA_CERT", "target/docker/extra-ca.crt"));
+    } else {
+        let _ = std::fs::remove_file(&extra);
+    }
     build(
         &root(),
         &root().join("generated/docker/Dockerfile"),
         tag,
-        &[
-            ("BUILD_IMAGE", "debian"),
-            ("BUILD_TAG", "bookworm-slim"),
-            ("PREBUILT_BINARY", "target/docker/bulkhead"),
-        ],
+        &args,
     );
 }
 

@@ -47,6 +47,23 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             .iter()
             .map(|(name, op)| operation(l, name, op, &lock, errors))
             .collect();
+        let package = lock
+            .as_ref()
+            .and_then(|lk| lk.package.as_deref())
+            .and_then(|p| match crate::model::Package::parse(p) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    errors.push(
+                        l.error_at_value(
+                            "/kind",
+                            format!("the package in the lock of `{}` is not usable: {e}", c.name),
+                        )
+                        .label("the image installs this package at build time")
+                        .help("write e.g. `pypi:mcp-server-time==2026.10.19` or `npm:@modelcontextprotocol/server-filesystem@2026.8.31`"),
+                    );
+                    None
+                }
+            });
         out.push(Connector {
             name: c.name.clone(),
             source: l.file.display.clone(),
@@ -55,6 +72,7 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             settings: c.settings.clone().unwrap_or_else(|| json!({})),
             secrets: c.secrets.clone(),
             operations,
+            package,
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -22,7 +22,8 @@
 //! folder it can write, at most `max_sessions` at once (the least recently used idle one is
 //! stopped to make room; when all are busy the call is refused naming the limit) and each
 //! stopped after `idle_seconds` without a call (checked on every call). The process gets only
-//! the variables the spec declares (plus `PATH`, `HOME` and `LANG`). Bounded: start time, time
+//! the variables the spec declares (plus `PATH`, `HOME` and `LANG`, and on a proxied instance
+//! the instance's proxy variables). Bounded: start time, time
 //! per call, message size, tools listed, stderr lines logged; a crashed or closed upstream
 //! answers the call in flight with a retryable error and is started again on a later call, no
 //! sooner than a backoff that doubles from 0.5 s to 30 s while it keeps failing. A session's
@@ -141,6 +142,16 @@ struct State {
     not_before: Option<Instant>,
     backoff: Duration,
 }
+
+/// The variables that name an egress proxy.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+];
 
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -471,6 +482,15 @@ pub(crate) async fn start(
             ];
             if let Ok(path) = std::env::var("PATH") {
                 env.push(("PATH".into(), path));
+            }
+            // On a proxied instance the upstream reaches out through the instance's egress
+            // proxy (the deployment's allowlist), like the server's own connectors.
+            if mode == NetworkMode::Proxied {
+                for key in PROXY_VARS {
+                    if let Ok(v) = std::env::var(key) {
+                        env.push((key.to_string(), v));
+                    }
+                }
             }
             for (k, v) in s.env.iter().flatten() {
                 env.retain(|(key, _)| key != k);

@@ -4,7 +4,7 @@
 //! context. Both run as fixed high UIDs and carry a `HEALTHCHECK`.
 
 use crate::emit::{Output, header};
-use crate::model::Model;
+use crate::model::{Model, Registry};
 use bulkhead_vocab::workspace_layer;
 
 /// The server image. `{mounts}` is replaced by the mount points compose uses: an engine creates a
@@ -17,6 +17,9 @@ const DOCKERFILE: &str = r#"# Build from the repository root (compose does): doc
 #   cargo build --release && mkdir -p target/docker && cp target/release/bulkhead target/docker/
 #   docker build -f generated/docker/Dockerfile --build-arg BUILD_IMAGE=debian \
 #     --build-arg BUILD_TAG=bookworm-slim --build-arg PREBUILT_BINARY=target/docker/bulkhead .
+# Behind a proxy that re-signs TLS, the image's downloads need its CA: put it (PEM) at
+# target/docker/extra-ca.crt and add --build-arg EXTRA_CA_CERT=target/docker/extra-ca.crt (the
+# image then trusts it, at build and at run time).
 ARG BUILD_IMAGE=rust
 ARG BUILD_TAG=1.95-slim
 ARG BASE_IMAGE=debian
@@ -24,6 +27,7 @@ ARG BASE_TAG=bookworm-slim
 
 FROM ${BUILD_IMAGE}:${BUILD_TAG} AS build
 ARG PREBUILT_BINARY=
+ARG EXTRA_CA_CERT=
 WORKDIR /src
 COPY . .
 RUN if [ -n "$PREBUILT_BINARY" ]; then \
@@ -31,9 +35,12 @@ RUN if [ -n "$PREBUILT_BINARY" ]; then \
     else \
       cargo build --locked --release --bin bulkhead \
       && install -m 0755 target/release/bulkhead /usr/local/bin/bulkhead; \
-    fi
+    fi \
+ && mkdir -p /extra-ca \
+ && if [ -n "$EXTRA_CA_CERT" ]; then install -m 0644 "$EXTRA_CA_CERT" /extra-ca/extra-ca.crt; fi
 
 FROM ${BASE_IMAGE}:${BASE_TAG}
+COPY --from=build /extra-ca/ /usr/local/share/ca-certificates/
 # curl answers the healthchecks; ca-certificates lets connectors reach HTTPS hosts.{sandbox_note}
 # Versions are not pinned: Debian replaces a version on its mirrors with each security update, so a
 # pin breaks the build within weeks; the base image (a build argument, by digest in production)
@@ -42,7 +49,8 @@ FROM ${BASE_IMAGE}:${BASE_TAG}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl{packages} \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 bulkhead \
+ && update-ca-certificates \
+{upstreams} && groupadd --system --gid 10001 bulkhead \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/bulkhead --shell /usr/sbin/nologin bulkhead \
  && mkdir -p /etc/bulkhead \
 {mounts} && chown -R 10001:10001 /var/lib/bulkhead /run/bulkhead
@@ -88,8 +96,44 @@ ENTRYPOINT ["/usr/sbin/squid", "-N", "-d", "1", "-f", "/etc/squid/squid.conf"]
 "#;
 
 /// Build outputs stay out of the context, but for the one place a prebuilt binary is taken from.
-const DOCKERIGNORE: &str =
-    "target/\n!target/docker/bulkhead\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
+const DOCKERIGNORE: &str = "target/\n!target/docker/bulkhead\n!target/docker/extra-ca.crt\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
+
+/// Where the image installs upstream MCP servers, one folder per connector.
+pub const UPSTREAMS_DIR: &str = "/opt/bulkhead/upstreams";
+
+/// The build commands that install every upstream's pinned package (each in a folder of its
+/// own, downloads checked against the system's CA bundle) and put its program on `PATH`; the
+/// build fails when the package does not provide the program the spec starts.
+fn upstream_installs(upstreams: &[super::Upstream]) -> String {
+    let mut out = String::new();
+    for u in upstreams {
+        let Some(p) = &u.package else { continue };
+        let dir = format!("{UPSTREAMS_DIR}/{}", u.connector);
+        let bin = match p.registry {
+            Registry::Pypi => {
+                out.push_str(&format!(
+                    " && python3 -m venv {dir} \\\n && PIP_CERT=/etc/ssl/certs/ca-certificates.crt {dir}/bin/pip install --no-cache-dir --disable-pip-version-check --no-input '{}=={}' \\\n",
+                    p.name, p.version
+                ));
+                format!("{dir}/bin")
+            }
+            Registry::Npm => {
+                out.push_str(&format!(
+                    " && mkdir -p {dir} \\\n && NPM_CONFIG_CAFILE=/etc/ssl/certs/ca-certificates.crt npm install --prefix {dir} --omit=dev --no-audit --no-fund --save-exact '{}@{}' \\\n && npm cache clean --force \\\n",
+                    p.name, p.version
+                ));
+                format!("{dir}/node_modules/.bin")
+            }
+        };
+        if !u.program.is_empty() && !u.program.contains('/') {
+            out.push_str(&format!(
+                " && test -x {bin}/{prog} \\\n && ln -s {bin}/{prog} /usr/local/bin/{prog} \\\n",
+                prog = u.program
+            ));
+        }
+    }
+    out
+}
 
 /// Every mount point compose uses, sorted: state, data, the socket folder and each deployed
 /// server's workspace layers.
@@ -131,23 +175,52 @@ pub fn emit(model: &Model, out: &mut Output) {
         .iter()
         .map(|d| format!(" && mkdir -p {d} \\\n"))
         .collect();
-    let sandbox = model
+    let plans: Vec<_> = model
         .deployments
         .iter()
-        .any(|d| super::plan(model, d).iter().any(|p| p.sandbox));
-    let (note, packages) = if sandbox {
-        (
-            "\n# bubblewrap and python3: the code sandbox's jail and the interpreter it runs.",
-            " bubblewrap python3",
-        )
-    } else {
-        ("", "")
-    };
+        .flat_map(|d| super::plan(model, d))
+        .collect();
+    let code = plans.iter().any(|p| p.code);
+    let jails = plans.iter().any(|p| p.sandbox);
+    let mut upstreams: Vec<super::Upstream> = plans
+        .iter()
+        .flat_map(|p| p.upstreams.iter().cloned())
+        .collect();
+    upstreams.sort_by(|a, b| a.connector.cmp(&b.connector));
+    upstreams.dedup_by(|a, b| a.connector == b.connector);
+    let registries: Vec<Registry> = upstreams
+        .iter()
+        .filter_map(|u| u.package.as_ref().map(|p| p.registry))
+        .collect();
+    let mut note = String::new();
+    let mut packages = String::new();
+    if jails {
+        note.push_str("\n# bubblewrap: the jail of the code sandbox and of upstream MCP servers.");
+        packages.push_str(" bubblewrap");
+    }
+    if code {
+        note.push_str("\n# python3: the interpreter the code sandbox runs.");
+    }
+    if code || registries.contains(&Registry::Pypi) {
+        packages.push_str(" python3");
+    }
+    if registries.contains(&Registry::Pypi) {
+        note.push_str("\n# python3-venv: upstream MCP servers from PyPI, each in a virtualenv.");
+        packages.push_str(" python3-venv");
+    }
+    if registries.contains(&Registry::Npm) {
+        note.push_str("\n# nodejs and npm: upstream MCP servers from the npm registry.");
+        packages.push_str(" nodejs npm");
+    }
+    if !upstreams.is_empty() {
+        note.push_str("\n# Upstream MCP servers are installed here at the exact versions their locks pin\n# (specs/connectors/*.lock.json): nothing is downloaded at run time.");
+    }
     text.push_str(
         &DOCKERFILE
             .replace("{mounts}", &mounts)
-            .replace("{sandbox_note}", note)
-            .replace("{packages}", packages),
+            .replace("{sandbox_note}", &note)
+            .replace("{packages}", &packages)
+            .replace("{upstreams}", &upstream_installs(&upstreams)),
     );
     out.add("docker/Dockerfile", text);
     let mut proxy = header("#", &sources);

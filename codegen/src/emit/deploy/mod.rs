@@ -133,9 +133,25 @@ pub struct ServerPlan<'a> {
     pub env: Vec<EnvVar>,
     /// Connector credentials to pass as compose secrets, by variable.
     pub secrets: Vec<SecretVar>,
-    /// Whether a tool runs code in a jail (a `sandbox` connector): its instances need
-    /// bubblewrap, Python and a system-call profile that lets bubblewrap make namespaces.
+    /// Whether a tool runs a program in a jail (a `sandbox` connector, or an upstream MCP
+    /// server launched over stdio): its instances need bubblewrap and a system-call profile
+    /// that lets bubblewrap make namespaces.
     pub sandbox: bool,
+    /// Whether a tool runs code in the sandbox (its image needs Python).
+    pub code: bool,
+    /// Upstream MCP servers launched over stdio by its instances, by connector name.
+    pub upstreams: Vec<Upstream>,
+}
+
+/// An upstream MCP server an image installs.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// The `mcp` connector.
+    pub connector: String,
+    /// Its package at the version its lock pins (none: the program is the operator's).
+    pub package: Option<crate::model::Package>,
+    /// The program its command starts when its variables keep their defaults.
+    pub program: String,
 }
 
 impl<'a> ServerPlan<'a> {
@@ -164,6 +180,8 @@ impl<'a> ServerPlan<'a> {
             env: Vec::new(),
             secrets: Vec::new(),
             sandbox: false,
+            code: false,
+            upstreams: Vec::new(),
         };
         if let Some(spec) = model.servers.iter().find(|s| s.name == server.name) {
             plan.place(model, spec);
@@ -208,6 +226,26 @@ impl<'a> ServerPlan<'a> {
                 continue;
             };
             self.sandbox |= c.kind == ConnectorKind::Sandbox;
+            self.code |= c.kind == ConnectorKind::Sandbox;
+            if c.kind == ConnectorKind::Mcp
+                && let Some(program) = c
+                    .settings
+                    .get("command")
+                    .and_then(|v| v.get(0))
+                    .and_then(|v| v.as_str())
+            {
+                self.sandbox = true;
+                // The program as it runs with its variables' defaults.
+                let program = match vars::references(&json!(program)).first() {
+                    Some(r) if r.whole => r.default().unwrap_or_default().to_string(),
+                    _ => program.to_string(),
+                };
+                self.upstreams.push(Upstream {
+                    connector: c.name.clone(),
+                    package: c.package.clone(),
+                    program,
+                });
+            }
             let paths: &[(&'static str, bool)] = match c.kind {
                 ConnectorKind::Sqlite => &[("path", false)],
                 ConnectorKind::Logs => &[("dir", true)],
