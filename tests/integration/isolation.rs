@@ -548,3 +548,97 @@ fn an_instance_on_a_network_with_a_route_out_refuses_to_serve() {
         );
     }
 }
+
+/// An upstream MCP server nobody here wrote under `bulkhead up`: each instance of `third_party`
+/// launches `mcp-server-time` (pinned, from PyPI) in a jail inside its own namespaces; the
+/// public tool answers on `full`, the confidential one on `proxied` (in the namespace whose
+/// egress nftables filters), and the session's level moves up with it.
+#[test]
+fn an_upstream_runs_inside_each_instance_under_up() {
+    let bin = super::upstream::mcp_server_time();
+    let dir = tempfile::tempdir().unwrap();
+    let local = bulkhead::servers::DEPLOYMENTS
+        .iter()
+        .find(|d| d.name == "local")
+        .expect("the example deployment");
+    let t = local
+        .servers
+        .iter()
+        .find(|s| s.name == "third_party")
+        .expect("third_party is deployed");
+    let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
+        name: t.name,
+        port: 8120,
+        egress: t.egress,
+        proxied_egress: t.proxied_egress,
+        internal_ranges: t.internal_ranges,
+        max_sensitivity: t.max_sensitivity,
+    }]));
+    let dep: &'static DeploymentDef = Box::leak(Box::new(DeploymentDef {
+        name: "upstream_under_up",
+        servers,
+    }));
+    let env = vec![
+        (
+            "BULKHEAD_STATE_DIR".to_string(),
+            dir.path().join("state").display().to_string(),
+        ),
+        (
+            "BULKHEAD_WORKSPACES".to_string(),
+            dir.path().join("ws").display().to_string(),
+        ),
+        ("MCP_SERVER_TIME".to_string(), bin.display().to_string()),
+    ];
+    let opts = UpOptions {
+        config: Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml")),
+        subnet: 242,
+        prefix: "bu".into(),
+        proxied_egress: Some(Vec::new()),
+        env,
+        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
+    };
+    let running = up(dep, &opts).expect("up (needs root, ip, nft and squid)");
+    assert_eq!(
+        running.instances.iter().map(|i| i.mode).collect::<Vec<_>>(),
+        [NetworkMode::Full, NetworkMode::Proxied]
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let meeting = json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"});
+        for (mode, tool, args, expect) in [
+            (NetworkMode::Full, "current_time", json!({"timezone": "Europe/Paris"}), "Europe/Paris"),
+            (NetworkMode::Proxied, "convert_meeting_time", meeting, "18:30"),
+        ] {
+            let url = running.instance("third_party", mode).unwrap().url.clone();
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+                    .auth_header(dev_token("ana", "up-upstream")),
+            );
+            let c = ().serve(transport).await.unwrap();
+            let r = tokio::time::timeout(
+                Duration::from_secs(60),
+                c.call_tool(
+                    CallToolRequestParams::new(tool.to_string())
+                        .with_arguments(args.as_object().unwrap().clone()),
+                ),
+            )
+            .await
+            .expect("an answer within 60 s")
+            .unwrap();
+            let text: String = r
+                .content
+                .iter()
+                .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+                .collect();
+            assert!(
+                !r.is_error.unwrap_or(false) && text.contains(expect),
+                "{mode:?} {tool}: {text}"
+            );
+            let _ = c.cancel().await;
+        }
+    });
+}
