@@ -159,6 +159,13 @@ impl CallSignals {
         self.0.done.store(done, Ordering::Relaxed);
     }
 
+    /// Raises the work done to `done` unless it is already past it (for reports that may
+    /// arrive out of order, such as an upstream server's notifications).
+    pub fn raise_done(&self, unit: Unit, done: u64) {
+        self.0.unit.store(unit as u8, Ordering::Relaxed);
+        self.0.done.fetch_max(done, Ordering::Relaxed);
+    }
+
     /// Progress so far; `None` until the work has reported any.
     pub fn progress(&self) -> Option<Progress> {
         let unit = Unit::from_u8(self.0.unit.load(Ordering::Relaxed))?;

@@ -473,7 +473,11 @@ mod tests {
         let p = Package::parse("npm:@modelcontextprotocol/server-filesystem@2026.8.31").unwrap();
         assert_eq!(
             (p.registry, p.name.as_str(), p.version.as_str()),
-            (Registry::Npm, "@modelcontextprotocol/server-filesystem", "2026.8.31")
+            (
+                Registry::Npm,
+                "@modelcontextprotocol/server-filesystem",
+                "2026.8.31"
+            )
         );
         for bad in [
             "mcp-server-time==1.0",

@@ -229,6 +229,7 @@ pub async fn call_in(
             let place = mcp::Place {
                 mode: jail.mode,
                 workspace: ws.workspace()?,
+                signals,
             };
             m.run(tool, args, place).await
         }

@@ -204,7 +204,11 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
         let before = listener.accepted();
         let said = echo_in(&c, &ws, &connect, mode).await.unwrap();
         assert_eq!(said.starts_with("connected"), reaches, "{mode:?}: {said}");
-        assert_eq!(listener.accepted() - before, usize::from(reaches), "{mode:?}");
+        assert_eq!(
+            listener.accepted() - before,
+            usize::from(reaches),
+            "{mode:?}"
+        );
         for order in [
             format!("read {}", store.display()),
             format!("read {}", other.join("notes.txt").display()),
@@ -269,6 +273,26 @@ async fn upstreams_of_sessions_are_bounded_by_max_sessions() {
     busy.abort();
 }
 
+/// Waits (bounded) until the fixture has been told to cancel `n` requests; returns their ids.
+async fn cancelled(state: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(state.join("cancelled")).unwrap_or_default();
+        let ids: Vec<String> = text.lines().map(str::to_string).collect();
+        if ids.len() >= n {
+            return ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream was told to cancel {} of {n} requests",
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A hanging upstream: the call ends at its time limit with a retryable error, and the
+/// upstream is told to stop that request; a caller who goes away cancels it the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
     let dir = tempfile::tempdir().unwrap();
@@ -278,6 +302,46 @@ async fn a_hanging_upstream_is_bounded_by_the_call_timeout() {
     let e = echo(&c, &ws, "wait").await.unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     assert!(e.wire_text().contains("fixture.call_timeout_ms"), "{e:?}");
+    assert_eq!(cancelled(dir.path(), 1).await.len(), 1);
+    // The caller goes away before the limit: the call future is dropped.
+    let c = misbehaving("hang", dir.path(), json!({"call_timeout_ms": 60000}));
+    let gone = tokio::time::timeout(Duration::from_millis(1500), echo(&c, &ws, "wait")).await;
+    assert!(gone.is_err());
+    assert_eq!(cancelled(dir.path(), 2).await.len(), 2);
+}
+
+/// The upstream's progress on a call reaches that call's signals (and from there the client's
+/// `notifications/progress`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_progress_reaches_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("progress", dir.path(), json!({}));
+    let signals = CallSignals::new();
+    let args = json!({"message": "go"}).as_object().cloned().unwrap();
+    let jail = connectors::sandbox::JailContext::outside_a_call(NetworkMode::Full);
+    let call = connectors::call_in(&c, "fixture", "echo", &ws, args, &jail, &signals);
+    // While the call is in flight, its progress arrives; then the fixture may answer.
+    let watch = async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(p) = signals.progress()
+                && p.done == 3
+            {
+                assert_eq!((p.total, p.unit), (Some(3), bulkhead::signals::Unit::Steps));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no progress: {:?}",
+                signals.progress()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        std::fs::write(dir.path().join("release"), "").unwrap();
+    };
+    let (out, ()) = tokio::join!(call, watch);
+    assert!(matches!(out.unwrap(), bulkhead::server::ToolOutput::Text(ref t) if t == "echo: go"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,7 +482,14 @@ fn npm_install(package: &str, version: &str) {
     std::fs::create_dir_all(&dir).unwrap();
     let pinned = format!("{package}@{version}");
     let ok = Command::new("npm")
-        .args(["install", "--silent", "--no-audit", "--no-fund", "--save-exact", &pinned])
+        .args([
+            "install",
+            "--silent",
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            &pinned,
+        ])
         .current_dir(&dir)
         .status()
         .is_ok_and(|s| s.success());
@@ -696,7 +767,10 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
     let said = fs_call(&c, &ana, "list_allowed_directories", json!({}))
         .await
         .unwrap();
-    assert!(said.contains("/workspace") && !said.contains(&host), "{said}");
+    assert!(
+        said.contains("/workspace") && !said.contains(&host),
+        "{said}"
+    );
     let said = fs_call(
         &c,
         &ana,
@@ -731,7 +805,10 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
             Ok(t) => t.clone(),
             Err(e) => e.wire_text(),
         };
-        assert!(r.is_err() && !text.contains("ana's notes"), "{escape}: {text}");
+        assert!(
+            r.is_err() && !text.contains("ana's notes"),
+            "{escape}: {text}"
+        );
         // (A host path the caller wrote comes back in the refusal; no other does.)
         assert!(
             escape.starts_with(&host) || !text.contains(&host),

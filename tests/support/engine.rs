@@ -166,7 +166,10 @@ pub fn build_server_image(tag: &str) {
     if let Ok(dir) = std::fs::read_dir("/usr/local/share/ca-certificates") {
         let mut files: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
         files.sort();
-        for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "crt")) {
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "crt"))
+        {
             pem.extend(std::fs::read(f).unwrap_or_default());
             pem.push(b'\n');
         }

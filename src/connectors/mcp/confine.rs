@@ -168,9 +168,7 @@ fn folder(p: &str) -> Result<PathBuf, String> {
     if !path.is_absolute() {
         return Err(format!("`{p}` is not an absolute path"));
     }
-    let real = path
-        .canonicalize()
-        .map_err(|e| format!("`{p}`: {e}"))?;
+    let real = path.canonicalize().map_err(|e| format!("`{p}`: {e}"))?;
     if !real.is_dir() || real == Path::new("/") {
         return Err(format!("`{p}` is not a folder other than `/`"));
     }
@@ -180,9 +178,10 @@ fn folder(p: &str) -> Result<PathBuf, String> {
 /// `program` as an absolute path: itself when it has a slash, else found on `PATH`.
 fn resolve(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
-        return Path::new(program).canonicalize().ok().map(|_| {
-            std::path::absolute(program).unwrap_or_else(|_| PathBuf::from(program))
-        });
+        return Path::new(program)
+            .canonicalize()
+            .ok()
+            .map(|_| std::path::absolute(program).unwrap_or_else(|_| PathBuf::from(program)));
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

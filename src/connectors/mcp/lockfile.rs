@@ -29,12 +29,10 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
         None
     };
     let confine = match &s.command {
-        Some(c) => Some(super::confine::Confine::new(
-            connector,
-            c,
-            &s.read_only,
-            &s.read_write,
-        ).map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?),
+        Some(c) => Some(
+            super::confine::Confine::new(connector, c, &s.read_only, &s.read_write)
+                .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?,
+        ),
         None => None,
     };
     let live = super::start(

@@ -45,9 +45,10 @@ use serde_json::Value;
 use super::{ConnectorError, settings};
 use crate::errors::ToolError;
 use crate::policy::NetworkMode;
-use crate::workspace::SessionWorkspace;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
+use crate::signals::CallSignals;
 use crate::tooldef::{ConnectorDef, OperationBody};
+use crate::workspace::SessionWorkspace;
 
 #[derive(Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields)]
@@ -156,13 +157,40 @@ const PROXY_VARS: [&str; 6] = [
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// Where one call's upstream runs.
+/// Where one call's upstream runs, and where its progress goes.
 #[derive(Clone, Copy)]
 pub struct Place<'a> {
     /// The instance's network mode.
     pub mode: NetworkMode,
     /// The calling session's workspace.
     pub workspace: &'a Arc<SessionWorkspace>,
+    /// The call's signals (the upstream's progress lands here).
+    pub signals: &'a CallSignals,
+}
+
+/// A request the upstream is told to stop (`notifications/cancelled`) when this is dropped
+/// while `id` is set: the call ended before its answer.
+struct Abandon {
+    peer: rmcp::service::Peer<rmcp::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let peer = self.peer.clone();
+            rt.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call ended before its answer".into()),
+                    ))
+                    .await;
+            });
+        }
+    }
 }
 
 impl Mcp {
@@ -182,7 +210,9 @@ impl Mcp {
             _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),
         };
         if confine.is_none() && settings.per_session() {
-            return Err(bad("`session_workspace` needs an upstream launched over stdio"));
+            return Err(bad(
+                "`session_workspace` needs an upstream launched over stdio",
+            ));
         }
         let mut pinned = HashMap::new();
         let mut server = "";
@@ -305,17 +335,39 @@ impl Mcp {
             format!("{}/{}", id.user(), id.session())
         });
         let slot = self.slot(key)?;
-        let peer = {
+        let (peer, progress) = {
             let mut state = slot.state.lock().await;
             self.ensure(&mut state, place.mode, session.map(|w| &**w))
                 .await?;
             let live = state.live.as_ref().expect("ensured");
             self.check_pin(live, tool)?;
-            live.peer()
+            (live.peer(), live.progress())
         };
         let bounds = self.settings.bounds();
         let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-        let result = match tokio::time::timeout(bounds.call, peer.call_tool(params)).await {
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let sent = peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await;
+        let answer = match sent {
+            Ok(handle) => {
+                // Until the answer comes, the call may end early (time limit, the caller went
+                // away): the upstream is then told to stop (`notifications/cancelled`).
+                let mut abandon = Abandon {
+                    peer: peer.clone(),
+                    id: Some(handle.id.clone()),
+                };
+                let _route = progress.route(handle.progress_token.clone(), place.signals);
+                let answer = tokio::time::timeout(bounds.call, handle.await_response()).await;
+                if answer.is_ok() {
+                    abandon.id = None;
+                }
+                answer
+            }
+            Err(e) => Ok(Err(e)),
+        };
+        let result = match answer {
             Err(_) => {
                 return Err(ToolError::retry(format!(
                     "limit `{}.call_timeout_ms` ({} ms) reached: the upstream did not answer `{tool}` in time",
@@ -334,7 +386,13 @@ impl Mcp {
                     self.name
                 )));
             }
-            Ok(Ok(r)) => r,
+            Ok(Ok(rmcp::model::ServerResult::CallToolResult(r))) => r,
+            Ok(Ok(_)) => {
+                return Err(ToolError::retry(format!(
+                    "the upstream of `{}` answered `{tool}` with something other than a tool result",
+                    self.name
+                )));
+            }
         };
         *slot.used.lock().expect("used lock") = Instant::now();
         let text = upstream::text_of(&result);
@@ -475,7 +533,11 @@ pub(crate) async fn start(
                 ws.copy_up()
                     .map_err(|e| anyhow::anyhow!("the session's folder: {e}"))?;
             }
-            let home = if session.is_some() { "/workspace" } else { "/tmp" };
+            let home = if session.is_some() {
+                "/workspace"
+            } else {
+                "/tmp"
+            };
             let mut env: Vec<(String, String)> = vec![
                 ("HOME".into(), home.into()),
                 ("LANG".into(), "C.UTF-8".into()),

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -17,6 +18,7 @@ use tokio::io::AsyncBufReadExt as _;
 
 use super::confine::Launch;
 use super::{Bounds, Settings, capped::Capped, pin};
+use crate::signals::{CallSignals, Unit};
 
 /// Pages of `tools/list` read at most (a paging loop is bounded like the count).
 const MAX_PAGES: usize = 100;
@@ -33,6 +35,42 @@ const STDERR_LINE_BYTES: usize = 2048;
 pub struct Watch {
     connector: &'static str,
     changed: Arc<AtomicBool>,
+    progress: Progress,
+}
+
+/// Where each call in flight takes the upstream's progress notifications: its request's
+/// progress token to the call's signals. An entry lives as long as its [`Route`].
+#[derive(Clone, Default)]
+pub struct Progress(Arc<std::sync::Mutex<HashMap<ProgressToken, CallSignals>>>);
+
+impl Progress {
+    /// Sends the progress of the request with `token` to `signals` until the route is dropped.
+    pub fn route(&self, token: ProgressToken, signals: &CallSignals) -> Route {
+        self.0
+            .lock()
+            .expect("progress routes")
+            .insert(token.clone(), signals.clone());
+        Route {
+            routes: self.clone(),
+            token,
+        }
+    }
+}
+
+/// One call's progress route; dropped with the call.
+pub struct Route {
+    routes: Progress,
+    token: ProgressToken,
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.routes
+            .0
+            .lock()
+            .expect("progress routes")
+            .remove(&self.token);
+    }
 }
 
 impl ClientHandler for Watch {
@@ -55,6 +93,28 @@ impl ClientHandler for Watch {
         self.changed.store(true, Ordering::SeqCst);
     }
 
+    /// The upstream's progress on a call in flight goes to that call's signals, as steps (its
+    /// message is the upstream's own text, which is never forwarded).
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let routes = self.progress.0.lock().expect("progress routes");
+        if let Some(signals) = routes.get(&params.progress_token) {
+            let whole = |v: f64| {
+                if v.is_finite() && v > 0.0 {
+                    v.min(u64::MAX as f64) as u64
+                } else {
+                    0
+                }
+            };
+            signals.set_total(Unit::Steps, params.total.map(whole));
+            // Notifications are handled concurrently: a late one never moves progress back.
+            signals.raise_done(Unit::Steps, whole(params.progress));
+        }
+    }
+
     fn get_info(&self) -> ClientConfig {
         ClientConfig::default()
     }
@@ -63,6 +123,7 @@ impl ClientHandler for Watch {
 /// A started upstream and what it lists.
 pub struct Live {
     client: RunningService<RoleClient, Watch>,
+    progress: Progress,
     changed: Arc<AtomicBool>,
     tools: HashMap<String, Value>,
     server: String,
@@ -83,13 +144,13 @@ impl Live {
             bounds.start,
             Live::start_unbounded(connector, s, launch, bounds),
         )
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "limit `{connector}.start_timeout_ms` ({} ms) reached",
-                    bounds.start.as_millis()
-                )
-            })?
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "limit `{connector}.start_timeout_ms` ({} ms) reached",
+                bounds.start.as_millis()
+            )
+        })?
     }
 
     async fn start_unbounded(
@@ -99,15 +160,13 @@ impl Live {
         bounds: Bounds,
     ) -> anyhow::Result<Live> {
         let changed = Arc::new(AtomicBool::new(false));
+        let progress = Progress::default();
         let watch = Watch {
             connector,
             changed: changed.clone(),
+            progress: progress.clone(),
         };
-        let (client, child) = if let Some(Launch {
-            mut command,
-            _keep,
-        }) = launch
-        {
+        let (client, child) = if let Some(Launch { mut command, _keep }) = launch {
             let program = s
                 .command
                 .as_ref()
@@ -162,6 +221,7 @@ impl Live {
             .unwrap_or_else(|| "unknown@unknown".into());
         let mut live = Live {
             client,
+            progress,
             changed,
             tools: HashMap::new(),
             server,
@@ -194,6 +254,11 @@ impl Live {
     /// A handle to call through (cheap to clone; the state lock is not held during calls).
     pub fn peer(&self) -> rmcp::service::Peer<RoleClient> {
         self.client.peer().clone()
+    }
+
+    /// Where calls route the upstream's progress.
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
     }
 
     /// Whether the connection (or the process) is gone.

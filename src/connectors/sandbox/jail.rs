@@ -162,7 +162,12 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         push(&["--ro-bind-try", etc, etc]);
     }
     if layout.share_network {
-        for etc in ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf"] {
+        for etc in [
+            "/etc/resolv.conf",
+            "/etc/hosts",
+            "/etc/nsswitch.conf",
+            "/etc/gai.conf",
+        ] {
             push(&["--ro-bind-try", etc, etc]);
         }
     }

@@ -615,4 +615,3 @@ fn fill(command: &[&str], args: &JsonObject) -> Result<Vec<String>, ToolError> {
         })
         .collect()
 }
-
