@@ -39,22 +39,57 @@ pub struct Watch {
 }
 
 /// Where each call in flight takes the upstream's progress notifications: its request's
-/// progress token to the call's signals. An entry lives as long as its [`Route`].
+/// progress token to the call's signals. An entry lives as long as its [`Route`]. A report can
+/// come before its route exists (the request is out before its token is known here): the last
+/// [`EARLY`] such reports wait for it.
 #[derive(Clone, Default)]
-pub struct Progress(Arc<std::sync::Mutex<HashMap<ProgressToken, CallSignals>>>);
+pub struct Progress(Arc<std::sync::Mutex<Routes>>);
+
+/// Reports kept for routes not made yet.
+const EARLY: usize = 64;
+
+#[derive(Default)]
+struct Routes {
+    calls: HashMap<ProgressToken, CallSignals>,
+    early: std::collections::VecDeque<(ProgressToken, Option<u64>, u64)>,
+}
 
 impl Progress {
     /// Sends the progress of the request with `token` to `signals` until the route is dropped.
     pub fn route(&self, token: ProgressToken, signals: &CallSignals) -> Route {
-        self.0
-            .lock()
-            .expect("progress routes")
-            .insert(token.clone(), signals.clone());
+        let mut routes = self.0.lock().expect("progress routes");
+        routes.early.retain(|(t, total, done)| {
+            if *t == token {
+                report(signals, *total, *done);
+                false
+            } else {
+                true
+            }
+        });
+        routes.calls.insert(token.clone(), signals.clone());
         Route {
             routes: self.clone(),
             token,
         }
     }
+
+    fn report(&self, token: ProgressToken, total: Option<u64>, done: u64) {
+        let mut routes = self.0.lock().expect("progress routes");
+        if let Some(signals) = routes.calls.get(&token) {
+            report(signals, total, done);
+        } else {
+            if routes.early.len() == EARLY {
+                routes.early.pop_front();
+            }
+            routes.early.push_back((token, total, done));
+        }
+    }
+}
+
+fn report(signals: &CallSignals, total: Option<u64>, done: u64) {
+    signals.set_total(Unit::Steps, total);
+    // Notifications are handled concurrently: a late one never moves progress back.
+    signals.raise_done(Unit::Steps, done);
 }
 
 /// One call's progress route; dropped with the call.
@@ -69,6 +104,7 @@ impl Drop for Route {
             .0
             .lock()
             .expect("progress routes")
+            .calls
             .remove(&self.token);
     }
 }
@@ -100,19 +136,18 @@ impl ClientHandler for Watch {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let routes = self.progress.0.lock().expect("progress routes");
-        if let Some(signals) = routes.get(&params.progress_token) {
-            let whole = |v: f64| {
-                if v.is_finite() && v > 0.0 {
-                    v.min(u64::MAX as f64) as u64
-                } else {
-                    0
-                }
-            };
-            signals.set_total(Unit::Steps, params.total.map(whole));
-            // Notifications are handled concurrently: a late one never moves progress back.
-            signals.raise_done(Unit::Steps, whole(params.progress));
-        }
+        let whole = |v: f64| {
+            if v.is_finite() && v > 0.0 {
+                v.min(u64::MAX as f64) as u64
+            } else {
+                0
+            }
+        };
+        self.progress.report(
+            params.progress_token,
+            params.total.map(whole),
+            whole(params.progress),
+        );
     }
 
     fn get_info(&self) -> ClientConfig {
