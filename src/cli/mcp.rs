@@ -105,9 +105,10 @@ pub fn run(root: &Path, action: Action) -> anyhow::Result<ExitCode> {
             let lock = lockfile::lock_json(&listing, package.as_deref());
             std::fs::write(&lock_path, serde_json::to_string_pretty(&lock)? + "\n")?;
             println!(
-                "wrote {} ({}, {} tools pinned); review the change and commit it",
+                "wrote {} ({}, protocol {}, {} tools pinned); review the change and commit it",
                 lock_path.display(),
                 listing.server,
+                listing.protocol,
                 listing.tools.len()
             );
             Ok(ExitCode::SUCCESS)

@@ -685,7 +685,17 @@ async fn filesystem(tools: &[&'static str], extra: Value) -> Connectors {
     for (k, v) in extra.as_object().unwrap() {
         settings[k] = v.clone();
     }
-    let listing = bulkhead::connectors::mcp::lockfile::list("fs", settings.clone())
+    pinned("fs", settings, tools).await.0
+}
+
+/// Connector `name` over the upstream of `settings`, declaring `tools` pinned to what it lists
+/// now (as `bulkhead mcp lock` writes the lock); and the protocol version it settled on.
+async fn pinned(
+    name: &'static str,
+    settings: Value,
+    tools: &[&'static str],
+) -> (Connectors, String) {
+    let listing = bulkhead::connectors::mcp::lockfile::list(name, settings.clone())
         .await
         .unwrap();
     let ops: Vec<OperationDef> = tools
@@ -695,7 +705,7 @@ async fn filesystem(tools: &[&'static str], extra: Value) -> Connectors {
                 .tools
                 .iter()
                 .find(|(t, _)| t.name == name)
-                .unwrap_or_else(|| panic!("the filesystem server lists no `{name}`"));
+                .unwrap_or_else(|| panic!("the upstream lists no `{name}`"));
             OperationDef {
                 name,
                 params_schema: s(serde_json::to_string(&tool.input_schema).unwrap()),
@@ -710,13 +720,13 @@ async fn filesystem(tools: &[&'static str], extra: Value) -> Connectors {
         })
         .collect();
     let def: &'static ConnectorDef = leak(ConnectorDef {
-        name: "fs",
+        name,
         kind: "mcp",
         sensitivity: bulkhead::policy::Sensitivity::Internal,
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
     });
-    Connectors::new([def], &|_| None).unwrap()
+    (Connectors::new([def], &|_| None).unwrap(), listing.protocol)
 }
 
 async fn fs_call(
@@ -725,9 +735,20 @@ async fn fs_call(
     tool: &str,
     args: Value,
 ) -> Result<String, bulkhead::errors::ToolError> {
+    call_on(c, "fs", ws, tool, args).await
+}
+
+/// Calls `connector.tool` from a call on a `full` instance.
+async fn call_on(
+    c: &Connectors,
+    connector: &str,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    tool: &str,
+    args: Value,
+) -> Result<String, bulkhead::errors::ToolError> {
     let jail = connectors::sandbox::JailContext::outside_a_call(NetworkMode::Full);
     let args = args.as_object().cloned().unwrap();
-    match connectors::call_in(c, "fs", tool, ws, args, &jail, &CallSignals::new()).await? {
+    match connectors::call_in(c, connector, tool, ws, args, &jail, &CallSignals::new()).await? {
         bulkhead::server::ToolOutput::Text(t) => Ok(t),
         other => panic!("{other:?}"),
     }
@@ -844,4 +865,52 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
         .await
         .unwrap();
     assert!(!said.contains("notes.txt"), "{said}");
+}
+
+/// Both protocol eras on the upstream side, each with a real server nobody here wrote: the
+/// current `mcp-server-time` answers `server/discover` (stateless 2026-07-28), and
+/// `server-everything` only knows `initialize` (2025-11-25 sessions); a declared tool of each
+/// answers through the same wrapper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_protocol_eras_with_real_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let time = tokio::task::spawn_blocking(mcp_server_time).await.unwrap();
+    let (c, protocol) = pinned(
+        "clock",
+        json!({"command": [time.to_str().unwrap(), "--local-timezone", "UTC"]}),
+        &["get_current_time"],
+    )
+    .await;
+    assert_eq!(protocol, "2026-07-28");
+    let said = call_on(
+        &c,
+        "clock",
+        &ws,
+        "get_current_time",
+        json!({"timezone": "Asia/Tokyo"}),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("Asia/Tokyo"), "{said}");
+    let everything = tokio::task::spawn_blocking(server_everything)
+        .await
+        .unwrap();
+    let (c, protocol) = pinned(
+        "everything",
+        json!({"command": [everything.to_str().unwrap()]}),
+        &["echo"],
+    )
+    .await;
+    assert_eq!(protocol, "2025-11-25");
+    let said = call_on(
+        &c,
+        "everything",
+        &ws,
+        "echo",
+        json!({"message": "both eras"}),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("both eras"), "{said}");
 }

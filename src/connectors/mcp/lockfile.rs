@@ -11,6 +11,8 @@ use super::{Settings, pin, upstream};
 pub struct Listing {
     /// `name@version` from its handshake.
     pub server: String,
+    /// The protocol version the handshake settled on.
+    pub protocol: String,
     /// Every tool it lists, with its definition (as the lock keeps it).
     pub tools: Vec<(rmcp::model::Tool, Value)>,
 }
@@ -45,9 +47,11 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
     .await?;
     let tools = upstream::list_tools_of(&live, s.bounds()).await?;
     let server = live.server().to_string();
+    let protocol = live.protocol().to_string();
     drop(live);
     Ok(Listing {
         server,
+        protocol,
         tools: tools
             .into_iter()
             .map(|t| {

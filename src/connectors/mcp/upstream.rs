@@ -6,19 +6,29 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rmcp::ServiceExt as _;
 use rmcp::model::{
     CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
+use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt as _;
 
 use super::confine::Launch;
 use super::{Bounds, Settings, capped::Capped, pin};
 use crate::signals::{CallSignals, Unit};
+
+/// Both protocol eras: the stateless 2026-07-28 when the upstream answers `server/discover`,
+/// else (it says it does not know the method, or says nothing within rmcp's 10 s) the
+/// `initialize` handshake of 2025-11-25 and before, whose sessions the upstream keeps.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
 
 /// Pages of `tools/list` read at most (a paging loop is bounded like the count).
 const MAX_PAGES: usize = 100;
@@ -158,6 +168,7 @@ impl ClientHandler for Watch {
 /// A started upstream and what it lists.
 pub struct Live {
     client: RunningService<RoleClient, Watch>,
+    protocol: String,
     progress: Progress,
     changed: Arc<AtomicBool>,
     tools: HashMap<String, Value>,
@@ -224,7 +235,10 @@ impl Live {
                 tokio::spawn(log_stderr(connector, stderr));
             }
             let client = watch
-                .serve((Capped::new(stdout, bounds.message_bytes), stdin))
+                .serve_with_lifecycle(
+                    (Capped::new(stdout, bounds.message_bytes), stdin),
+                    lifecycle(),
+                )
                 .await
                 .map_err(|e| anyhow::anyhow!("no MCP handshake: {e}"))?;
             (client, Some(child))
@@ -241,7 +255,7 @@ impl Live {
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
             let client = watch
-                .serve(transport)
+                .serve_with_lifecycle(transport, lifecycle())
                 .await
                 .map_err(|e| anyhow::anyhow!("no MCP handshake: {e}"))?;
             (client, None)
@@ -254,8 +268,13 @@ impl Live {
                     .map(|s| format!("{}@{}", s.name, s.version))
             })
             .unwrap_or_else(|| "unknown@unknown".into());
+        let protocol = client
+            .peer_info()
+            .map(|i| i.protocol_version.as_str().to_string())
+            .unwrap_or_default();
         let mut live = Live {
             client,
+            protocol,
             progress,
             changed,
             tools: HashMap::new(),
@@ -284,6 +303,11 @@ impl Live {
     /// `name@version` from the handshake.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The protocol version the handshake settled on.
+    pub fn protocol(&self) -> &str {
+        &self.protocol
     }
 
     /// A handle to call through (cheap to clone; the state lock is not held during calls).
