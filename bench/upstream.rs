@@ -12,7 +12,6 @@ mod inproc;
 
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
-use rmcp::ServiceExt as _;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,7 +51,16 @@ fn main() -> anyhow::Result<()> {
             .kill_on_drop(true)
             .spawn()?;
         let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let direct = ().serve((stdout, stdin)).await?;
+        // The same protocol era Bulkhead settles on with this upstream (2026-07-28).
+        let direct = rmcp::ClientServiceExt::serve_with_lifecycle(
+            (),
+            (stdout, stdin),
+            rmcp::ClientLifecycleMode::Auto {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+        )
+        .await?;
         let call_direct = || {
             let params = rmcp::model::CallToolRequestParams::new("get_current_time")
                 .with_arguments(args.as_object().cloned().unwrap());
