@@ -412,7 +412,11 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
     let c = client(&full.url, "ana", "up1").await;
     let tools = c.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["convert_meeting_time", "current_time"], "{names:?}");
+    assert_eq!(
+        names,
+        ["convert_meeting_time", "current_time", "read_file"],
+        "{names:?}"
+    );
     let r = call(&c, "current_time", json!({"timezone": "Europe/Paris"}))
         .await
         .unwrap();

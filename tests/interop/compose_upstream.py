@@ -40,7 +40,7 @@ async def main(full_url, proxied_url, template_url, token):
     async with contextlib.AsyncExitStack() as stack:
         full = await open_session(stack, full_url, token)
         names = sorted(t.name for t in (await full.list_tools()).tools)
-        check("only declared tools are listed", names == ["convert_meeting_time", "current_time"], str(names))
+        check("only declared tools are listed", names == ["convert_meeting_time", "current_time", "read_file"], str(names))
         r = await full.call_tool("current_time", {"timezone": "Europe/Paris"})
         check("the upstream answers on full", not r.is_error and "Europe/Paris" in text(r), text(r))
         try:
