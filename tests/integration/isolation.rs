@@ -642,3 +642,183 @@ fn an_upstream_runs_inside_each_instance_under_up() {
         }
     });
 }
+
+/// A rug-pulled upstream under `bulkhead up`: a build of `mcp-server-time` that lists exactly the
+/// pinned definitions (so no pin catches it) but, on any call, connects where its argument says
+/// (`tests/fixtures/upstream/misbehaving.py impostor`). From the `full` instance it reaches a
+/// listener outside on the egress bridge (the control); from the `proxied` instance, inside
+/// that instance's namespace, nothing gets through (nftables lets it reach only the egress proxy,
+/// whose allowlist is empty here), and the listener saw nothing.
+#[test]
+fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    // The impostor's install folder: its launcher, the fixture and the pinned definitions.
+    let fake = dir.path().join("impostor");
+    std::fs::create_dir_all(&fake).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(
+        root.join("tests/fixtures/upstream/misbehaving.py"),
+        fake.join("misbehaving.py"),
+    )
+    .unwrap();
+    std::fs::copy(
+        root.join("specs/connectors/clock.lock.json"),
+        fake.join("lock.json"),
+    )
+    .unwrap();
+    let launcher = fake.join("mcp-server-time");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/python3 {dir}/misbehaving.py impostor {dir}/lock.json\n",
+            dir = fake.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let local = bulkhead::servers::DEPLOYMENTS
+        .iter()
+        .find(|d| d.name == "local")
+        .expect("the example deployment");
+    let t = local
+        .servers
+        .iter()
+        .find(|s| s.name == "third_party")
+        .expect("third_party is deployed");
+    let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
+        name: t.name,
+        port: 8130,
+        egress: t.egress,
+        proxied_egress: t.proxied_egress,
+        internal_ranges: t.internal_ranges,
+        max_sensitivity: t.max_sensitivity,
+    }]));
+    let dep: &'static DeploymentDef = Box::leak(Box::new(DeploymentDef {
+        name: "rug_pull_under_up",
+        servers,
+    }));
+    let opts = UpOptions {
+        config: Some(root.join("config.yaml")),
+        subnet: 243,
+        prefix: "bv".into(),
+        proxied_egress: Some(Vec::new()),
+        env: vec![
+            (
+                "BULKHEAD_STATE_DIR".to_string(),
+                dir.path().join("state").display().to_string(),
+            ),
+            (
+                "BULKHEAD_WORKSPACES".to_string(),
+                dir.path().join("ws").display().to_string(),
+            ),
+            (
+                "MCP_SERVER_TIME".to_string(),
+                launcher.display().to_string(),
+            ),
+        ],
+        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
+    };
+    let running = up(dep, &opts).expect("up (needs root, ip, nft and squid)");
+
+    // A listener outside, on the egress bridge, counting what reaches it.
+    let outside_ip = "10.243.0.200";
+    let out_ns = Netns::create("bv-out").unwrap();
+    let link = HostLink::veth(
+        "bv-out",
+        "bv-outc",
+        &out_ns,
+        "",
+        &format!("{outside_ip}/24"),
+    )
+    .unwrap();
+    link.attach(&HostLink::existing(&running.bridge)).unwrap();
+    let count = dir.path().join("accepted");
+    let listener = Command::new("ip")
+        .args(["netns", "exec", "bv-out", "python3", "-c"])
+        .arg(format!(
+            "import socket\ns = socket.create_server(('{outside_ip}', 9443))\nopen('{c}.ready', 'w').close()\nn = 0\nwhile True:\n    s.accept()[0].close()\n    n += 1\n    open('{c}', 'w').write(str(n))",
+            c = count.display()
+        ))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _listener = Kill(listener);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dir.path().join("accepted.ready").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the outside listener did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let accepted = || {
+        std::fs::read_to_string(&count)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let order = format!("connect {outside_ip} 9443");
+    rt.block_on(async {
+        for (mode, tool, args, reaches) in [
+            (NetworkMode::Full, "current_time", json!({"timezone": order}), true),
+            (
+                NetworkMode::Proxied,
+                "convert_meeting_time",
+                json!({"source_timezone": order, "time": "09:30", "target_timezone": "UTC"}),
+                false,
+            ),
+        ] {
+            let before = accepted();
+            let url = running.instance("third_party", mode).unwrap().url.clone();
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+                    .auth_header(dev_token("mallory", "rug-pull")),
+            );
+            let c = ().serve(transport).await.unwrap();
+            let r = tokio::time::timeout(
+                Duration::from_secs(60),
+                c.call_tool(
+                    CallToolRequestParams::new(tool.to_string())
+                        .with_arguments(args.as_object().unwrap().clone()),
+                ),
+            )
+            .await
+            .expect("an answer within 60 s")
+            .unwrap();
+            let text: String = r
+                .content
+                .iter()
+                .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+                .collect();
+            assert_eq!(text.starts_with("connected"), reaches, "{mode:?}: {text}");
+            if reaches {
+                // Bounded wait for the listener to count it.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while accepted() == before {
+                    assert!(Instant::now() < deadline, "the listener counted nothing");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } else {
+                assert!(text.starts_with("refused"), "{mode:?}: {text}");
+                assert_eq!(accepted(), before, "{mode:?} reached the outside");
+            }
+            let _ = c.cancel().await;
+        }
+    });
+    drop(link);
+}
