@@ -3,8 +3,8 @@
 
 use super::{Loaded, is_snake_ident, params, placeholders, ptr};
 use crate::diag::Diagnostic;
-use crate::model::{Connector, Preset, Server, Target, Tool};
-use crate::spec::{HandlerKind, Permission, ServerSpec, SpecKind, ToolSpec};
+use crate::model::{Connector, OperationBody, Preset, Server, Target, Tool};
+use crate::spec::{HandlerKind, Permission, Sensitivity, ServerSpec, SpecKind, ToolSpec};
 use crate::suggest::did_you_mean;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -394,6 +394,19 @@ fn resolve_uses(
             .help(
                 "connect tools are refused once a session holds private data; this one must be too",
             ),
+        );
+    } else if matches!(op.body, OperationBody::Mcp { remote: true, .. })
+        && spec.sensitivity == Sensitivity::Secret
+    {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/sensitivity"),
+                format!(
+                    "{what} `{name}` is secret, so it runs only on `none` instances, which cannot reach the URL upstream of `{uses}`"
+                ),
+            )
+            .label("every call would fail there")
+            .help("declare it at most `confidential` (a proxied instance reaches the upstream through its egress proxy), or launch the upstream over stdio (`command`) so it runs inside the isolated instance"),
         );
     } else if op.writes() && spec.permission == Permission::Read {
         errors.push(
