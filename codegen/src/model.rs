@@ -255,8 +255,9 @@ impl Package {
     /// Reads `pypi:NAME==VERSION` or `npm:NAME@VERSION`; a range, a tag or a character a
     /// shell would read is refused (the name and version go into the image's build commands).
     pub fn parse(text: &str) -> Result<Package, String> {
+        // Starts with a letter or digit (never `-`, which pip or npm would read as an option).
         let plain = |s: &str, extra: &str| {
-            !s.is_empty()
+            s.starts_with(|c: char| c.is_ascii_alphanumeric())
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(c))
         };
@@ -266,7 +267,7 @@ impl Package {
                 .ok_or("a PyPI package is `pypi:NAME==VERSION`")?;
             (Registry::Pypi, name, version)
         } else if let Some(rest) = text.strip_prefix("npm:") {
-            let at = rest[1..].find('@').map(|i| i + 1);
+            let at = rest.get(1..).and_then(|r| r.find('@')).map(|i| i + 1);
             let (name, version) = at
                 .map(|i| (&rest[..i], &rest[i + 1..]))
                 .ok_or("an npm package is `npm:NAME@VERSION`")?;
@@ -489,6 +490,10 @@ mod tests {
             "pypi:x==1.0;rm -rf /",
             "pypi:x'y==1.0",
             "npm:@scope/na me@1.0.0",
+            "npm:",
+            "npm:é@1",
+            "npm:-x@1.0.0",
+            "pypi:-x==1.0",
         ] {
             assert!(Package::parse(bad).is_err(), "{bad}");
         }

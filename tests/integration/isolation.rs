@@ -652,9 +652,11 @@ fn an_upstream_runs_inside_each_instance_under_up() {
 #[test]
 fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
     let dir = tempfile::tempdir().unwrap();
-    // The impostor's install folder: its launcher, the fixture and the pinned definitions.
+    // The impostor's install folder, a virtualenv like the real one's: its launcher, the
+    // fixture and the pinned definitions (the jail shows an upstream its install folder only).
     let fake = dir.path().join("impostor");
-    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::create_dir_all(fake.join("bin")).unwrap();
+    std::fs::write(fake.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::copy(
         root.join("tests/fixtures/upstream/misbehaving.py"),
@@ -666,7 +668,7 @@ fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
         fake.join("lock.json"),
     )
     .unwrap();
-    let launcher = fake.join("mcp-server-time");
+    let launcher = fake.join("bin/mcp-server-time");
     std::fs::write(
         &launcher,
         format!(

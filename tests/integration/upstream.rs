@@ -154,6 +154,24 @@ async fn a_rug_pull_refuses_the_drifted_tool_naming_the_drift() {
     );
 }
 
+/// Under protocol 2026-07-28 an upstream that takes no subscription cannot tell of a changed
+/// list, so its list is read again before every call: a definition changed without a word is
+/// refused at the very next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_rug_pull_under_2026_07_28_is_refused_at_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("modern", dir.path(), json!({}));
+    assert_eq!(echo(&c, &ws, "first").await.unwrap(), "echo: first");
+    let refused = echo(&c, &ws, "second").await.unwrap_err();
+    assert!(refused.is_fatal(), "{refused:?}");
+    let text = refused.wire_text();
+    assert!(
+        text.contains("drifted") && text.contains("description"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_crashes_mid_call_gets_a_retryable_error_and_is_restarted() {
     let dir = tempfile::tempdir().unwrap();

@@ -101,7 +101,21 @@ fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
         ConnectorKind::Mcp => serde_json::from_value::<McpSettings>(value)
             .map_err(|e| format!("mcp settings: {e}"))
             .and_then(|s| match (&s.command, &s.url) {
-                (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Ok(()),
+                (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {
+                    let program = crate::vars::with_defaults(&c[0]);
+                    if program.starts_with('/') {
+                        if program.chars().any(|ch| ch.is_whitespace() || "'\"\\$`;|&<>".contains(ch)) {
+                            return Err(format!("the program path `{program}` holds a character a shell would read"));
+                        }
+                        Ok(())
+                    } else if crate::vars::is_program_name(&program) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "the program `{program}` must be a plain name (letters, digits, `._+-`, not starting with `-`) found on PATH, or an absolute path"
+                        ))
+                    }
+                }
                 (Some(_), None) => Err("`command` needs a program".to_string()),
                 (None, Some(u)) => {
                     if !(u.starts_with("http://")

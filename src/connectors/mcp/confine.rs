@@ -61,6 +61,12 @@ impl Confine {
             .map(install_roots)
             .unwrap_or_default();
         for root in roots {
+            if root.is_dir() && too_broad(&root) {
+                return Err(format!(
+                    "the program's install folder `{}` is a system or home folder: install the upstream in a folder of its own (a virtualenv or node_modules)",
+                    root.display()
+                ));
+            }
             if !binds.iter().any(|b| root.starts_with(&b.path)) {
                 binds.push(jail::Bind {
                     path: root,
@@ -68,6 +74,10 @@ impl Confine {
                 });
             }
         }
+        // Parents before children: bubblewrap mounts in order, and a later parent would hide an
+        // earlier child (a read-only folder inside a writable one, or an install folder inside
+        // a writable one, stays read-only).
+        binds.sort_by_key(|b| b.path.components().count());
         let filters = seccomp::programs().unwrap_or_else(|e| {
             tracing::warn!(connector, error = %e, "upstream jails run without a system-call filter");
             Vec::new()
@@ -169,10 +179,29 @@ fn folder(p: &str) -> Result<PathBuf, String> {
         return Err(format!("`{p}` is not an absolute path"));
     }
     let real = path.canonicalize().map_err(|e| format!("`{p}`: {e}"))?;
-    if !real.is_dir() || real == Path::new("/") {
-        return Err(format!("`{p}` is not a folder other than `/`"));
+    if !real.is_dir() {
+        return Err(format!("`{p}` is not a folder"));
+    }
+    if too_broad(&real) {
+        return Err(format!(
+            "`{p}` is `/`, a system folder or a home folder: an upstream may not see all of it"
+        ));
     }
     Ok(real)
+}
+
+/// Folders no jail binds whole: the root and every top-level folder, the kernel's views and
+/// devices, a user's home folder (where a server's state, secrets and checkouts live) and
+/// anything above the server's own home.
+fn too_broad(path: &Path) -> bool {
+    let depth = path.components().count(); // `/` is 1, `/etc` 2, `/home/ana` 3
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    depth <= 2
+        || ["/proc", "/sys", "/dev", "/run"]
+            .iter()
+            .any(|p| path.starts_with(p))
+        || (path.starts_with("/home") && depth <= 3)
+        || home.as_deref().is_some_and(|h| h.starts_with(path))
 }
 
 /// `program` as an absolute path: itself when it has a slash, else found on `PATH`.
@@ -227,7 +256,9 @@ fn install_roots(program: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    real.parent().map(Path::to_path_buf).into_iter().collect()
+    // A program installed on its own: the file alone (never its folder, which may be a
+    // checkout or a home folder).
+    vec![real]
 }
 
 #[cfg(test)]
@@ -255,6 +286,46 @@ mod tests {
             [nm.canonicalize().unwrap()]
         );
         assert!(install_roots(Path::new("/usr/bin/env")).is_empty());
-        assert!(folder("relative").is_err() && folder("/").is_err());
+        // A program on its own: the file, never its folder.
+        std::fs::write(dir.path().join("server"), "").unwrap();
+        assert_eq!(
+            install_roots(&dir.path().join("server")),
+            [dir.path().join("server").canonicalize().unwrap()]
+        );
+        for broad in [
+            "relative",
+            "/",
+            "/etc",
+            "/var",
+            "/root",
+            "/home",
+            "/proc/self",
+            "/sys/fs",
+            "/opt",
+        ] {
+            assert!(folder(broad).is_err(), "{broad}");
+        }
+        assert!(folder(dir.path().to_str().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn binds_go_parents_first_so_a_read_only_child_stays_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(data.join("ref")).unwrap();
+        let c = Confine::new(
+            "t",
+            &["/usr/bin/env".to_string()],
+            &[data.join("ref").display().to_string()],
+            &[data.display().to_string()],
+        )
+        .unwrap();
+        let order: Vec<(PathBuf, bool)> = c
+            .binds
+            .iter()
+            .map(|b| (b.path.clone(), b.writable))
+            .collect();
+        let data = data.canonicalize().unwrap();
+        assert_eq!(order, [(data.clone(), true), (data.join("ref"), false)]);
     }
 }

@@ -347,26 +347,23 @@ impl Mcp {
         let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);
         let request =
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-        let sent = peer
-            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-            .await;
-        let answer = match sent {
-            Ok(handle) => {
-                // Until the answer comes, the call may end early (time limit, the caller went
-                // away): the upstream is then told to stop (`notifications/cancelled`).
-                let mut abandon = Abandon {
-                    peer: peer.clone(),
-                    id: Some(handle.id.clone()),
-                };
-                let _route = progress.route(handle.progress_token.clone(), place.signals);
-                let answer = tokio::time::timeout(bounds.call, handle.await_response()).await;
-                if answer.is_ok() {
-                    abandon.id = None;
-                }
-                answer
-            }
-            Err(e) => Ok(Err(e)),
+        // One deadline over sending and answering (a send waits when the upstream stops reading
+        // and its pipe fills). Until the answer comes, the call may end early (the limit, or the
+        // caller went away): the upstream is then told to stop (`notifications/cancelled`).
+        let exchange = async {
+            let handle = peer
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let mut abandon = Abandon {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let _route = progress.route(handle.progress_token.clone(), place.signals);
+            let answer = handle.await_response().await;
+            abandon.id = None;
+            answer
         };
+        let answer = tokio::time::timeout(bounds.call, exchange).await;
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::retry(format!(

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::model::{
-    CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    CallToolResult, ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult,
+    ListToolsRequest, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, ServerNotification, ServerResult, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
 use serde_json::Value;
@@ -19,6 +20,15 @@ use tokio::io::AsyncBufReadExt as _;
 use super::confine::Launch;
 use super::{Bounds, Settings, capped::Capped, pin};
 use crate::signals::{CallSignals, Unit};
+
+/// Aborts a task when dropped (the subscription reader dies with its upstream).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Both protocol eras: the stateless 2026-07-28 when the upstream answers `server/discover`,
 /// else (it says it does not know the method, or says nothing within rmcp's 10 s) the
@@ -97,7 +107,9 @@ impl Progress {
 }
 
 fn report(signals: &CallSignals, total: Option<u64>, done: u64) {
-    signals.set_total(Unit::Steps, total);
+    if total.is_some() {
+        signals.set_total(Unit::Steps, total);
+    }
     // Notifications are handled concurrently: a late one never moves progress back.
     signals.raise_done(Unit::Steps, done);
 }
@@ -173,6 +185,11 @@ pub struct Live {
     changed: Arc<AtomicBool>,
     tools: HashMap<String, Value>,
     server: String,
+    /// Whether a `tools/list_changed` can reach us: always under the `initialize` era (the
+    /// session carries notifications), and under 2026-07-28 only while a `subscriptions/listen`
+    /// for it is open. When not, the list is read again before every call.
+    watched: Arc<AtomicBool>,
+    _listen: Option<AbortOnDrop>,
     _child: Option<tokio::process::Child>,
 }
 
@@ -279,10 +296,46 @@ impl Live {
             changed,
             tools: HashMap::new(),
             server,
+            watched: Arc::new(AtomicBool::new(true)),
+            _listen: None,
             _child: child,
         };
         live.relist(bounds).await?;
+        if live.protocol == ProtocolVersion::V_2026_07_28.as_str() {
+            live.listen(connector).await;
+        }
         Ok(live)
+    }
+
+    /// Under 2026-07-28, asks the upstream to tell of tool-list changes on a subscription; an
+    /// upstream that does not take it (or that ends it) is listed again before every call.
+    async fn listen(&mut self, connector: &'static str) {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        match self.client.peer().listen(filter).await {
+            Ok(mut sub) if sub.acknowledged().tools_list_changed.unwrap_or(false) => {
+                let (changed, watched) = (self.changed.clone(), self.watched.clone());
+                let task = tokio::spawn(async move {
+                    while let Ok(Some(n)) = sub.next().await {
+                        if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
+                            changed.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    watched.store(false, Ordering::SeqCst);
+                });
+                self._listen = Some(AbortOnDrop(task));
+            }
+            Ok(_) => {
+                tracing::warn!(
+                    connector,
+                    "the upstream does not tell of tool-list changes; its list is read again before every call"
+                );
+                self.watched.store(false, Ordering::SeqCst);
+            }
+            Err(e) => {
+                tracing::warn!(connector, error = %e, "no subscription for tool-list changes; the upstream's list is read again before every call");
+                self.watched.store(false, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Reads the tool list again, bounded in pages and tools.
@@ -325,9 +378,10 @@ impl Live {
         self.client.is_closed() || self.client.peer().is_transport_closed()
     }
 
-    /// Whether the upstream said its tools changed since the last look (and forget it).
+    /// Whether the list must be read again: the upstream said its tools changed since the last
+    /// look (forgotten now), or it cannot say so (not watched).
     pub fn take_changed(&self) -> bool {
-        self.changed.swap(false, Ordering::SeqCst)
+        self.changed.swap(false, Ordering::SeqCst) || !self.watched.load(Ordering::SeqCst)
     }
 }
 
@@ -344,10 +398,23 @@ pub async fn list_tools(
     let mut out = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
-        let page = client
-            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+        // Straight to the upstream: rmcp's `list_tools` answers from a response cache (and
+        // from a stale one when the upstream fails), which would hide a changed definition.
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
+            PaginatedRequestParams::default().with_cursor(cursor),
+        ));
+        let page = match client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
-            .map_err(|e| anyhow::anyhow!("tools/list failed: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("tools/list failed: {e}"))?
+            .await_response()
+            .await
+            .map_err(|e| anyhow::anyhow!("tools/list failed: {e}"))?
+        {
+            ServerResult::ListToolsResult(page) => page,
+            _ => anyhow::bail!("tools/list answered something other than a tool list"),
+        };
         out.extend(page.tools);
         if out.len() > bounds.tools {
             anyhow::bail!(

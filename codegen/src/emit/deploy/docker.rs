@@ -125,10 +125,14 @@ fn upstream_installs(upstreams: &[super::Upstream]) -> String {
                 format!("{dir}/node_modules/.bin")
             }
         };
-        if !u.program.is_empty() && !u.program.contains('/') {
+        // The spec starts its program by name: the package must provide it, and no other
+        // program of that name may be on PATH (it would shadow a system program, or another
+        // upstream's).
+        if crate::vars::is_program_name(&u.program) {
             out.push_str(&format!(
-                " && test -x {bin}/{prog} \\\n && ln -s {bin}/{prog} /usr/local/bin/{prog} \\\n",
-                prog = u.program
+                " && test -x '{bin}/{prog}' \\\n && if command -v '{prog}' >/dev/null; then echo 'upstream program {prog} of {c} is already on PATH' >&2; exit 1; fi \\\n && ln -s '{bin}/{prog}' '/usr/local/bin/{prog}' \\\n",
+                prog = u.program,
+                c = u.connector
             ));
         }
     }

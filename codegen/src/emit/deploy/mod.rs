@@ -236,10 +236,7 @@ impl<'a> ServerPlan<'a> {
             {
                 self.sandbox = true;
                 // The program as it runs with its variables' defaults.
-                let program = match vars::references(&json!(program)).first() {
-                    Some(r) if r.whole => r.default().unwrap_or_default().to_string(),
-                    _ => program.to_string(),
-                };
+                let program = vars::with_defaults(program);
                 self.upstreams.push(Upstream {
                     connector: c.name.clone(),
                     package: c.package.clone(),
