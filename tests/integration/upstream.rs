@@ -250,6 +250,28 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
     }
 }
 
+/// An upstream and everything it starts live in a cgroup of their own (as root here): one that
+/// allocates without end is stopped at `memory_mb`, the call gets a retryable error, and the
+/// server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_upstream_is_stopped_by_its_cgroup() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving(
+        "bomb",
+        dir.path(),
+        json!({"memory_mb": 128, "call_timeout_ms": 30000}),
+    );
+    let t = Instant::now();
+    let e = echo(&c, &ws, "eat").await.unwrap_err();
+    // Killed (the connection closed), not timed out after hoarding 2 GiB.
+    assert!(
+        !e.is_fatal() && e.wire_text().contains("failed during"),
+        "{e:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
 /// Upstreams of sessions are bounded: when `max_sessions` are all in a call, another session's
 /// call is refused naming the limit (nothing waits unbounded, nothing starts past it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

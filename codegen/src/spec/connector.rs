@@ -294,6 +294,14 @@ pub struct McpSettings {
     /// Seconds a session's upstream may sit without a call before it is stopped (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_seconds: Option<Count>,
+    /// Memory one launched upstream with everything it starts may use, in MiB (default 1024;
+    /// where the server can make cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<Count>,
+    /// Processes one launched upstream may run at once (default 256; where the server can make
+    /// cgroups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Count>,
 }
 
 /// The lock of an `mcp` connector (`<connector>.lock.json` beside its spec): who the upstream

@@ -12,11 +12,15 @@
 //! Its network is the instance's on `full` and `proxied` (whose egress the deployment filters)
 //! and a namespace with only loopback on `none`, even on an instance started `--unisolated`.
 //! Without bubblewrap, or on a host where a jail does not start, an upstream does not start.
+//! Where this process can write cgroups (as for the sandbox), an upstream and everything it
+//! starts get one of their own: `processes` and `memory_mb` bound them (a fork or memory bomb
+//! kills the upstream, and the call in flight gets a retryable error).
 
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::connectors::sandbox::cgroup::{Parents, RunCgroup};
 use crate::connectors::sandbox::{jail, seccomp};
 use crate::policy::NetworkMode;
 use crate::workspace::SessionWorkspace;
@@ -31,12 +35,17 @@ pub(crate) struct Confine {
     host: tokio::sync::OnceCell<Result<jail::HostAllows, String>>,
     filters: Vec<Vec<u8>>,
     binds: Vec<jail::Bind>,
+    cgroups: Parents,
+    /// Processes and bytes of memory one upstream (with everything it starts) may use.
+    limits: (u64, u64),
 }
 
-/// A launch command and the descriptors it needs kept open until it has started.
+/// A launch command, the descriptors it needs kept open until it has started, and its cgroup
+/// (kept as long as the upstream runs).
 pub(crate) struct Launch {
     pub command: tokio::process::Command,
     pub _keep: Vec<OwnedFd>,
+    pub cgroup: Option<RunCgroup>,
 }
 
 impl Confine {
@@ -46,6 +55,7 @@ impl Confine {
         command: &[String],
         read_only: &[String],
         read_write: &[String],
+        limits: (u64, u64),
     ) -> Result<Confine, String> {
         let mut binds = Vec::new();
         for (paths, writable) in [(read_only, false), (read_write, true)] {
@@ -88,6 +98,8 @@ impl Confine {
             host: tokio::sync::OnceCell::new(),
             filters,
             binds,
+            cgroups: Parents::detect(),
+            limits,
         })
     }
 
@@ -153,7 +165,11 @@ impl Confine {
         if let Some(abs) = resolve(&argv[0]) {
             argv[0] = abs.to_string_lossy().into_owned();
         }
-        let pre = jail::PreExec::descriptors(layout.workspace, &filters);
+        let cgroup = self
+            .cgroups
+            .create(self.limits.0, self.limits.1)
+            .map_err(|e| format!("cannot make the upstream's cgroup: {e}"))?;
+        let pre = jail::PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref());
         let mut cmd = tokio::process::Command::new(bwrap);
         cmd.args(jail::args(&layout, &argv)).env_clear();
         for (k, v) in env {
@@ -168,6 +184,7 @@ impl Confine {
         Ok(Launch {
             command: cmd,
             _keep: keep,
+            cgroup,
         })
     }
 }
@@ -318,6 +335,7 @@ mod tests {
             &["/usr/bin/env".to_string()],
             &[data.join("ref").display().to_string()],
             &[data.display().to_string()],
+            (64, 1 << 30),
         )
         .unwrap();
         let order: Vec<(PathBuf, bool)> = c

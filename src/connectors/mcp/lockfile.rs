@@ -32,7 +32,7 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
     };
     let confine = match &s.command {
         Some(c) => Some(
-            super::confine::Confine::new(connector, c, &s.read_only, &s.read_write)
+            super::confine::Confine::new(connector, c, &s.read_only, &s.read_write, s.limits())
                 .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?,
         ),
         None => None,

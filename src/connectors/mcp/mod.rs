@@ -79,6 +79,10 @@ pub(crate) struct Settings {
     pub max_sessions: Option<u64>,
     #[serde(default, deserialize_with = "settings::number")]
     pub idle_seconds: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub memory_mb: Option<u64>,
+    #[serde(default, deserialize_with = "settings::number")]
+    pub processes: Option<u64>,
 }
 
 /// The bounds of one upstream.
@@ -97,6 +101,17 @@ impl Settings {
 
     pub(crate) fn max_sessions(&self) -> usize {
         self.max_sessions.unwrap_or(16) as usize
+    }
+
+    /// Processes and bytes of memory of one upstream (defaults 256 and 1 GiB).
+    pub(crate) fn limits(&self) -> (u64, u64) {
+        (
+            self.processes.unwrap_or(256).max(1),
+            self.memory_mb
+                .unwrap_or(1024)
+                .max(1)
+                .saturating_mul(1 << 20),
+        )
     }
 
     pub(crate) fn idle(&self) -> Duration {
@@ -203,8 +218,14 @@ impl Mcp {
         };
         let confine = match (&settings.command, &settings.url) {
             (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Some(
-                confine::Confine::new(def.name, c, &settings.read_only, &settings.read_write)
-                    .map_err(|e| bad(&e))?,
+                confine::Confine::new(
+                    def.name,
+                    c,
+                    &settings.read_only,
+                    &settings.read_write,
+                    settings.limits(),
+                )
+                .map_err(|e| bad(&e))?,
             ),
             (None, Some(u)) if !u.is_empty() => None,
             _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),

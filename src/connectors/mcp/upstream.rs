@@ -191,6 +191,8 @@ pub struct Live {
     watched: Arc<AtomicBool>,
     _listen: Option<AbortOnDrop>,
     _child: Option<tokio::process::Child>,
+    /// Removed after the process is gone (fields drop in order).
+    _cgroup: Option<crate::connectors::sandbox::cgroup::RunCgroup>,
 }
 
 impl Live {
@@ -229,7 +231,13 @@ impl Live {
             changed: changed.clone(),
             progress: progress.clone(),
         };
-        let (client, child) = if let Some(Launch { mut command, _keep }) = launch {
+        let mut jail_cgroup = None;
+        let (client, child) = if let Some(Launch {
+            mut command,
+            _keep,
+            cgroup,
+        }) = launch
+        {
             let program = s
                 .command
                 .as_ref()
@@ -246,6 +254,7 @@ impl Live {
                 .spawn()
                 .map_err(|e| anyhow::anyhow!("cannot launch `{program}`: {e}"))?;
             drop(_keep);
+            jail_cgroup = cgroup;
             let stdout = child.stdout.take().expect("piped");
             let stdin = child.stdin.take().expect("piped");
             if let Some(stderr) = child.stderr.take() {
@@ -299,6 +308,7 @@ impl Live {
             watched: Arc::new(AtomicBool::new(true)),
             _listen: None,
             _child: child,
+            _cgroup: jail_cgroup,
         };
         live.relist(bounds).await?;
         if live.protocol == ProtocolVersion::V_2026_07_28.as_str() {

@@ -266,13 +266,17 @@ impl PreExec {
         }
     }
 
-    /// The set-up of a long-lived jail (an upstream MCP server): its descriptors and no core
-    /// dumps; its bounds are its caller's (time per call, message size).
-    pub fn descriptors(workspace: Option<BorrowedFd<'_>>, filters: &[OwnedFd]) -> PreExec {
+    /// The set-up of a long-lived jail (an upstream MCP server): its descriptors, no core
+    /// dumps, at most 1024 open files, and its cgroup (processes, memory) when there is one.
+    pub fn descriptors(
+        workspace: Option<BorrowedFd<'_>>,
+        filters: &[OwnedFd],
+        cgroup: Option<&RunCgroup>,
+    ) -> PreExec {
         PreExec {
             fds: Self::numbered(workspace, filters),
-            rlimits: vec![(libc::RLIMIT_CORE, 0, 0)],
-            cgroup_procs: Vec::new(),
+            rlimits: vec![(libc::RLIMIT_CORE, 0, 0), (libc::RLIMIT_NOFILE, 1024, 1024)],
+            cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
         }
     }
 

@@ -19,7 +19,7 @@
 //! after the jail is dead. The next run happens wherever the session's new level sends it, with
 //! the workspace copied up (see `workspace::copyup`).
 
-mod cgroup;
+pub(crate) mod cgroup;
 pub(crate) mod jail;
 pub(crate) mod seccomp;
 
