@@ -54,7 +54,7 @@ enum Instance {
     Http(http::Http),
     Logs(logs::Logs),
     Sandbox(sandbox::Sandbox),
-    Mcp(mcp::Mcp),
+    Mcp(Box<mcp::Mcp>),
 }
 
 /// Every connector a server uses, built once from its definitions and the environment.
@@ -87,7 +87,7 @@ impl Connectors {
                 "http" => Instance::Http(http::Http::new(def, value)?),
                 "logs" => Instance::Logs(logs::Logs::new(def, value)?),
                 "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value)?),
-                "mcp" => Instance::Mcp(mcp::Mcp::new(def, value)?),
+                "mcp" => Instance::Mcp(Box::new(mcp::Mcp::new(def, value)?)),
                 kind => {
                     return Err(ConnectorError::UnknownKind {
                         connector: def.name,

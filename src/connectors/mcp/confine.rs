@@ -92,13 +92,22 @@ impl Confine {
             tracing::warn!(connector, error = %e, "upstream jails run without a system-call filter");
             Vec::new()
         });
+        let cgroups = Parents::detect();
+        if cgroups.describe() == "rlimits only" {
+            tracing::warn!(
+                connector,
+                "no cgroup can be made here: upstreams run without `processes` and `memory_mb` limits"
+            );
+        } else {
+            tracing::info!(connector, limits = cgroups.describe(), "upstream jail ready");
+        }
         Ok(Confine {
             connector,
             bwrap: jail::bwrap_path(),
             host: tokio::sync::OnceCell::new(),
             filters,
             binds,
-            cgroups: Parents::detect(),
+            cgroups,
             limits,
         })
     }
