@@ -155,15 +155,20 @@ async fn a_rug_pull_refuses_the_drifted_tool_naming_the_drift() {
 }
 
 /// Under protocol 2026-07-28 an upstream that takes no subscription cannot tell of a changed
-/// list, so its list is read again before every call: a definition changed without a word is
-/// refused at the very next call.
+/// list, so its list is read beside every call and the answer is given only if it still matches
+/// the pin: a definition changed without a word is refused, at the latest at the next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_rug_pull_under_2026_07_28_is_refused_at_the_next_call() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let c = misbehaving("modern", dir.path(), json!({}));
     assert_eq!(echo(&c, &ws, "first").await.unwrap(), "echo: first");
-    let refused = echo(&c, &ws, "second").await.unwrap_err();
+    // The upstream changes `echo` while answering this call: the list read beside it may show
+    // the change already (then this answer is withheld) or not yet.
+    if let Err(e) = echo(&c, &ws, "change").await {
+        assert!(e.is_fatal() && e.wire_text().contains("drifted"), "{e:?}");
+    }
+    let refused = echo(&c, &ws, "third").await.unwrap_err();
     assert!(refused.is_fatal(), "{refused:?}");
     let text = refused.wire_text();
     assert!(

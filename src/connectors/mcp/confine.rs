@@ -99,7 +99,11 @@ impl Confine {
                 "no cgroup can be made here: upstreams run without `processes` and `memory_mb` limits"
             );
         } else {
-            tracing::info!(connector, limits = cgroups.describe(), "upstream jail ready");
+            tracing::info!(
+                connector,
+                limits = cgroups.describe(),
+                "upstream jail ready"
+            );
         }
         Ok(Confine {
             connector,

@@ -356,13 +356,13 @@ impl Mcp {
             format!("{}/{}", id.user(), id.session())
         });
         let slot = self.slot(key)?;
-        let (peer, progress) = {
+        let (peer, progress, watched) = {
             let mut state = slot.state.lock().await;
             self.ensure(&mut state, place.mode, session.map(|w| &**w))
                 .await?;
             let live = state.live.as_ref().expect("ensured");
             self.check_pin(live, tool)?;
-            (live.peer(), live.progress())
+            (live.peer(), live.progress(), live.watched())
         };
         let bounds = self.settings.bounds();
         let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);
@@ -384,7 +384,41 @@ impl Mcp {
             abandon.id = None;
             answer
         };
-        let answer = tokio::time::timeout(bounds.call, exchange).await;
+        // An upstream that cannot tell of a changed list (2026-07-28 without a subscription) has
+        // it read beside every call, and the answer is given only if the list still matches the
+        // pin: a silent rug pull is refused at the first call it shows in, for one round trip
+        // less than reading the list first. (That call did run upstream; so would any call of an
+        // upstream that changed what it does without changing what it says.)
+        let (answer, listed) = if watched {
+            (tokio::time::timeout(bounds.call, exchange).await, None)
+        } else {
+            let list = tokio::time::timeout(bounds.call, upstream::list_tools(&peer, bounds));
+            let (answer, listed) = tokio::join!(tokio::time::timeout(bounds.call, exchange), list);
+            (answer, Some(listed))
+        };
+        if let Some(listed) = listed {
+            let mut state = slot.state.lock().await;
+            match (listed, state.live.as_mut()) {
+                (Ok(Ok(tools)), Some(live)) => {
+                    live.set_tools(tools);
+                    self.check_pin(live, tool)?;
+                }
+                (Ok(Err(e)), _) => {
+                    return Err(ToolError::retry(format!(
+                        "the upstream of `{}` could not be listed again: {e}",
+                        self.name
+                    )));
+                }
+                (Err(_), _) => {
+                    return Err(ToolError::retry(format!(
+                        "limit `{}.call_timeout_ms` ({} ms) reached: the upstream did not list its tools in time",
+                        self.name,
+                        bounds.call.as_millis()
+                    )));
+                }
+                (Ok(Ok(_)), None) => {}
+            }
+        }
         let result = match answer {
             Err(_) => {
                 return Err(ToolError::retry(format!(

@@ -187,7 +187,7 @@ pub struct Live {
     server: String,
     /// Whether a `tools/list_changed` can reach us: always under the `initialize` era (the
     /// session carries notifications), and under 2026-07-28 only while a `subscriptions/listen`
-    /// for it is open. When not, the list is read again before every call.
+    /// for it is open. When not, every call reads the list again beside it.
     watched: Arc<AtomicBool>,
     _listen: Option<AbortOnDrop>,
     _child: Option<tokio::process::Child>,
@@ -350,12 +350,22 @@ impl Live {
 
     /// Reads the tool list again, bounded in pages and tools.
     pub async fn relist(&mut self, bounds: Bounds) -> anyhow::Result<()> {
-        let tools = list_tools(&self.client, bounds).await?;
+        let tools = list_tools(self.client.peer(), bounds).await?;
+        self.set_tools(tools);
+        Ok(())
+    }
+
+    /// Takes `tools` as the upstream's current list.
+    pub fn set_tools(&mut self, tools: Vec<rmcp::model::Tool>) {
         self.tools = tools
             .into_iter()
             .map(|t| (t.name.to_string(), pin::definition(&t)))
             .collect();
-        Ok(())
+    }
+
+    /// Whether the upstream can tell of a changed list (else every call reads it again).
+    pub fn watched(&self) -> bool {
+        self.watched.load(Ordering::SeqCst)
     }
 
     /// The live definition of `tool`, if listed.
@@ -388,21 +398,20 @@ impl Live {
         self.client.is_closed() || self.client.peer().is_transport_closed()
     }
 
-    /// Whether the list must be read again: the upstream said its tools changed since the last
-    /// look (forgotten now), or it cannot say so (not watched).
+    /// Whether the upstream said its tools changed since the last look (and forget it).
     pub fn take_changed(&self) -> bool {
-        self.changed.swap(false, Ordering::SeqCst) || !self.watched.load(Ordering::SeqCst)
+        self.changed.swap(false, Ordering::SeqCst)
     }
 }
 
 /// Every tool `live` lists, bounded.
 pub async fn list_tools_of(live: &Live, bounds: Bounds) -> anyhow::Result<Vec<rmcp::model::Tool>> {
-    list_tools(&live.client, bounds).await
+    list_tools(live.client.peer(), bounds).await
 }
 
 /// Every tool the upstream lists, bounded (tools and pages).
 pub async fn list_tools(
-    client: &RunningService<RoleClient, Watch>,
+    peer: &rmcp::service::Peer<RoleClient>,
     bounds: Bounds,
 ) -> anyhow::Result<Vec<rmcp::model::Tool>> {
     let mut out = Vec::new();
@@ -413,8 +422,7 @@ pub async fn list_tools(
         let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(
             PaginatedRequestParams::default().with_cursor(cursor),
         ));
-        let page = match client
-            .peer()
+        let page = match peer
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| anyhow::anyhow!("tools/list failed: {e}"))?
