@@ -99,3 +99,46 @@ fn every_kind_of_weakening_is_reported_and_nothing_else() {
         ]
     );
 }
+
+/// A deployment whose containers now run without the engine's system-call filter (because a
+/// server in it runs jails) is a weakening of its own, reported per instance.
+#[test]
+fn a_container_without_the_engines_seccomp_filter_is_reported() {
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    let b = base_dir.path();
+    for file in [
+        "specs/deployments/local.yaml",
+        "specs/deployments/cluster.yaml",
+    ] {
+        edit(b, file, "  third_party:\n    port: 8010\n", "");
+    }
+    let base = load(b);
+    let head_dir = tempfile::tempdir().unwrap();
+    copy_specs(head_dir.path());
+    let head = load(head_dir.path());
+    let got: Vec<String> = weakenings(&base, &head)
+        .into_iter()
+        .filter(|w| w.rule == "seccomp-off")
+        .map(|w| format!("{}: {}", w.file, w.line()))
+        .collect();
+    let off = "seccomp-off: deployment";
+    let why = "its container runs without the engine's system-call filter (it runs jails, which install their own)";
+    assert_eq!(
+        got,
+        [
+            format!(
+                "specs/deployments/cluster.yaml: {off} `cluster` instance `third_party-proxied` (proxied): {why}"
+            ),
+            format!(
+                "specs/deployments/cluster.yaml: {off} `cluster` instance `third_party` (full): {why}"
+            ),
+            format!(
+                "specs/deployments/local.yaml: {off} `local` instance `third_party-proxied` (proxied): {why}"
+            ),
+            format!(
+                "specs/deployments/local.yaml: {off} `local` instance `third_party` (full): {why}"
+            ),
+        ]
+    );
+}

@@ -105,6 +105,10 @@ pub struct InstancePolicy {
     pub environment: String,
     /// Whether its image is pinned by digest.
     pub pinned: bool,
+    /// Whether its container runs without the engine's system-call filter (compose
+    /// `seccomp=unconfined`, Kubernetes `Unconfined`): it runs jails (the code sandbox, upstream
+    /// MCP servers), which install their own, narrower filter.
+    pub unconfined: bool,
     /// What it may reach: `full`: the declared egress (informational); `proxied`: the proxy's
     /// allowlist; `none`: nothing.
     pub egress: BTreeSet<HostPort>,
@@ -416,6 +420,7 @@ pub fn resolve(model: &Model) -> Policy {
                     trust_domain: p.server.trust_domain.clone(),
                     environment: format!("{:?}", d.environment).to_ascii_lowercase(),
                     pinned: d.image.digest.is_some(),
+                    unconfined: p.sandbox,
                     egress: match i.mode {
                         NetworkMode::Full => p.server.egress.iter().cloned().collect(),
                         NetworkMode::Proxied => p.allowed.iter().cloned().collect(),

@@ -471,6 +471,15 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         } else {
             subject
         };
+        if (bs.is_empty() || bs.iter().all(|b| !b.unconfined)) && h.unconfined {
+            push(
+                r,
+                "seccomp-off",
+                subject.clone(),
+                "its container runs without the engine's system-call filter (it runs jails, which install their own)".into(),
+                &h.source,
+            );
+        }
         if bs.is_empty() {
             // A server or mode never deployed so before: its reach is new.
             if !h.egress.is_empty() || !h.internal_ranges.is_empty() {
