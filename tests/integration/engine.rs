@@ -191,6 +191,32 @@ async fn call(c: &super::procs::Client, tool: &str, args: Value) -> (bool, Strin
     (r.is_error, r.text, level)
 }
 
+/// Runs `tests/interop/<script>` with `args` in an agent container on the deployment's `agents`
+/// network (at most 180 s); asserts it succeeded with `oks` lines starting `ok `.
+fn agent_script(project: &Project, agent: &str, script: &str, args: &[&str], oks: usize) {
+    let run = output(
+        docker()
+            .args(["run", "--rm", "--network"])
+            .arg(format!("{}_agents", project.name))
+            .arg("-v")
+            .arg(format!(
+                "{}:/opt/t:ro",
+                root().join("tests/interop").display()
+            ))
+            .args([agent, "timeout", "180", "python3"])
+            .arg(format!("/opt/t/{script}"))
+            .args(args),
+        script,
+    );
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && said.lines().filter(|l| l.starts_with("ok ")).count() == oks,
+        "{script} in the agent container:\n{said}{}\n{}",
+        String::from_utf8_lossy(&run.stderr),
+        project.logs(30)
+    );
+}
+
 /// `curl` in a container; (exit code, stdout+stderr).
 fn curl_in(project: &Project, service: &str, args: &[&str]) -> (i32, String) {
     let mut cmd = vec!["curl", "-sS", "--max-time", "5"];
@@ -294,69 +320,34 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
         token(secret, "alice", "compose-1"),
         token(secret, "bob", "compose-2"),
     );
-    let agent_run = output(
-        docker()
-            .args(["run", "--rm", "--network"])
-            .arg(format!("{}_agents", project.name))
-            .arg("-v")
-            .arg(format!(
-                "{}:/opt/t:ro",
-                root().join("tests/interop").display()
-            ))
-            .args([
-                &agent,
-                "timeout",
-                "180",
-                "python3",
-                "/opt/t/compose_agent.py",
-            ])
-            .args([
-                "http://template:8000/mcp",
-                "http://template-proxied:8000/mcp",
-                "http://template-isolated:8000/mcp",
-            ])
-            .args([&alice, &bob]),
-        "the agent container",
-    );
-    let said = String::from_utf8_lossy(&agent_run.stdout);
-    assert!(
-        agent_run.status.success() && said.lines().filter(|l| l.starts_with("ok ")).count() == 16,
-        "seed scenarios from the agent container:\n{said}{}\n{}",
-        String::from_utf8_lossy(&agent_run.stderr),
-        project.logs(30)
+    agent_script(
+        &project,
+        &agent,
+        "compose_agent.py",
+        &[
+            "http://template:8000/mcp",
+            "http://template-proxied:8000/mcp",
+            "http://template-isolated:8000/mcp",
+            &alice,
+            &bob,
+        ],
+        16,
     );
 
     // An upstream MCP server nobody here wrote, installed in the image at its pinned version,
     // runs in its jail on both instances of `third_party`, under the session-wide ratchet.
     let carol = token(secret, "carol", "compose-3");
-    let upstream_run = output(
-        docker()
-            .args(["run", "--rm", "--network"])
-            .arg(format!("{}_agents", project.name))
-            .arg("-v")
-            .arg(format!(
-                "{}:/opt/t:ro",
-                root().join("tests/interop").display()
-            ))
-            .args([
-                &agent,
-                "timeout",
-                "120",
-                "python3",
-                "/opt/t/compose_upstream.py",
-                "http://third_party:8010/mcp",
-                "http://third_party-proxied:8010/mcp",
-                "http://template:8000/mcp",
-                &carol,
-            ]),
-        "the upstream agent container",
-    );
-    let said = String::from_utf8_lossy(&upstream_run.stdout);
-    assert!(
-        upstream_run.status.success() && said.lines().filter(|l| l.starts_with("ok ")).count() == 6,
-        "upstream tools from the agent container:\n{said}{}\n{}",
-        String::from_utf8_lossy(&upstream_run.stderr),
-        project.logs(30)
+    agent_script(
+        &project,
+        &agent,
+        "compose_upstream.py",
+        &[
+            "http://third_party:8010/mcp",
+            "http://third_party-proxied:8010/mcp",
+            "http://template:8000/mcp",
+            &carol,
+        ],
+        6,
     );
 
     // Isolation from inside: neither instance reaches the listener on `egress` directly.

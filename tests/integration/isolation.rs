@@ -25,27 +25,98 @@ mod tls;
 
 const SUBNET: u8 = 241;
 
-/// The example deployment's one server (the same spec, sensitivity and instances) on a port of
-/// its own, with the allowlist pointed at the outside stand-in.
-fn example() -> &'static DeploymentDef {
+/// The example deployment's server `server` alone (the same spec, sensitivity and instances) on
+/// a port of its own, as deployment `name`.
+fn deployed(server: &str, port: u16, name: &'static str) -> &'static DeploymentDef {
     let local = bulkhead::servers::DEPLOYMENTS
         .iter()
         .find(|d| d.name == "local")
         .expect("the example deployment");
-    let t = &local.servers[0];
-    assert_eq!(t.name, "template");
+    let t = local
+        .servers
+        .iter()
+        .find(|s| s.name == server)
+        .unwrap_or_else(|| panic!("{server} is deployed"));
     let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
         name: t.name,
-        port: 8100,
+        port,
         egress: t.egress,
         proxied_egress: t.proxied_egress,
         internal_ranges: t.internal_ranges,
         max_sensitivity: t.max_sensitivity,
     }]));
-    Box::leak(Box::new(DeploymentDef {
-        name: "isolation_test",
-        servers,
-    }))
+    Box::leak(Box::new(DeploymentDef { name, servers }))
+}
+
+/// The example deployment's one server (the same spec, sensitivity and instances) on a port of
+/// its own, with the allowlist pointed at the outside stand-in.
+fn example() -> &'static DeploymentDef {
+    deployed("template", 8100, "isolation_test")
+}
+
+/// `third_party` alone under `bulkhead up` on `port`, its upstream started as `program`, with
+/// state under `dir` and an empty proxied allowlist.
+fn third_party_up(
+    dir: &std::path::Path,
+    port: u16,
+    subnet: u8,
+    prefix: &str,
+    program: &std::path::Path,
+) -> bulkhead::isolation::up::Running {
+    let name: &'static str = Box::leak(format!("third_party_{prefix}").into_boxed_str());
+    let dep = deployed("third_party", port, name);
+    let opts = UpOptions {
+        config: Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml")),
+        subnet,
+        prefix: prefix.into(),
+        proxied_egress: Some(Vec::new()),
+        env: vec![
+            (
+                "BULKHEAD_STATE_DIR".to_string(),
+                dir.join("state").display().to_string(),
+            ),
+            (
+                "BULKHEAD_WORKSPACES".to_string(),
+                dir.join("ws").display().to_string(),
+            ),
+            ("MCP_SERVER_TIME".to_string(), program.display().to_string()),
+        ],
+        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
+    };
+    let running = up(dep, &opts).expect("up (needs root, ip, nft and squid)");
+    assert_eq!(
+        running.instances.iter().map(|i| i.mode).collect::<Vec<_>>(),
+        [NetworkMode::Full, NetworkMode::Proxied]
+    );
+    running
+}
+
+/// One tool call over Streamable HTTP as `user`: (is_error, text).
+async fn http_call(url: &str, user: &str, tool: &str, args: Value) -> (bool, String) {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_string(),
+        )
+        .auth_header(dev_token(user, &format!("{user}-1"))),
+    );
+    let c = ().serve(transport).await.unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(60),
+        c.call_tool(
+            CallToolRequestParams::new(tool.to_string())
+                .with_arguments(args.as_object().unwrap().clone()),
+        ),
+    )
+    .await
+    .expect("an answer within 60 s")
+    .unwrap();
+    let _ = c.cancel().await;
+    let text = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect();
+    (r.is_error.unwrap_or(false), text)
 }
 
 /// Tries a TCP connection from inside `ns` (None: the host namespace) with a 2 s timeout.
@@ -557,88 +628,35 @@ fn an_instance_on_a_network_with_a_route_out_refuses_to_serve() {
 fn an_upstream_runs_inside_each_instance_under_up() {
     let bin = super::upstream::mcp_server_time();
     let dir = tempfile::tempdir().unwrap();
-    let local = bulkhead::servers::DEPLOYMENTS
-        .iter()
-        .find(|d| d.name == "local")
-        .expect("the example deployment");
-    let t = local
-        .servers
-        .iter()
-        .find(|s| s.name == "third_party")
-        .expect("third_party is deployed");
-    let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
-        name: t.name,
-        port: 8120,
-        egress: t.egress,
-        proxied_egress: t.proxied_egress,
-        internal_ranges: t.internal_ranges,
-        max_sensitivity: t.max_sensitivity,
-    }]));
-    let dep: &'static DeploymentDef = Box::leak(Box::new(DeploymentDef {
-        name: "upstream_under_up",
-        servers,
-    }));
-    let env = vec![
-        (
-            "BULKHEAD_STATE_DIR".to_string(),
-            dir.path().join("state").display().to_string(),
-        ),
-        (
-            "BULKHEAD_WORKSPACES".to_string(),
-            dir.path().join("ws").display().to_string(),
-        ),
-        ("MCP_SERVER_TIME".to_string(), bin.display().to_string()),
-    ];
-    let opts = UpOptions {
-        config: Some(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml")),
-        subnet: 242,
-        prefix: "bu".into(),
-        proxied_egress: Some(Vec::new()),
-        env,
-        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
-    };
-    let running = up(dep, &opts).expect("up (needs root, ip, nft and squid)");
-    assert_eq!(
-        running.instances.iter().map(|i| i.mode).collect::<Vec<_>>(),
-        [NetworkMode::Full, NetworkMode::Proxied]
-    );
+    let running = third_party_up(dir.path(), 8120, 242, "bu", &bin);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let meeting = json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"});
+        let meeting =
+            json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"});
         for (mode, tool, args, expect) in [
-            (NetworkMode::Full, "current_time", json!({"timezone": "Europe/Paris"}), "Europe/Paris"),
-            (NetworkMode::Proxied, "convert_meeting_time", meeting, "18:30"),
+            (
+                NetworkMode::Full,
+                "current_time",
+                json!({"timezone": "Europe/Paris"}),
+                "Europe/Paris",
+            ),
+            (
+                NetworkMode::Proxied,
+                "convert_meeting_time",
+                meeting,
+                "18:30",
+            ),
         ] {
-            let url = running.instance("third_party", mode).unwrap().url.clone();
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
-                    .auth_header(dev_token("ana", "up-upstream")),
-            );
-            let c = ().serve(transport).await.unwrap();
-            let r = tokio::time::timeout(
-                Duration::from_secs(60),
-                c.call_tool(
-                    CallToolRequestParams::new(tool.to_string())
-                        .with_arguments(args.as_object().unwrap().clone()),
-                ),
-            )
-            .await
-            .expect("an answer within 60 s")
-            .unwrap();
-            let text: String = r
-                .content
-                .iter()
-                .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-                .collect();
+            let url = &running.instance("third_party", mode).unwrap().url;
+            let (is_error, text) = http_call(url, "ana", tool, args).await;
             assert!(
-                !r.is_error.unwrap_or(false) && text.contains(expect),
+                !is_error && text.contains(expect),
                 "{mode:?} {tool}: {text}"
             );
-            let _ = c.cancel().await;
         }
     });
 }
@@ -680,49 +698,7 @@ fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let local = bulkhead::servers::DEPLOYMENTS
-        .iter()
-        .find(|d| d.name == "local")
-        .expect("the example deployment");
-    let t = local
-        .servers
-        .iter()
-        .find(|s| s.name == "third_party")
-        .expect("third_party is deployed");
-    let servers: &'static [DeployedServerDef] = Box::leak(Box::new([DeployedServerDef {
-        name: t.name,
-        port: 8130,
-        egress: t.egress,
-        proxied_egress: t.proxied_egress,
-        internal_ranges: t.internal_ranges,
-        max_sensitivity: t.max_sensitivity,
-    }]));
-    let dep: &'static DeploymentDef = Box::leak(Box::new(DeploymentDef {
-        name: "rug_pull_under_up",
-        servers,
-    }));
-    let opts = UpOptions {
-        config: Some(root.join("config.yaml")),
-        subnet: 243,
-        prefix: "bv".into(),
-        proxied_egress: Some(Vec::new()),
-        env: vec![
-            (
-                "BULKHEAD_STATE_DIR".to_string(),
-                dir.path().join("state").display().to_string(),
-            ),
-            (
-                "BULKHEAD_WORKSPACES".to_string(),
-                dir.path().join("ws").display().to_string(),
-            ),
-            (
-                "MCP_SERVER_TIME".to_string(),
-                launcher.display().to_string(),
-            ),
-        ],
-        ..UpOptions::new(env!("CARGO_BIN_EXE_bulkhead").into())
-    };
-    let running = up(dep, &opts).expect("up (needs root, ip, nft and squid)");
+    let running = third_party_up(dir.path(), 8130, 243, "bv", &launcher);
 
     // A listener outside, on the egress bridge, counting what reaches it.
     let outside_ip = "10.243.0.200";
@@ -777,7 +753,12 @@ fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
     let order = format!("connect {outside_ip} 9443");
     rt.block_on(async {
         for (mode, tool, args, reaches) in [
-            (NetworkMode::Full, "current_time", json!({"timezone": order}), true),
+            (
+                NetworkMode::Full,
+                "current_time",
+                json!({"timezone": order}),
+                true,
+            ),
             (
                 NetworkMode::Proxied,
                 "convert_meeting_time",
@@ -786,27 +767,8 @@ fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
             ),
         ] {
             let before = accepted();
-            let url = running.instance("third_party", mode).unwrap().url.clone();
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
-                    .auth_header(dev_token("mallory", "rug-pull")),
-            );
-            let c = ().serve(transport).await.unwrap();
-            let r = tokio::time::timeout(
-                Duration::from_secs(60),
-                c.call_tool(
-                    CallToolRequestParams::new(tool.to_string())
-                        .with_arguments(args.as_object().unwrap().clone()),
-                ),
-            )
-            .await
-            .expect("an answer within 60 s")
-            .unwrap();
-            let text: String = r
-                .content
-                .iter()
-                .filter_map(|b| b.as_text().map(|t| t.text.clone()))
-                .collect();
+            let url = &running.instance("third_party", mode).unwrap().url;
+            let (_, text) = http_call(url, "mallory", tool, args).await;
             assert_eq!(text.starts_with("connected"), reaches, "{mode:?}: {text}");
             if reaches {
                 // Bounded wait for the listener to count it.
@@ -819,7 +781,6 @@ fn a_rug_pulled_upstream_on_a_proxied_instance_reaches_only_the_proxy() {
                 assert!(text.starts_with("refused"), "{mode:?}: {text}");
                 assert_eq!(accepted(), before, "{mode:?} reached the outside");
             }
-            let _ = c.cancel().await;
         }
     });
     drop(link);

@@ -105,9 +105,32 @@ async fn echo_in(
     msg: &str,
     mode: NetworkMode,
 ) -> Result<String, bulkhead::errors::ToolError> {
-    let args = json!({"message": msg}).as_object().cloned().unwrap();
+    call_in_mode(c, "fixture", ws, "echo", json!({"message": msg}), mode).await
+}
+
+/// Calls `connector.tool` from a call on a `full` instance.
+async fn call_on(
+    c: &Connectors,
+    connector: &str,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    tool: &str,
+    args: Value,
+) -> Result<String, bulkhead::errors::ToolError> {
+    call_in_mode(c, connector, ws, tool, args, NetworkMode::Full).await
+}
+
+/// Calls `connector.tool` from a call on an instance in `mode`; its text.
+async fn call_in_mode(
+    c: &Connectors,
+    connector: &str,
+    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
+    tool: &str,
+    args: Value,
+    mode: NetworkMode,
+) -> Result<String, bulkhead::errors::ToolError> {
     let jail = connectors::sandbox::JailContext::outside_a_call(mode);
-    match connectors::call_in(c, "fixture", "echo", ws, args, &jail, &CallSignals::new()).await? {
+    let args = args.as_object().cloned().unwrap();
+    match connectors::call_in(c, connector, tool, ws, args, &jail, &CallSignals::new()).await? {
         bulkhead::server::ToolOutput::Text(t) => Ok(t),
         other => panic!("{other:?}"),
     }
@@ -778,31 +801,6 @@ async fn pinned(
     (Connectors::new([def], &|_| None).unwrap(), listing.protocol)
 }
 
-async fn fs_call(
-    c: &Connectors,
-    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
-    tool: &str,
-    args: Value,
-) -> Result<String, bulkhead::errors::ToolError> {
-    call_on(c, "fs", ws, tool, args).await
-}
-
-/// Calls `connector.tool` from a call on a `full` instance.
-async fn call_on(
-    c: &Connectors,
-    connector: &str,
-    ws: &std::sync::Arc<bulkhead::workspace::SessionWorkspace>,
-    tool: &str,
-    args: Value,
-) -> Result<String, bulkhead::errors::ToolError> {
-    let jail = connectors::sandbox::JailContext::outside_a_call(NetworkMode::Full);
-    let args = args.as_object().cloned().unwrap();
-    match connectors::call_in(c, connector, tool, ws, args, &jail, &CallSignals::new()).await? {
-        bulkhead::server::ToolOutput::Text(t) => Ok(t),
-        other => panic!("{other:?}"),
-    }
-}
-
 /// The real filesystem server, one process per session: each session's server has that
 /// session's own folder at `/workspace` and nothing else; host paths never reach the model;
 /// escapes are refused; the number of running servers is bounded (the least recently used idle
@@ -834,15 +832,16 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
     )
     .await;
     let host = dir.path().to_str().unwrap().to_string();
-    let said = fs_call(&c, &ana, "list_allowed_directories", json!({}))
+    let said = call_on(&c, "fs", &ana, "list_allowed_directories", json!({}))
         .await
         .unwrap();
     assert!(
         said.contains("/workspace") && !said.contains(&host),
         "{said}"
     );
-    let said = fs_call(
+    let said = call_on(
         &c,
+        "fs",
         &ana,
         "write_file",
         json!({"path": "/workspace/notes.txt", "content": "ana's notes"}),
@@ -855,8 +854,9 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
         "ana's notes"
     );
     // Ben's server (it takes the one slot: Ana's is idle) has Ben's folder only.
-    let e = fs_call(
+    let e = call_on(
         &c,
+        "fs",
         &ben,
         "read_text_file",
         json!({"path": "/workspace/notes.txt"}),
@@ -870,7 +870,7 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
         "../../ana/s1/notes.txt",
         &format!("{}/notes.txt", ana.host_path().display()),
     ] {
-        let r = fs_call(&c, &ben, "read_text_file", json!({"path": escape})).await;
+        let r = call_on(&c, "fs", &ben, "read_text_file", json!({"path": escape})).await;
         let text = match &r {
             Ok(t) => t.clone(),
             Err(e) => e.wire_text(),
@@ -886,8 +886,9 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
         );
     }
     // Ana again: her server starts anew over the same folder.
-    let said = fs_call(
+    let said = call_on(
         &c,
+        "fs",
         &ana,
         "read_text_file",
         json!({"path": "/workspace/notes.txt"}),
@@ -897,22 +898,35 @@ async fn the_filesystem_server_gets_each_session_its_own_workspace() {
     assert_eq!(said, "ana's notes");
     // Past the session's disk limit (the server writes on its own: the next call is refused).
     let big = "x".repeat(80 << 10);
-    fs_call(
+    call_on(
         &c,
+        "fs",
         &ana,
         "write_file",
         json!({"path": "/workspace/big.txt", "content": big}),
     )
     .await
     .unwrap();
-    let e = fs_call(&c, &ana, "list_directory", json!({"path": "/workspace"}))
-        .await
-        .unwrap_err();
+    let e = call_on(
+        &c,
+        "fs",
+        &ana,
+        "list_directory",
+        json!({"path": "/workspace"}),
+    )
+    .await
+    .unwrap_err();
     assert!(e.wire_text().contains("workspace.max_bytes"), "{e:?}");
     // Ben is not affected.
-    let said = fs_call(&c, &ben, "list_directory", json!({"path": "/workspace"}))
-        .await
-        .unwrap();
+    let said = call_on(
+        &c,
+        "fs",
+        &ben,
+        "list_directory",
+        json!({"path": "/workspace"}),
+    )
+    .await
+    .unwrap();
     assert!(!said.contains("notes.txt"), "{said}");
 }
 
