@@ -151,6 +151,22 @@ impl AuthState {
         }
     }
 
+    /// Booked sessions with no request or stream in flight, last used `idle` or more before
+    /// `now`.
+    pub fn idle_sessions(&self, idle: std::time::Duration, now: Instant) -> Vec<String> {
+        self.book()
+            .use_of
+            .iter()
+            .filter(|(_, (last, busy))| *busy == 0 && now.saturating_duration_since(*last) >= idle)
+            .map(|(sid, _)| sid.clone())
+            .collect()
+    }
+
+    /// Whether transport session `sid` is in the book (opened here and not yet forgotten).
+    pub fn is_booked(&self, sid: &str) -> bool {
+        self.book().owner.contains_key(sid)
+    }
+
     /// Open transport sessions.
     pub fn open_sessions(&self) -> usize {
         self.book().owner.len()

@@ -25,7 +25,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 /// The rmcp handler; cheap to clone. Each transport session (or stateless request) gets its own
 /// through [`for_session`](McpServer::for_session), so `logging/setLevel` is per session.
@@ -34,10 +36,23 @@ pub struct McpServer {
     rt: Arc<Runtime>,
     tools: Arc<Vec<Tool>>,
     stdio_identity: Option<Identity>,
-    /// The session's `logging/setLevel`; [`notify::DEFAULT_LEVEL`] until the client sets one.
+    /// The session's `logging/setLevel` where there is no transport session id (stdio);
+    /// [`notify::DEFAULT_LEVEL`] until the client sets one.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// `logging/setLevel` of each HTTP transport session, by session id, shared by every
+    /// session's handler and by [`super::direct`] (which answers calls without a handler).
+    /// Entries go when their session ends ([`McpServer::forget_session`]).
+    levels: Arc<Mutex<HashMap<String, LoggingLevel>>>,
     /// Calls running on this server, shared by every session's handler.
     inflight: Arc<Inflight>,
+}
+
+/// The transport session id of the HTTP request behind `ctx`, if any.
+fn session_of(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.headers.get(super::auth::SESSION_HEADER))
+        .and_then(|v| v.to_str().ok())
 }
 
 impl McpServer {
@@ -49,8 +64,35 @@ impl McpServer {
             tools,
             stdio_identity: None,
             log_level: Arc::default(),
+            levels: Arc::default(),
             inflight: Arc::default(),
         }
+    }
+
+    /// The log level transport session `sid` set, if it set one.
+    pub fn session_level(&self, sid: &str) -> Option<LoggingLevel> {
+        self.levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(sid)
+            .copied()
+    }
+
+    /// Forgets what transport session `sid` set (it ended). Idempotent.
+    pub fn forget_session(&self, sid: &str) {
+        self.levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(sid);
+    }
+
+    /// Keeps only the levels of sessions for which `live` holds (a backstop for a level set
+    /// while its session was ending).
+    pub fn retain_sessions(&self, live: impl Fn(&str) -> bool) {
+        self.levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|sid, _| live(sid));
     }
 
     /// The calls running on this server (for the stateless cancellation layer).
@@ -72,6 +114,7 @@ impl McpServer {
         let level = ctx
             .meta
             .log_level()
+            .or_else(|| session_of(ctx).and_then(|sid| self.session_level(sid)))
             .or_else(|| *self.log_level.lock().unwrap_or_else(|e| e.into_inner()))
             .unwrap_or(notify::DEFAULT_LEVEL);
         Wanted {
@@ -109,6 +152,46 @@ impl McpServer {
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<Identity>())
             .cloned()
+    }
+}
+
+impl McpServer {
+    /// One tool call as every HTTP path runs it (rmcp's handler and [`super::direct`]): an
+    /// unknown name is refused as invalid params and audited; a known one is registered for
+    /// `notifications/cancelled` under `request_key` and runs through [`Runtime::call_with`].
+    /// Cancellation (by the client, by `ct`) drops the call, which stops its work and records the
+    /// outcome `cancelled`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_call(
+        &self,
+        id: &Identity,
+        grants: &Grants,
+        request_key: String,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        signals: &CallSignals,
+        ct: &CancellationToken,
+    ) -> Result<CallOutcome, ErrorData> {
+        if self.rt.server().def.tool(name).is_none() {
+            // Refused as the protocol says (invalid params), and audited like any refusal.
+            self.rt.refuse_unknown(id, name, arguments.as_ref()).await;
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            ));
+        }
+        let registered = self.inflight.register(id, request_key);
+        let call = self.rt.call_with(id, grants, name, arguments, signals);
+        tokio::select! {
+            out = call => Ok(out),
+            _ = async { tokio::select! {
+                _ = ct.cancelled() => {},
+                _ = registered.token().cancelled() => {},
+            } } => {
+                tracing::info!(tool = %name, "call cancelled by the client");
+                Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None))
+            }
+        }
     }
 }
 
@@ -281,16 +364,6 @@ impl ServerHandler for McpServer {
             // The auth layer refuses unauthenticated HTTP requests; reaching this is a wiring bug.
             return Err(ErrorData::internal_error("no caller identity", None));
         };
-        if self.rt.server().def.tool(&request.name).is_none() {
-            // Refused as the protocol says (invalid params), and audited like any refusal.
-            self.rt
-                .refuse_unknown(&id, &request.name, request.arguments.as_ref())
-                .await;
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                None,
-            ));
-        }
         let signals = CallSignals::new();
         let forwarder = Forwarder::start(
             ctx.peer.clone(),
@@ -298,24 +371,18 @@ impl ServerHandler for McpServer {
             &request.name,
             signals.clone(),
         );
-        let registered = self.inflight.register(&id, request_key(&ctx.id));
         let grants = self.grants(&ctx);
-        let call = self
-            .rt
-            .call_with(&id, &grants, &request.name, request.arguments, &signals);
-        let out = tokio::select! {
-            out = call => out,
-            // Dropping the call stops its work and records the outcome `cancelled`: on
-            // `notifications/cancelled` routed by rmcp (stateful sessions) or by the stateless
-            // cancellation layer, and when rmcp ends a stateless request whose client went away.
-            _ = async { tokio::select! {
-                _ = ctx.ct.cancelled() => {},
-                _ = registered.token().cancelled() => {},
-            } } => {
-                tracing::info!(tool = %request.name, "call cancelled by the client");
-                return Err(ErrorData::new(ErrorCode::INVALID_REQUEST, "request cancelled", None));
-            }
-        };
+        let out = self
+            .run_call(
+                &id,
+                &grants,
+                request_key(&ctx.id),
+                &request.name,
+                request.arguments,
+                &signals,
+                &ctx.ct,
+            )
+            .await?;
         forwarder.finish().await;
         Ok(mcp_result(out).into())
     }
@@ -323,9 +390,17 @@ impl ServerHandler for McpServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        match session_of(&ctx) {
+            Some(sid) => {
+                self.levels
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(sid.to_owned(), request.level);
+            }
+            None => *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level),
+        }
         Ok(())
     }
 }

@@ -41,7 +41,6 @@ pub fn router(
     // handler sends anything before its result (progress notifications).
     config.json_response = !http.stateful && http.json_response;
     let handler = McpServer::new(rt.clone());
-    let inflight = handler.inflight();
     let auth = Arc::new(AuthState::new(
         verifier,
         metadata_url,
@@ -55,14 +54,33 @@ pub fn router(
     let verifier = auth.verifier();
     let stop = shutdown.clone();
     tokio::spawn(async move { verifier.start_remote(stop).await });
-    let forget = auth.clone();
+    let (forget, levels) = (auth.clone(), handler.clone());
+    let idle = Duration::from_secs(http.session_idle_timeout_s.max(1));
     let sessions = Sessions::new(
         http.max_sessions,
-        Duration::from_secs(http.session_idle_timeout_s.max(1)),
-        Arc::new(move |sid: &str| forget.forget_session(sid)),
+        idle,
+        Arc::new(move |sid: &str| {
+            forget.forget_session(sid);
+            levels.forget_session(sid);
+        }),
     );
     let sessions = Arc::new(sessions);
     auth.set_sessions(sessions.clone());
+    if http.stateful {
+        tokio::spawn(super::sessions::reap_idle(
+            sessions.clone(),
+            auth.clone(),
+            handler.clone(),
+            idle,
+            shutdown.clone(),
+        ));
+    }
+    let direct = Arc::new(super::direct::Direct::new(
+        handler.clone(),
+        http.stateful,
+        http.max_body_bytes,
+        shutdown.clone(),
+    ));
     let open_sessions = sessions.clone();
     let metrics = rt.metrics().clone();
     let ready_rt = rt.clone();
@@ -87,17 +105,15 @@ pub fn router(
         hosts: http.allowed_hosts.clone(),
         origins: http.allowed_origins.clone(),
     });
-    let mut mcp = Router::new()
+    Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(session_end_is_no_content));
-    if !http.stateful {
-        // rmcp drops notifications in stateless serving; this layer routes cancellations.
-        mcp = mcp.layer(axum::middleware::from_fn_with_state(
-            inflight,
-            super::inflight::cancel_layer,
-        ));
-    }
-    mcp.layer(axum::middleware::from_fn_with_state(auth, require_token))
+        .layer(axum::middleware::from_fn(session_end_is_no_content))
+        // Tool calls answered here, cancellations routed here; the rest goes on to rmcp.
+        .layer(axum::middleware::from_fn_with_state(
+            direct,
+            super::direct::layer,
+        ))
+        .layer(axum::middleware::from_fn_with_state(auth, require_token))
         .route(
             "/.well-known/oauth-protected-resource",
             get(move || async move { axum::Json(metadata) }),

@@ -1,26 +1,17 @@
 //! Tool calls in flight, by caller and JSON-RPC request id, so a `notifications/cancelled` can
-//! reach its call where rmcp cannot route it: in stateless serving every POST gets its own
-//! short-lived service and rmcp drops notifications, so the [`cancel_layer`] reads them first.
-//! A caller can only cancel its own calls (the key includes the verified identity). Entries live
-//! exactly as long as their call (a guard removes them), so the map is bounded by the calls
-//! running at once.
+//! reach its call where rmcp cannot route it: calls that [`super::direct`] answers never reach
+//! rmcp, and in stateless serving rmcp drops notifications; the direct layer reads every small
+//! `POST` for them first. A caller can only cancel its own calls (the key includes the verified
+//! identity). Entries live exactly as long as their call (a guard removes them), so the map is
+//! bounded by the calls running at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{Method, header};
-use axum::middleware::Next;
-use axum::response::Response;
 use tokio_util::sync::CancellationToken;
 
 use crate::identity::Identity;
-
-/// The largest POST body inspected for a cancellation (a `notifications/cancelled` is ~100
-/// bytes); larger bodies pass untouched.
-const MAX_INSPECTED: u64 = 64 << 10;
 
 type Key = (Identity, String);
 
@@ -102,46 +93,4 @@ impl Drop for Registered {
 /// The JSON text of a request id as rmcp and clients write it (`5`, `"abc"`).
 pub fn request_key(id: &impl serde::Serialize) -> String {
     serde_json::to_string(id).unwrap_or_default()
-}
-
-/// Middleware for stateless serving (inside the auth layer): a small POST whose body is a
-/// `notifications/cancelled` (alone or in a batch) cancels the caller's matching call; the
-/// request then goes on to rmcp unchanged.
-pub async fn cancel_layer(
-    State(inflight): State<Arc<Inflight>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let small = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .is_some_and(|n| n <= MAX_INSPECTED);
-    let identity = req.extensions().get::<Identity>().cloned();
-    let (Some(identity), true, true) = (identity, req.method() == Method::POST, small) else {
-        return next.run(req).await;
-    };
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_INSPECTED as usize).await else {
-        return next.run(Request::from_parts(parts, Body::empty())).await;
-    };
-    const METHOD: &[u8] = b"notifications/cancelled";
-    if bytes.windows(METHOD.len()).any(|w| w == METHOD)
-        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes)
-    {
-        let messages = match value {
-            serde_json::Value::Array(items) => items,
-            one => vec![one],
-        };
-        for m in messages {
-            if m["method"] == "notifications/cancelled"
-                && let Some(id) = m["params"].get("requestId")
-                && inflight.cancel(&identity, &request_key(id))
-            {
-                tracing::info!(request = %id, "call cancelled by the client");
-            }
-        }
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
 }

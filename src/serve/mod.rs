@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod direct;
 pub mod handler;
 pub mod hosts;
 pub mod http;

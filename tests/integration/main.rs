@@ -5,6 +5,7 @@ mod cli;
 mod client;
 mod compose;
 mod cross_server;
+mod direct;
 mod egress;
 mod engine;
 mod harness;
