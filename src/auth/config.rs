@@ -10,6 +10,8 @@ pub const DEFAULT_LEEWAY_SECS: u64 = 30;
 pub const MAX_LEEWAY_SECS: u64 = 600;
 /// Default upper bound on a token's length, in bytes.
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8192;
+/// Default number of verified tokens remembered (`auth.verified_tokens`).
+pub const DEFAULT_VERIFIED_TOKENS: usize = 4096;
 /// Shortest accepted HS256 secret, in bytes (the hash output size, RFC 7518 §3.2).
 pub const MIN_HS256_SECRET_BYTES: usize = 32;
 /// Smallest accepted RSA modulus, in bits.
@@ -29,6 +31,10 @@ pub struct AuthConfig {
     /// Tokens longer than this are refused before any parsing.
     #[serde(default = "default_max_token_bytes")]
     pub max_token_bytes: usize,
+    /// Tokens remembered as verified (until they expire or the provider's keys change), so a
+    /// session's every request does not check the same signature again; 0 checks every time.
+    #[serde(default = "default_verified_tokens")]
+    pub verified_tokens: usize,
     /// Keys given inline or by file.
     #[serde(default)]
     pub keys: Vec<KeyConfig>,
@@ -123,6 +129,10 @@ fn default_leeway() -> u64 {
 
 fn default_max_token_bytes() -> usize {
     DEFAULT_MAX_TOKEN_BYTES
+}
+
+fn default_verified_tokens() -> usize {
+    DEFAULT_VERIFIED_TOKENS
 }
 
 /// One verification key. A key accepts tokens of its own algorithm only.

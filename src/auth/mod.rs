@@ -36,6 +36,7 @@ mod tests {
             audience: "bulkhead-test".into(),
             leeway_secs: 30,
             max_token_bytes: 4096,
+            verified_tokens: 4096,
             keys: vec![KeyConfig {
                 kid: None,
                 alg: KeyAlg::HS256,

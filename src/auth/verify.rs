@@ -13,7 +13,8 @@ use super::jwks::load_jwks;
 use super::keys::{VerifyKey, load_key};
 use super::remote::RemoteKeys;
 use crate::identity::Identity;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// An accepted token: who is calling, and the claims that said so.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +36,31 @@ pub struct Verifier {
     remote: Option<Arc<RemoteKeys>>,
     /// Every scope some permission requires (`scopes_supported` in the resource metadata).
     scopes: Vec<String>,
+    /// Clock-skew allowance for `exp` and `nbf`, in seconds.
+    leeway: u64,
+    /// Tokens verified before (see [`Accepted`]), at most `verified_max`.
+    verified: Mutex<HashMap<Box<str>, Accepted>>,
+    verified_max: usize,
+}
+
+/// A token this verifier accepted, remembered so that the next request with the same token does
+/// not check its signature again.
+///
+/// Invariant (enforced in [`Verifier::verify`]): a remembered acceptance is never wider than a
+/// fresh verification. It is used only for the very same token bytes, only while the provider's
+/// key set is the one it was verified under (the entry holds that snapshot and compares it by
+/// pointer; holding it keeps the address from being reused), and only while `nbf - leeway <=
+/// now <= exp + leeway`, the window `jsonwebtoken` checks. Everything else in a verification
+/// depends on the token bytes and the configuration alone, which do not change while a
+/// verifier lives.
+#[derive(Debug)]
+struct Accepted {
+    verified: Verified,
+    keys: Option<Arc<Vec<(VerifyKey, Validation)>>>,
+}
+
+fn now_secs() -> u64 {
+    jsonwebtoken::get_current_timestamp()
 }
 
 /// The header fields that pick a key; everything else in the header is left to `jsonwebtoken`.
@@ -102,6 +128,9 @@ impl Verifier {
             keys,
             remote,
             scopes: config.scopes.all(),
+            leeway: config.leeway_secs,
+            verified: Mutex::new(HashMap::new()),
+            verified_max: config.verified_tokens,
         })
     }
 
@@ -143,16 +172,91 @@ impl Verifier {
     }
 
     /// Verifies a compact JWS (without the `Bearer ` prefix) and returns the caller's identity.
+    /// A token accepted before is accepted again without checking its signature while the
+    /// conditions of [`Accepted`] hold.
     pub fn verify(&self, token: &str) -> Result<Verified, AuthError> {
         if token.len() > self.max_token_bytes {
             return Err(AuthError::TooLarge {
                 max: self.max_token_bytes,
             });
         }
+        let remote = self.remote.as_ref().map(|r| r.snapshot());
+        if self.verified_max > 0
+            && let Some(hit) = self.remembered(token, remote.as_ref())
+        {
+            return Ok(hit);
+        }
+        let verified = self.verify_signed(token, remote.as_ref())?;
+        if self.verified_max > 0 {
+            self.remember(token, &verified, remote);
+        }
+        Ok(verified)
+    }
+
+    /// Tokens remembered now (at most `auth.verified_tokens`).
+    pub fn remembered_tokens(&self) -> usize {
+        self.verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    fn remembered(
+        &self,
+        token: &str,
+        remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
+    ) -> Option<Verified> {
+        let cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = cache.get(token)?;
+        let same_keys = match (&hit.keys, remote) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let now = now_secs();
+        let claims = &hit.verified.claims;
+        let in_window = now <= claims.exp.saturating_add(self.leeway)
+            && claims
+                .nbf
+                .is_none_or(|nbf| now.saturating_add(self.leeway) >= nbf);
+        (same_keys && in_window).then(|| hit.verified.clone())
+    }
+
+    /// Remembers `verified`; when full, expired entries go first, then (if none had expired)
+    /// every entry: a cache, so forgetting costs one verification per token, never an acceptance.
+    fn remember(
+        &self,
+        token: &str,
+        verified: &Verified,
+        remote: Option<Arc<Vec<(VerifyKey, Validation)>>>,
+    ) {
+        let mut cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= self.verified_max {
+            let now = now_secs();
+            let leeway = self.leeway;
+            cache.retain(|_, a| now <= a.verified.claims.exp.saturating_add(leeway));
+            if cache.len() >= self.verified_max {
+                cache.clear();
+            }
+        }
+        cache.insert(
+            token.into(),
+            Accepted {
+                verified: verified.clone(),
+                keys: remote,
+            },
+        );
+    }
+
+    /// The full verification: header, key, signature, claims.
+    fn verify_signed(
+        &self,
+        token: &str,
+        remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
+    ) -> Result<Verified, AuthError> {
         let header = peek_header(token)?;
         let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
         // Configured keys first; a remote key never shadows a configured kid.
-        let remote = self.remote.as_ref().map(|r| r.snapshot());
         let all = || self.keys.iter().chain(remote.iter().flat_map(|r| r.iter()));
         let candidates: Vec<&(VerifyKey, Validation)> = match &header.kid {
             Some(kid) => {

@@ -26,7 +26,7 @@ use crate::identity::Identity;
 use crate::signals::CallSignals;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
@@ -41,6 +41,9 @@ use tokio_util::sync::CancellationToken;
 /// The largest `POST` body read here (a tool call with its arguments, or a cancellation);
 /// larger bodies go on to rmcp unread, which enforces `http.max_body_bytes`.
 pub const MAX_INSPECTED: u64 = 64 << 10;
+
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const SESSION: HeaderName = HeaderName::from_static(super::auth::SESSION_HEADER);
 
 /// What the layer needs: a handler (shared runtime, in-flight calls, session levels).
 pub struct Direct {
@@ -113,12 +116,12 @@ fn eligible_headers(headers: &HeaderMap, stateful: bool) -> bool {
             sse |= e.eq_ignore_ascii_case("text/event-stream");
         }
     }
-    let version_with_handshake = headers.get("mcp-protocol-version").is_none_or(|v| {
+    let version_with_handshake = headers.get(PROTOCOL_VERSION).is_none_or(|v| {
         ProtocolVersion::KNOWN_VERSIONS
             .iter()
             .any(|k| k.has_initialize() && k.as_str().as_bytes() == v.as_bytes())
     });
-    let has_session = headers.contains_key(super::auth::SESSION_HEADER);
+    let has_session = headers.contains_key(SESSION);
     let other_mcp_header = headers.keys().any(|k| {
         let k = k.as_str();
         k.starts_with("mcp-") && k != "mcp-protocol-version" && k != super::auth::SESSION_HEADER
@@ -160,10 +163,7 @@ pub async fn layer(State(direct): State<Arc<Direct>>, req: Request, next: Next) 
     if eligible_headers(&parts.headers, direct.stateful)
         && let Ok(call) = serde_json::from_slice::<Call>(&bytes)
     {
-        let session = parts
-            .headers
-            .get(super::auth::SESSION_HEADER)
-            .and_then(|v| v.to_str().ok());
+        let session = parts.headers.get(SESSION).and_then(|v| v.to_str().ok());
         let level = session
             .and_then(|sid| direct.handler.session_level(sid))
             .unwrap_or(notify::DEFAULT_LEVEL);

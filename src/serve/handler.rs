@@ -181,7 +181,9 @@ impl McpServer {
             ));
         }
         let registered = self.inflight.register(id, request_key);
-        let call = self.rt.call_with(id, grants, name, arguments, signals);
+        // Boxed: the wrapper's future is large, and every layer around this one (axum boxes each
+        // middleware's future) would otherwise copy it whole.
+        let call = Box::pin(self.rt.call_with(id, grants, name, arguments, signals));
         tokio::select! {
             out = call => Ok(out),
             _ = async { tokio::select! {

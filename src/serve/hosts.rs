@@ -34,22 +34,31 @@ fn split(authority: &str) -> Option<(String, Option<u16>)> {
 
 /// Whether `host` (a `Host` header value) is allowed by `allowed`.
 pub fn allowed(host: &str, allowed: &[String]) -> bool {
-    if allowed.is_empty() {
+    allowed_in(host, &parse_hosts(allowed))
+}
+
+/// `http.allowed_hosts` parsed once (entries that do not parse allow nothing); `None` when the
+/// list is empty (every host is allowed).
+fn parse_hosts(allowed: &[String]) -> Option<Vec<(String, Option<u16>)>> {
+    (!allowed.is_empty()).then(|| allowed.iter().filter_map(|a| split(a)).collect())
+}
+
+fn allowed_in(host: &str, allowed: &Option<Vec<(String, Option<u16>)>>) -> bool {
+    let Some(allowed) = allowed else {
         return true;
-    }
+    };
     let Some((h, port)) = split(host) else {
         return false;
     };
-    allowed.iter().filter_map(|a| split(a)).any(|(ah, ap)| {
-        ah == h
+    allowed.iter().any(|(ah, ap)| {
+        *ah == h
             && match ap {
-                Some(p) => port == Some(p),
+                Some(p) => port == Some(*p),
                 None => true,
             }
     })
 }
 
-/// An origin as `(scheme, host, port)`, or `None` for `null`.
 type Origin = Option<(String, String, Option<u16>)>;
 
 /// Parses an `Origin` value (`Some(None)` for `null`; `None` when malformed).
@@ -98,10 +107,20 @@ pub fn origin_allowed(value: &str, allowed: &[String]) -> bool {
 /// What the middleware checks: `http.allowed_hosts` and `http.allowed_origins`.
 #[derive(Clone, Debug, Default)]
 pub struct Allowed {
-    /// Host entries.
-    pub hosts: Vec<String>,
+    /// Host entries, parsed (`None`: the list is empty, every host is allowed).
+    hosts: Option<Vec<(String, Option<u16>)>>,
     /// Origin entries.
-    pub origins: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Allowed {
+    /// The lists of `http.allowed_hosts` and `http.allowed_origins` (hosts parsed once here).
+    pub fn new(hosts: &[String], origins: &[String]) -> Allowed {
+        Allowed {
+            hosts: parse_hosts(hosts),
+            origins: origins.to_vec(),
+        }
+    }
 }
 
 /// The middleware: 403 for a `Host` or an `Origin` outside its list (400 without a `Host`).
@@ -112,7 +131,6 @@ pub async fn check_host(State(list): State<Arc<Allowed>>, req: Request, next: Ne
             return (StatusCode::FORBIDDEN, "Origin not allowed\n").into_response();
         }
     }
-    let list = &list.hosts;
     let host = req
         .headers()
         .get(http::header::HOST)
@@ -120,7 +138,7 @@ pub async fn check_host(State(list): State<Arc<Allowed>>, req: Request, next: Ne
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     match host {
-        Some(h) if allowed(&h, list) => next.run(req).await,
+        Some(h) if allowed_in(&h, &list.hosts) => next.run(req).await,
         Some(_) => (StatusCode::FORBIDDEN, "Host not allowed\n").into_response(),
         None => (StatusCode::BAD_REQUEST, "no Host header\n").into_response(),
     }

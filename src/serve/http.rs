@@ -85,7 +85,11 @@ pub fn router(
     let metrics = rt.metrics().clone();
     let ready_rt = rt.clone();
     let health = rt.isolation().clone();
-    let mcp = StreamableHttpService::new(move || Ok(handler.for_session()), sessions, config);
+    let mcp = Shared(Arc::new(StreamableHttpService::new(
+        move || Ok(handler.for_session()),
+        sessions,
+        config,
+    )));
     let mut metadata = serde_json::json!({
         "resource": format!("{}/mcp", public_url.trim_end_matches('/')),
         "bearer_methods_supported": ["header"],
@@ -101,10 +105,10 @@ pub fn router(
         metadata["scopes_supported"] = serde_json::json!(scopes);
     }
     let mode = rt.mode().as_str();
-    let hosts = Arc::new(super::hosts::Allowed {
-        hosts: http.allowed_hosts.clone(),
-        origins: http.allowed_origins.clone(),
-    });
+    let hosts = Arc::new(super::hosts::Allowed::new(
+        &http.allowed_hosts,
+        &http.allowed_origins,
+    ));
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(session_end_is_no_content))
@@ -187,6 +191,30 @@ pub fn router(
             hosts,
             super::hosts::check_host,
         ))
+}
+
+/// rmcp's service behind an `Arc`. axum clones a route's service for every request, and rmcp's
+/// clone copies its configuration (host and origin lists); this clone is a reference count, and
+/// requests that reach rmcp are handled by the shared service without copying it.
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<McpServer, Sessions>>);
+
+impl tower::Service<axum::extract::Request> for Shared {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: axum::extract::Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(req).await.map(axum::body::Body::new)) })
+    }
 }
 
 /// A session ended by `DELETE` is answered `204 No Content`, not rmcp's `202 Accepted`: the

@@ -6,6 +6,7 @@
 
 mod bad_tokens;
 mod config;
+mod remembered;
 
 use std::path::PathBuf;
 
@@ -66,6 +67,7 @@ fn config(keys: Vec<KeyConfig>) -> AuthConfig {
         audience: AUD.into(),
         leeway_secs: 30,
         max_token_bytes: 8192,
+        verified_tokens: 4096,
         keys,
         jwks_file: None,
         jwks_url: None,
