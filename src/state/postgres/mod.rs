@@ -86,8 +86,13 @@ async fn unlock(conn: Object, key: i64, mode: PassMode) {
         PassMode::Shared => "SELECT pg_advisory_unlock_shared($1)",
         PassMode::Exclusive => "SELECT pg_advisory_unlock($1)",
     };
-    let ok = match conn.query_one(sql, &[&key]).await {
-        Ok(row) => row.get::<_, bool>(0),
+    // A prepared statement (cached on the connection): a plain string would be parsed and
+    // described by the server on every call, a round trip and a plan of its own.
+    let ok = match conn.prepare_cached(sql).await {
+        Ok(stmt) => match conn.query_one(&stmt, &[&key]).await {
+            Ok(row) => row.get::<_, bool>(0),
+            Err(_) => false,
+        },
         Err(_) => false,
     };
     if !ok {
