@@ -337,12 +337,12 @@ impl Live {
             Ok(_) => {
                 tracing::warn!(
                     connector,
-                    "the upstream does not tell of tool-list changes; its list is read again before every call"
+                    "the upstream does not tell of tool-list changes; its list is read again beside every call (an answer is withheld when the list no longer matches the pin)"
                 );
                 self.watched.store(false, Ordering::SeqCst);
             }
             Err(e) => {
-                tracing::warn!(connector, error = %e, "no subscription for tool-list changes; the upstream's list is read again before every call");
+                tracing::warn!(connector, error = %e, "no subscription for tool-list changes; the upstream's list is read again beside every call (an answer is withheld when the list no longer matches the pin)");
                 self.watched.store(false, Ordering::SeqCst);
             }
         }
