@@ -74,6 +74,24 @@ async fn open_session(url: &str, tok: &str) -> String {
     sid
 }
 
+/// A template instance (stateful or not), a token of `user`/`session`, and on a stateful
+/// instance an open transport session.
+async fn instance(
+    stateful: bool,
+    user: &str,
+    session: &str,
+) -> (crate::harness::Instance, String, Option<String>) {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, stateful).await;
+    let tok = token(user, session);
+    let sid = if stateful {
+        Some(open_session(&inst.url, &tok).await)
+    } else {
+        None
+    };
+    (inst, tok, sid)
+}
+
 fn call(id: u64, name: &str, arguments: Value, via_rmcp: bool) -> Value {
     let mut params = json!({"name": name, "arguments": arguments});
     if via_rmcp {
@@ -85,14 +103,7 @@ fn call(id: u64, name: &str, arguments: Value, via_rmcp: bool) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_direct_answer_is_rmcps_answer_in_both_modes() {
     for stateful in [true, false] {
-        let dir = Arc::new(tempfile::tempdir().unwrap());
-        let inst = start(dir, NetworkMode::Full, stateful).await;
-        let tok = token("alice", "direct-1");
-        let sid = if stateful {
-            Some(open_session(&inst.url, &tok).await)
-        } else {
-            None
-        };
+        let (inst, tok, sid) = instance(stateful, "alice", "direct-1").await;
         let cases = [
             (
                 "write_file",
@@ -205,14 +216,7 @@ async fn a_session_that_only_calls_tools_outlives_the_idle_timeout_and_ends_when
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_call_is_cancelled_by_notifications_cancelled() {
     for stateful in [true, false] {
-        let dir = Arc::new(tempfile::tempdir().unwrap());
-        let inst = start(dir, NetworkMode::Full, stateful).await;
-        let tok = token("carol", "cancel-1");
-        let sid = if stateful {
-            Some(open_session(&inst.url, &tok).await)
-        } else {
-            None
-        };
+        let (inst, tok, sid) = instance(stateful, "carol", "cancel-1").await;
         let started = Instant::now();
         let (url, t, s) = (inst.url.clone(), tok.clone(), sid.clone());
         let pending = tokio::spawn(async move {
