@@ -32,7 +32,7 @@ const PROBE_WAIT: Duration = Duration::from_secs(10);
 pub(crate) struct Confine {
     connector: &'static str,
     bwrap: Option<PathBuf>,
-    host: tokio::sync::OnceCell<Result<jail::HostAllows, String>>,
+    host: jail::HostProbe,
     filters: Vec<Vec<u8>>,
     binds: Vec<jail::Bind>,
     cgroups: Parents,
@@ -108,7 +108,7 @@ impl Confine {
         Ok(Confine {
             connector,
             bwrap: jail::bwrap_path(),
-            host: tokio::sync::OnceCell::new(),
+            host: jail::HostProbe::default(),
             filters,
             binds,
             cgroups,
@@ -124,19 +124,9 @@ impl Confine {
             );
         };
         self.host
-            .get_or_init(|| async {
-                match jail::probe(bwrap, PROBE_WAIT).await {
-                    Ok((host, first)) => {
-                        if let Some(first_refusal) = first {
-                            tracing::warn!(connector = self.connector, ?host, %first_refusal, "upstream jails run with what this host allows");
-                        }
-                        Ok(host)
-                    }
-                    Err(e) => Err(format!("a jail does not start on this host: {e}")),
-                }
-            })
+            .get(bwrap, PROBE_WAIT, self.connector)
             .await
-            .clone()
+            .map_err(|e| format!("a jail does not start on this host: {e}"))
     }
 
     /// The command that starts `argv` in its jail on an instance in `mode`, with `env` as its

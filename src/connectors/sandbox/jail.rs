@@ -383,6 +383,41 @@ pub fn bwrap_path() -> Option<std::path::PathBuf> {
         .filter(|p| p.is_file())
 }
 
+/// What this host lets a jail do, probed once per connector (the sandbox, each upstream) and
+/// kept: a host whose allowances are narrower than the strictest layout is logged once, a host
+/// where no jail starts once, and every later caller gets the kept answer.
+#[derive(Debug, Default)]
+pub struct HostProbe(tokio::sync::OnceCell<Result<HostAllows, String>>);
+
+impl HostProbe {
+    /// The allowances of this host (the first call probes with `bwrap`, each try bounded by
+    /// `wait`); `Err` with the reason when no jail starts. `connector` names the logs.
+    pub async fn get(
+        &self,
+        bwrap: &Path,
+        wait: std::time::Duration,
+        connector: &str,
+    ) -> Result<HostAllows, String> {
+        self.0
+            .get_or_init(|| async {
+                match probe(bwrap, wait).await {
+                    Ok((host, first)) => {
+                        if let Some(first_refusal) = first {
+                            tracing::warn!(connector, ?host, %first_refusal, "this host does not allow everything a jail uses; jails run with what it allows");
+                        }
+                        Ok(host)
+                    }
+                    Err(e) => {
+                        tracing::error!(connector, error = %e, "a jail does not start on this host");
+                        Err(e)
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
+}
+
 /// What this host lets a jail do, found by starting jails strictest first; the first
 /// refusal when none starts. Each try is bounded by `wait`.
 pub async fn probe(

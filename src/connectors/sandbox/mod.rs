@@ -132,7 +132,7 @@ pub struct Sandbox {
     runs: Arc<tokio::sync::Semaphore>,
     bwrap: Option<PathBuf>,
     cgroups: cgroup::Parents,
-    host: tokio::sync::OnceCell<Option<jail::HostAllows>>,
+    host: jail::HostProbe,
     /// The compiled system-call filters (none on an architecture without them).
     filters: Vec<Vec<u8>>,
 }
@@ -171,7 +171,7 @@ impl Sandbox {
             runs: Arc::new(tokio::sync::Semaphore::new(max_runs as usize)),
             bwrap,
             cgroups,
-            host: tokio::sync::OnceCell::new(),
+            host: jail::HostProbe::default(),
             filters,
         })
     }
@@ -189,24 +189,11 @@ impl Sandbox {
         let Some(bwrap) = &self.bwrap else {
             return Err("bubblewrap (`bwrap`) is not installed".into());
         };
-        let found = self
-            .host
-            .get_or_init(|| async {
-                match jail::probe(bwrap, JAIL_WAIT).await {
-                    Ok((host, first)) => {
-                        if let Some(first_refusal) = first {
-                            tracing::warn!(connector = self.name, ?host, %first_refusal, "this host does not allow everything a jail uses; jails run with what it allows");
-                        }
-                        Some(host)
-                    }
-                    Err(e) => {
-                        tracing::error!(connector = self.name, error = %e, "a jail does not start on this host");
-                        None
-                    }
-                }
-            })
-            .await;
-        found.ok_or_else(|| "a jail does not start on this host (see the server log)".to_string())
+        self.host
+            .get(bwrap, JAIL_WAIT, &self.name)
+            .await
+            // The reason is in the server log; the model gets no host detail.
+            .map_err(|_| "a jail does not start on this host (see the server log)".to_string())
     }
 
     /// Runs `command` (with `{param}` elements filled from `args`) in a jail of the session.
