@@ -163,12 +163,13 @@ fn config_with(dir: &std::path::Path, extra: &str) -> Config {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_that_only_calls_tools_outlives_the_idle_timeout_and_ends_when_idle() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let config = config_with(dir.path(), "  session_idle_timeout_s: 1\n");
+    let config = config_with(dir.path(), "  session_idle_timeout_s: 2\n");
     let inst = start_with(config, dir, NetworkMode::Full).await;
     let tok = token("ana", "idle-1");
     let sid = open_session(&inst.url, &tok).await;
-    // Three idle timeouts of calls only (answered by the direct path, never seen by rmcp).
-    let until = Instant::now() + Duration::from_secs(3);
+    // Three idle timeouts of calls only (answered by the direct path, never seen by rmcp); a
+    // call every 200 ms leaves ten times the gap's margin before the 2 s timeout.
+    let until = Instant::now() + Duration::from_secs(6);
     let mut n = 0;
     while Instant::now() < until {
         let (status, kind, msg) = post(
@@ -189,7 +190,7 @@ async fn a_session_that_only_calls_tools_outlives_the_idle_timeout_and_ends_when
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Then idle: the session ends (bounded wait) and its id is refused.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (status, _, _) = post(
@@ -208,8 +209,9 @@ async fn a_session_that_only_calls_tools_outlives_the_idle_timeout_and_ends_when
             break;
         }
         assert!(Instant::now() < deadline, "an idle session stayed open");
-        // Each probe uses the session again; leave it idle for longer than the timeout.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Each probe uses the session again; leave it idle for longer than the timeout and a
+        // check interval (2 s + 0.5 s).
+        tokio::time::sleep(Duration::from_millis(3000)).await;
     }
 }
 
