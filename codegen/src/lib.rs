@@ -8,7 +8,6 @@ pub mod diag;
 pub mod emit;
 pub mod load;
 pub mod model;
-pub mod net;
 pub mod review;
 pub mod schema;
 pub mod source;

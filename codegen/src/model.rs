@@ -228,6 +228,9 @@ pub struct Connector {
     pub operations: Vec<Operation>,
     /// The package an `mcp` connector's upstream comes from (its lock's `package`).
     pub package: Option<Package>,
+    /// Where a jail of this connector (a `sandbox` run, a launched `mcp` upstream) may go, with
+    /// variables at their defaults; empty: no network at all.
+    pub egress: Vec<HostPort>,
 }
 
 /// Where an upstream MCP server's package is published.

@@ -86,8 +86,8 @@ impl Connectors {
                 "postgres" => Instance::Postgres(postgres::Postgres::new(def, value)?),
                 "http" => Instance::Http(http::Http::new(def, value)?),
                 "logs" => Instance::Logs(logs::Logs::new(def, value)?),
-                "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value)?),
-                "mcp" => Instance::Mcp(Box::new(mcp::Mcp::new(def, value)?)),
+                "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value, env)?),
+                "mcp" => Instance::Mcp(Box::new(mcp::Mcp::new(def, value, env)?)),
                 kind => {
                     return Err(ConnectorError::UnknownKind {
                         connector: def.name,

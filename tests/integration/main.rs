@@ -13,6 +13,7 @@ mod http;
 mod in_memory;
 mod inspector;
 mod isolation;
+mod jail_egress;
 mod jwks;
 mod kubernetes;
 mod limits;

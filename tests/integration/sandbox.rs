@@ -267,6 +267,34 @@ pub struct Listener {
     accepted: Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// A listening abstract Unix socket of the host's network namespace, counting connections.
+pub struct AbstractListener {
+    pub name: String,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl AbstractListener {
+    pub fn start() -> AbstractListener {
+        use std::os::linux::net::SocketAddrExt as _;
+        let name = format!("bulkhead-test-{}-{}", std::process::id(), rand::random::<u32>());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        AbstractListener { name, accepted }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 impl Listener {
     pub async fn start() -> Listener {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -287,42 +315,42 @@ impl Listener {
     }
 }
 
-/// On `proxied` and `none` instances the jail has a network of its own with only loopback, even
-/// though these test instances run unisolated on the host's network: nothing reaches the host's
-/// loopback or any other address. The `full` instance's jail reaches the host (the control).
+/// On every instance the jail has a network of its own with only loopback, even though these
+/// test instances run unisolated on the host's network: `run_python` (a `write` tool with no
+/// `egress`) reaches nothing of the host, not its 127.0.0.1 or ::1 listeners, not its abstract
+/// Unix sockets, and no other address; and no process it can see holds the server's environment
+/// (bubblewrap, the jail's PID 1, starts with none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_network_from_the_jail_on_proxied_and_none_instances() {
+async fn no_network_and_no_server_environment_in_the_jail_on_any_instance() {
     let env = env();
     let listener = Listener::start().await;
+    let abstract_socket = AbstractListener::start();
     let code = format!(
-        "import socket\nfor addr in [('127.0.0.1', {port}), ('10.255.255.1', 80), ('::1', {port})]:\n    s = socket.socket(socket.AF_INET6 if ':' in addr[0] else socket.AF_INET)\n    s.settimeout(2)\n    try:\n        s.connect(addr)\n        print('connected', addr[0])\n    except OSError as e:\n        print('refused', addr[0], e.errno)\n",
-        port = listener.port
+        "import socket\nfor addr in [('127.0.0.1', {port}), ('10.255.255.1', 80), ('::1', {port}), '\\0{name}']:\n    fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET6 if ':' in addr[0] else socket.AF_INET\n    s = socket.socket(fam)\n    s.settimeout(2)\n    try:\n        s.connect(addr)\n        print('connected', addr)\n    except OSError as e:\n        print('refused', e.errno)\nimport os\nfor pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n    try:\n        print('environ', pid, open('/proc/%s/environ' % pid, 'rb').read())\n    except OSError as e:\n        print('environ', pid, 'refused', e.errno)\n",
+        port = listener.port,
+        name = abstract_socket.name,
     );
     let ana = id("ana", "n1");
-    for mode in [NetworkMode::Proxied, NetworkMode::None] {
+    for mode in [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None] {
         let rt = runtime(&env, mode);
         let r = result(&py(&rt, &ana, &code).await);
         let out = r["stdout"].as_str().unwrap();
         assert!(!out.contains("connected"), "{mode:?}: {out}");
-        assert_eq!(out.matches("refused").count(), 3, "{mode:?}: {r}");
+        assert_eq!(out.matches("refused").count(), 4, "{mode:?}: {r}");
+        // The jail's processes are bubblewrap (PID 1) and the script, at least.
+        assert!(out.matches("environ").count() >= 2, "{mode:?}: {out}");
+        for (key, value) in std::env::vars() {
+            if ["PATH", "LANG", "HOME", "TMPDIR"].contains(&key.as_str()) || value.len() < 6 {
+                continue;
+            }
+            assert!(
+                !out.contains(&value),
+                "{mode:?}: the jail reads the server's {key}: {out}"
+            );
+        }
     }
     assert_eq!(listener.accepted(), 0, "a jail reached the host's loopback");
-    // The control on `full` shares the host's network, so it tries loopback only: nothing of
-    // a test may leave this machine.
-    let rt = runtime(&env, NetworkMode::Full);
-    let control = format!(
-        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('connected 127.0.0.1')",
-        port = listener.port
-    );
-    let r = result(&py(&rt, &id("ana", "n2"), &control).await);
-    assert!(
-        r["stdout"]
-            .as_str()
-            .unwrap()
-            .contains("connected 127.0.0.1"),
-        "{r}"
-    );
-    assert_eq!(listener.accepted(), 1);
+    assert_eq!(abstract_socket.accepted(), 0, "a jail reached a host abstract socket");
 }
 
 /// After each bomb, another session's script still runs.

@@ -220,13 +220,14 @@ async fn an_upstream_that_crashes_mid_call_gets_a_retryable_error_and_is_restart
     }
 }
 
-/// A hostile upstream (it does what the model asks of it) in its jail: none of the server's
-/// files exist for it (state store, configuration, other sessions' workspaces, the host's
-/// secrets), and on a `none` instance nothing it sends leaves, even though this test instance
-/// runs unisolated on the host's network. On `full` and `proxied` it has the instance's
-/// network (the control; a deployment filters the proxied instance's egress).
+/// A hostile upstream (it does what the model asks of it) in its jail, declared with no
+/// `egress`: none of the server's files exist for it (state store, configuration, other
+/// sessions' workspaces, the host's secrets), none of the server's environment is readable from
+/// any process it can see, and on every mode nothing it sends leaves its own loopback: not a
+/// host 127.0.0.1 listener, not a host abstract Unix socket, even though this test instance
+/// runs unisolated on the host's network.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
+async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_any_mode() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("fixture-state");
     std::fs::create_dir_all(&state).unwrap();
@@ -239,22 +240,32 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_none() {
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("notes.txt"), "ben's secret").unwrap();
     let listener = super::sandbox::Listener::start().await;
-    let connect = format!("connect 127.0.0.1 {}", listener.port);
-    for (mode, reaches) in [
-        (NetworkMode::None, false),
-        (NetworkMode::Proxied, true),
-        (NetworkMode::Full, true),
-    ] {
+    let abstract_socket = super::sandbox::AbstractListener::start();
+    for mode in [NetworkMode::None, NetworkMode::Proxied, NetworkMode::Full] {
         // One connector per instance, as on a deployment.
         let c = misbehaving("snoop", &state, json!({}));
-        let before = listener.accepted();
-        let said = echo_in(&c, &ws, &connect, mode).await.unwrap();
-        assert_eq!(said.starts_with("connected"), reaches, "{mode:?}: {said}");
-        assert_eq!(
-            listener.accepted() - before,
-            usize::from(reaches),
-            "{mode:?}"
-        );
+        for order in [
+            format!("connect 127.0.0.1 {}", listener.port),
+            format!("connect ::1 {}", listener.port),
+            format!("abstract {}", abstract_socket.name),
+            format!("fetch http://127.0.0.1:{}/", listener.port),
+        ] {
+            let said = echo_in(&c, &ws, &order, mode).await.unwrap();
+            assert!(said.starts_with("refused"), "{mode:?} {order}: {said}");
+        }
+        let said = echo_in(&c, &ws, "environ", mode).await.unwrap();
+        assert!(said.starts_with("environ"), "{said}");
+        let path = std::env::var("PATH").unwrap_or_default();
+        for (key, value) in std::env::vars() {
+            // What the jail is given on purpose: its own variables (the server's PATH).
+            if ["PATH", "LANG", "HOME"].contains(&key.as_str())
+                || value.len() < 6
+                || path.contains(&value)
+            {
+                continue;
+            }
+            assert!(!said.contains(&value), "{mode:?}: the jail reads the server's {key}: {said}");
+        }
         for order in [
             format!("read {}", store.display()),
             format!("read {}", other.join("notes.txt").display()),

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use crate::ranges::Class;
+
 /// One `host:port` an instance may reach: a DNS name or a routable IPv4 address and a port.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HostPort {
@@ -26,9 +28,9 @@ impl fmt::Display for HostPortError {
 impl std::error::Error for HostPortError {}
 
 impl HostPort {
-    /// Parses and checks an entry. The host is a DNS name or IPv4 address; loopback,
-    /// unspecified, link-local (cloud metadata, 169.254.0.0/16), multicast and broadcast
-    /// addresses are never egress. The one home of these rules.
+    /// Parses and checks an entry. The host is a DNS name or IPv4 address; an address in a
+    /// range that is never a destination ([`crate::ranges`], class `Never`) is refused, one in an
+    /// internal range passes (the proxy refuses it unless the deployment opens the range).
     pub fn parse(entry: &str) -> Result<HostPort, HostPortError> {
         let (host, port) = entry
             .rsplit_once(':')
@@ -53,15 +55,9 @@ impl HostPort {
         if !ok {
             return Err(HostPortError("the host is not a DNS name or IPv4 address"));
         }
-        match host.parse::<Ipv4Addr>() {
-            Ok(ip) if ip.is_loopback() || ip.is_unspecified() || ip.octets()[0] == 0 => Err(
-                HostPortError("loopback and unspecified addresses are never egress"),
-            ),
-            Ok(ip) if ip.is_link_local() => Err(HostPortError(
-                "link-local addresses (cloud metadata, 169.254.0.0/16) are never egress",
-            )),
-            Ok(ip) if ip.is_multicast() || ip.is_broadcast() => Err(HostPortError(
-                "multicast and broadcast addresses are never egress",
+        match host.parse::<Ipv4Addr>().ok().and_then(|ip| crate::ranges::special(ip.into())) {
+            Some(r) if r.class == Class::Never => Err(HostPortError(
+                "loopback, unspecified, link-local (cloud metadata), documentation, multicast and reserved addresses are never egress",
             )),
             _ => Ok(HostPort {
                 host: host.to_string(),
@@ -103,6 +99,8 @@ mod tests {
             "0.0.0.0:80",
             "224.0.0.1:5353",
             "255.255.255.255:9",
+            "192.0.2.1:443",
+            "240.1.2.3:80",
             "host",
             "host:0",
             "host:70000",

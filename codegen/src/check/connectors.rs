@@ -3,6 +3,7 @@
 use super::{Loaded, is_snake_ident, params, placeholders, ptr};
 use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
+use bulkhead_vocab::HostPort;
 use crate::spec::{
     ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, McpLock, McpSettings,
     OperationSpec, ParamSpec, ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
@@ -64,7 +65,9 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
                     None
                 }
             });
+        let egress = egress(l, errors);
         out.push(Connector {
+            egress,
             name: c.name.clone(),
             source: l.file.display.clone(),
             kind: c.kind,
@@ -76,6 +79,48 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// A jail connector's `egress` (`sandbox`, launched `mcp`), each entry checked with variables at
+/// their defaults; an error for `egress` on any other kind or on a `url` upstream.
+fn egress(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Vec<HostPort> {
+    let c = &l.spec;
+    let Some(list) = c.settings.as_ref().and_then(|s| s.get("egress")) else {
+        return Vec::new();
+    };
+    let launched = match c.kind {
+        ConnectorKind::Sandbox => true,
+        ConnectorKind::Mcp => c.settings.as_ref().is_some_and(|s| s.get("command").is_some()),
+        _ => false,
+    };
+    if !launched {
+        // Other kinds refuse the key in their settings check (unknown field); a `url` upstream
+        // is reached by the server itself, through the instance's own egress.
+        if c.kind == ConnectorKind::Mcp {
+            errors.push(
+                l.error_at_key("/settings/egress", "`egress` is for a launched upstream (`command`)")
+                    .label("a `url` upstream is reached by the server, not from a jail"),
+            );
+        }
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (i, entry) in list.as_array().into_iter().flatten().enumerate() {
+        let Some(text) = entry.as_str() else { continue };
+        match HostPort::parse(&crate::vars::with_defaults(text)) {
+            Ok(hp) => out.push(hp),
+            Err(why) => errors.push(
+                l.error_at_value(
+                    &format!("/settings/egress/{i}"),
+                    format!("`{text}` is not a `host:port` a jail may reach"),
+                )
+                .label(why.to_string()),
+            ),
+        }
+    }
+    out.sort();
+    out.dedup();
     out
 }
 

@@ -267,5 +267,5 @@ fn check_host_ports(
 /// 192.168/16), shared (100.64/10) or unique-local (fc00::/7) space. Loopback, link-local (cloud
 /// metadata) and unspecified addresses are never reachable through the proxy.
 pub fn internal_range(range: &str) -> Result<(), String> {
-    crate::net::internal_range(range)
+    bulkhead_vocab::ranges::openable(range)
 }

@@ -382,7 +382,23 @@ fn resolve_uses(
             )),
         );
     }
-    if op.reaches_network() && spec.permission != Permission::Connect {
+    if !connector.egress.is_empty() && spec.permission != Permission::Connect {
+        let hosts: Vec<String> = connector.egress.iter().map(|h| h.to_string()).collect();
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/permission"),
+                format!(
+                    "{what} `{name}` runs `{uses}` in a jail that reaches the network ({}) but is not `connect`",
+                    hosts.join(", ")
+                ),
+            )
+            .label("must be `permission: connect`")
+            .help(format!(
+                "connector `{cname}` ({}) declares `egress`: whatever runs there can send the session's data out, so the tool is refused without the connect scope and once the session holds private data, like every `connect` tool; or remove `egress`",
+                connector.source
+            )),
+        );
+    } else if op.reaches_network() && spec.permission != Permission::Connect {
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),

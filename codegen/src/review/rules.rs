@@ -6,6 +6,7 @@
 use super::config::larger_is_looser;
 use super::policy::{Capability, ConnectorPolicy, InstancePolicy, Policy};
 use bulkhead_vocab::NetworkMode;
+use bulkhead_vocab::ranges::Cidr;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One weakening. [`line`](Weakening::line) is its identity: an acknowledgement names it
@@ -511,7 +512,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         }
         let ranges: Vec<&String> = bs.iter().flat_map(|b| b.internal_ranges.iter()).collect();
         for range in &h.internal_ranges {
-            if !ranges.iter().any(|o| crate::net::range_within(range, o)) {
+            if !ranges.iter().any(|o| matches!((Cidr::parse(range), Cidr::parse(o)), (Some(r), Some(o)) if r.within(o))) {
                 push(
                     r,
                     "internal-range-widened",

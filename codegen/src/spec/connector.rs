@@ -244,6 +244,11 @@ pub struct SandboxSettings {
     /// Runs of this connector at once in one instance (default 8); more wait for a slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runs: Option<Count>,
+    /// `host:port` entries a run may reach, through the instance's egress (on `full` and
+    /// `proxied`); without it a run has no network at all. Every tool over a connector with
+    /// `egress` must be `permission: connect`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
 }
 
 /// Settings of an `mcp` connector: how the upstream is reached, and its bounds.
@@ -298,6 +303,11 @@ pub struct McpSettings {
     /// where the server can make cgroups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mb: Option<Count>,
+    /// `host:port` entries a launched upstream may reach, through the instance's egress (on
+    /// `full` and `proxied`); without it the upstream has no network at all. Every tool over a
+    /// connector with `egress` must be `permission: connect`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
     /// Processes one launched upstream may run at once (default 256; where the server can make
     /// cgroups).
     #[serde(default, skip_serializing_if = "Option::is_none")]

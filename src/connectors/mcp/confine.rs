@@ -9,8 +9,9 @@
 //! program, read-only), the folders its spec names (`read_only`, `read_write`), and, for an
 //! upstream of one session (`session_workspace: true`), that session's folder of this
 //! instance's layer at `/workspace`, bound by descriptor, so no host path reaches the model.
-//! Its network is the instance's on `full` and `proxied` (whose egress the deployment filters)
-//! and a namespace with only loopback on `none`, even on an instance started `--unisolated`.
+//! Its network is a namespace of its own with only loopback, on every mode: an upstream whose
+//! connector declares `egress:` reaches those hosts through its gate ([`egress`]) and nothing
+//! else (and only on `full` and `proxied`); its environment is what its spec gives it.
 //! Without bubblewrap, or on a host where a jail does not start, an upstream does not start.
 //! Where this process can write cgroups (as for the sandbox), an upstream and everything it
 //! starts get one of their own: `processes` and `memory_mb` bound them (a fork or memory bomb
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::connectors::sandbox::cgroup::{Parents, RunCgroup};
-use crate::connectors::sandbox::{jail, seccomp};
+use crate::connectors::sandbox::{egress, jail, seccomp};
 use crate::policy::NetworkMode;
 use crate::workspace::SessionWorkspace;
 
@@ -38,6 +39,10 @@ pub(crate) struct Confine {
     cgroups: Parents,
     /// Processes and bytes of memory one upstream (with everything it starts) may use.
     limits: (u64, u64),
+    /// Where an upstream may go (`egress:`; empty: nowhere).
+    egress: egress::Egress,
+    /// The forwarder of networked upstreams.
+    helper: Option<PathBuf>,
 }
 
 /// A launch command, the descriptors it needs kept open until it has started, and its cgroup
@@ -46,6 +51,8 @@ pub(crate) struct Launch {
     pub command: tokio::process::Command,
     pub _keep: Vec<OwnedFd>,
     pub cgroup: Option<RunCgroup>,
+    /// The upstream's way out (kept as long as it runs).
+    pub gate: Option<egress::Gate>,
 }
 
 impl Confine {
@@ -56,6 +63,8 @@ impl Confine {
         read_only: &[String],
         read_write: &[String],
         limits: (u64, u64),
+        egress: egress::Egress,
+        helper: Option<PathBuf>,
     ) -> Result<Confine, String> {
         let mut binds = Vec::new();
         for (paths, writable) in [(read_only, false), (read_write, true)] {
@@ -113,6 +122,8 @@ impl Confine {
             binds,
             cgroups,
             limits,
+            egress,
+            helper,
         })
     }
 
@@ -155,8 +166,22 @@ impl Confine {
             .map(|b| jail::filter_pipe(b))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("seccomp filter: {e}"))?;
+        let gate = self
+            .egress
+            .gate(mode)
+            .map_err(|e| format!("cannot open the upstream's egress gate: {e}"))?;
+        let helper = match (&gate, &self.helper) {
+            (None, _) => None,
+            (Some(_), Some(h)) => Some(h.as_path()),
+            (Some(_), None) => {
+                return Err("the forwarder of its `egress` (`bulkhead`, or BULKHEAD_JAIL_HELPER) is not found".into());
+            }
+        };
         let layout = jail::Layout {
-            share_network: mode != NetworkMode::None,
+            way_out: gate.as_ref().zip(helper).map(|(g, helper)| jail::Way {
+                socket_dir: g.dir(),
+                helper,
+            }),
             host,
             workspace: ws_fd.as_ref().map(|f| f.as_fd()),
             info: false,
@@ -178,6 +203,11 @@ impl Confine {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        if layout.way_out.is_some() {
+            for (k, v) in jail::proxy_env() {
+                cmd.env(k, v);
+            }
+        }
         // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
         unsafe {
             cmd.pre_exec(move || pre.apply());
@@ -188,6 +218,7 @@ impl Confine {
             command: cmd,
             _keep: keep,
             cgroup,
+            gate,
         })
     }
 }
@@ -339,6 +370,8 @@ mod tests {
             &[data.join("ref").display().to_string()],
             &[data.display().to_string()],
             (64, 1 << 30),
+            egress::Egress::none("t"),
+            None,
         )
         .unwrap();
         let order: Vec<(PathBuf, bool)> = c

@@ -32,8 +32,17 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
     };
     let confine = match &s.command {
         Some(c) => Some(
-            super::confine::Confine::new(connector, c, &s.read_only, &s.read_write, s.limits())
-                .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?,
+            // The lock is made on `none`: no way out is opened whatever `egress` says.
+            super::confine::Confine::new(
+                connector,
+                c,
+                &s.read_only,
+                &s.read_write,
+                s.limits(),
+                crate::connectors::sandbox::egress::Egress::none(connector),
+                None,
+            )
+            .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?,
         ),
         None => None,
     };

@@ -83,6 +83,8 @@ pub(crate) struct Settings {
     pub memory_mb: Option<u64>,
     #[serde(default, deserialize_with = "settings::number")]
     pub processes: Option<u64>,
+    #[serde(default)]
+    pub egress: Vec<String>,
 }
 
 /// The bounds of one upstream.
@@ -159,15 +161,6 @@ struct State {
     backoff: Duration,
 }
 
-/// The variables that name an egress proxy.
-const PROXY_VARS: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-];
 
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -210,12 +203,18 @@ impl Drop for Abandon {
 
 impl Mcp {
     /// Reads the settings and the pins of the declared operations.
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Mcp, ConnectorError> {
+    pub fn new(
+        def: &'static ConnectorDef,
+        value: Value,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Mcp, ConnectorError> {
         let settings: Settings = settings::parse(def, value)?;
         let bad = |reason: &str| ConnectorError::Settings {
             connector: def.name,
             reason: reason.into(),
         };
+        let egress = crate::connectors::sandbox::egress::Egress::new(def.name, &settings.egress, lookup)
+            .map_err(|e| bad(&e))?;
         let confine = match (&settings.command, &settings.url) {
             (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Some(
                 confine::Confine::new(
@@ -224,9 +223,14 @@ impl Mcp {
                     &settings.read_only,
                     &settings.read_write,
                     settings.limits(),
+                    egress,
+                    crate::connectors::sandbox::jail::helper_path(lookup),
                 )
                 .map_err(|e| bad(&e))?,
             ),
+            (None, Some(_)) if !settings.egress.is_empty() => {
+                return Err(bad("`egress` is for a launched upstream (`command`), not a `url`"));
+            }
             (None, Some(u)) if !u.is_empty() => None,
             _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),
         };
@@ -596,15 +600,6 @@ pub(crate) async fn start(
             ];
             if let Ok(path) = std::env::var("PATH") {
                 env.push(("PATH".into(), path));
-            }
-            // On a proxied instance the upstream reaches out through the instance's egress
-            // proxy (the deployment's allowlist), like the server's own connectors.
-            if mode == NetworkMode::Proxied {
-                for key in PROXY_VARS {
-                    if let Ok(v) = std::env::var(key) {
-                        env.push((key.to_string(), v));
-                    }
-                }
             }
             for (k, v) in s.env.iter().flatten() {
                 env.retain(|(key, _)| key != k);

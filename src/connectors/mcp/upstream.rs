@@ -193,6 +193,8 @@ pub struct Live {
     _child: Option<tokio::process::Child>,
     /// Removed after the process is gone (fields drop in order).
     _cgroup: Option<crate::connectors::sandbox::cgroup::RunCgroup>,
+    /// The jail's way out, open as long as the upstream runs.
+    _gate: Option<crate::connectors::sandbox::egress::Gate>,
 }
 
 impl Live {
@@ -232,10 +234,12 @@ impl Live {
             progress: progress.clone(),
         };
         let mut jail_cgroup = None;
+        let mut jail_gate = None;
         let (client, child) = if let Some(Launch {
             mut command,
             _keep,
             cgroup,
+            gate,
         }) = launch
         {
             let program = s
@@ -255,6 +259,7 @@ impl Live {
                 .map_err(|e| anyhow::anyhow!("cannot launch `{program}`: {e}"))?;
             drop(_keep);
             jail_cgroup = cgroup;
+            jail_gate = gate;
             let stdout = child.stdout.take().expect("piped");
             let stdin = child.stdin.take().expect("piped");
             if let Some(stderr) = child.stderr.take() {
@@ -309,6 +314,7 @@ impl Live {
             _listen: None,
             _child: child,
             _cgroup: jail_cgroup,
+            _gate: jail_gate,
         };
         live.relist(bounds).await?;
         if live.protocol == ProtocolVersion::V_2026_07_28.as_str() {

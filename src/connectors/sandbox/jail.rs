@@ -10,9 +10,15 @@
 //!   state store, audit log, secrets or other sessions is in view;
 //! - the session's folder of this instance's layer at `/workspace`, bound by descriptor, the
 //!   only writable place that outlives the run;
-//! - the network its caller decides ([`Layout::share_network`]): the instance's own, or a network
-//!   namespace of its own with only loopback, enforced by the jail itself even on an instance
-//!   started `--unisolated`; a jail that shares the network sees the host's name resolution files;
+//! - a network namespace of its own with only loopback, on every mode and even on an instance
+//!   started `--unisolated`: no host address (not the host's 127.0.0.1), no host abstract Unix
+//!   socket, no name resolution files. A jail whose connector declares `egress:` also gets its
+//!   gate's socket folder at `/run/bulkhead` and the forwarder ([`super::forward`]) as its first
+//!   program, so its only way out is the gate ([`super::egress`]);
+//! - an environment of exactly what its caller sets: bubblewrap itself is started with an
+//!   empty one (the jail's PID 1 is bubblewrap, and `/proc/1/environ` is readable in the jail),
+//!   so nothing of the server's environment (signing keys, connector secrets, the state
+//!   store's URL) is in view of any process of the jail;
 //! - read-only (or, when a spec says so, writable) binds of named host folders at the same path,
 //!   for a program installed outside `/usr` (an upstream MCP server's virtualenv or
 //!   `node_modules`);
@@ -28,7 +34,6 @@ use nix::libc;
 
 use super::Limits;
 use super::cgroup::RunCgroup;
-use crate::policy::NetworkMode;
 
 /// Descriptor number the session's folder has in bubblewrap (`--bind-fd`).
 const WORKSPACE_FD: i32 = 3;
@@ -50,10 +55,33 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// Where a jail's forwarder is inside it.
+pub const HELPER_IN_JAIL: &str = "/run/bulkhead-net";
+
+/// A jail's way out: its gate's socket folder and the forwarder program (see [`super::egress`]).
+#[derive(Clone, Copy)]
+pub struct Way<'a> {
+    /// The folder holding the gate's socket.
+    pub socket_dir: &'a Path,
+    /// The `bulkhead` executable (its `jail-net` command is the forwarder).
+    pub helper: &'a Path,
+}
+
+/// The variables that send a jail's HTTP clients to its forwarder.
+pub fn proxy_env() -> [(&'static str, String); 4] {
+    let url = format!("http://127.0.0.1:{}", super::forward::PROXY_PORT);
+    [
+        ("HTTP_PROXY", url.clone()),
+        ("HTTPS_PROXY", url.clone()),
+        ("http_proxy", url.clone()),
+        ("https_proxy", url),
+    ]
+}
+
 /// What a jail binds and shares.
 pub struct Layout<'a> {
-    /// Whether the jail shares the instance's network (else: only loopback of its own).
-    pub share_network: bool,
+    /// The jail's way out, when its connector declares `egress:` (else: loopback only).
+    pub way_out: Option<Way<'a>>,
     /// What the host allows (probed once).
     pub host: HostAllows,
     /// The session's folder, when the run has one.
@@ -68,14 +96,6 @@ pub struct Layout<'a> {
     /// then decides every variable) instead of a fresh minimal one. Values never go on
     /// bubblewrap's command line, which other processes of the host can read.
     pub inherit_env: bool,
-}
-
-impl Layout<'_> {
-    /// The network a jail of an instance in `mode` gets when it runs code (the sandbox): the
-    /// instance's network on `full` only; the proxy of `proxied` is for declared connectors.
-    pub fn code_network(mode: NetworkMode) -> bool {
-        mode == NetworkMode::Full
-    }
 }
 
 /// What a host lets a jail do, found by starting one (`Sandbox::probe`).
@@ -134,9 +154,7 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     if layout.host.disable_userns {
         push(&["--disable-userns"]);
     }
-    if !layout.share_network {
-        push(&["--unshare-net"]);
-    }
+    push(&["--unshare-net"]);
     push(&["--ro-bind", "/usr", "/usr"]);
     for top in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
         let host = Path::new("/").join(top);
@@ -161,15 +179,11 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
     ] {
         push(&["--ro-bind-try", etc, etc]);
     }
-    if layout.share_network {
-        for etc in [
-            "/etc/resolv.conf",
-            "/etc/hosts",
-            "/etc/nsswitch.conf",
-            "/etc/gai.conf",
-        ] {
-            push(&["--ro-bind-try", etc, etc]);
-        }
+    if let Some(way) = &layout.way_out {
+        let dir = way.socket_dir.to_string_lossy().into_owned();
+        let helper = way.helper.to_string_lossy().into_owned();
+        push(&["--ro-bind", &dir, super::forward::SOCKET_DIR]);
+        push(&["--ro-bind", &helper, HELPER_IN_JAIL]);
     }
     push(&["--dev", "/dev"]);
     if layout.host.proc {
@@ -195,6 +209,16 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         let fd = (SECCOMP_FD + k as i32).to_string();
         push(&["--add-seccomp-fd", &fd]);
     }
+    let mut command: Vec<String> = command.to_vec();
+    if layout.way_out.is_some() {
+        let mut first = vec![
+            HELPER_IN_JAIL.to_string(),
+            super::forward::ARG.to_string(),
+            "--".to_string(),
+        ];
+        first.append(&mut command);
+        command = first;
+    }
     if layout.inherit_env {
         push(&["--"]);
         a.extend(command.iter().map(OsString::from));
@@ -217,10 +241,28 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         "--setenv",
         "PYTHONDONTWRITEBYTECODE",
         "1",
-        "--",
     ]);
+    if layout.way_out.is_some() {
+        for (k, v) in proxy_env() {
+            push(&["--setenv", k, &v]);
+        }
+    }
+    push(&["--"]);
     a.extend(command.iter().map(OsString::from));
     a
+}
+
+/// The forwarder to run in networked jails: `BULKHEAD_JAIL_HELPER` as `lookup` finds it, else
+/// this executable when it is `bulkhead` (a test harness is not), else `None`.
+pub fn helper_path(lookup: &dyn Fn(&str) -> Option<String>) -> Option<std::path::PathBuf> {
+    if let Some(p) = lookup("BULKHEAD_JAIL_HELPER").filter(|p| !p.is_empty()) {
+        return Some(std::path::PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    std::env::current_exe().ok().filter(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "bulkhead")
+    })
 }
 
 /// Everything the child sets up between fork and exec, prepared beforehand (only
@@ -427,7 +469,7 @@ pub async fn probe(
     let mut first: Option<String> = None;
     for host in HostAllows::TRIED {
         let layout = Layout {
-            share_network: false,
+            way_out: None,
             host,
             workspace: None,
             info: false,

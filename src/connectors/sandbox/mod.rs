@@ -20,6 +20,8 @@
 //! the workspace copied up (see `workspace::copyup`).
 
 pub(crate) mod cgroup;
+pub(crate) mod egress;
+pub mod forward;
 pub(crate) mod jail;
 pub(crate) mod seccomp;
 
@@ -105,6 +107,8 @@ struct Settings {
     file_bytes: Option<u64>,
     #[serde(default, deserialize_with = "settings::number")]
     max_runs: Option<u64>,
+    #[serde(default)]
+    egress: Vec<String>,
 }
 
 /// The limits of one run.
@@ -135,12 +139,27 @@ pub struct Sandbox {
     host: jail::HostProbe,
     /// The compiled system-call filters (none on an architecture without them).
     filters: Vec<Vec<u8>>,
+    /// Where its runs may go (`egress:`; empty: nowhere).
+    egress: egress::Egress,
+    /// The forwarder of networked runs.
+    helper: Option<PathBuf>,
 }
 
 impl Sandbox {
-    /// Reads the limits and finds bubblewrap (`BULKHEAD_BWRAP`, else `bwrap` on `PATH`).
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Sandbox, ConnectorError> {
+    /// Reads the limits and finds bubblewrap (`BULKHEAD_BWRAP`, else `bwrap` on `PATH`) and,
+    /// for a connector with `egress:`, the forwarder (`lookup` reads `BULKHEAD_JAIL_HELPER`).
+    pub fn new(
+        def: &'static ConnectorDef,
+        value: Value,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Sandbox, ConnectorError> {
         let s: Settings = settings::parse(def, value)?;
+        let egress = egress::Egress::new(def.name, &s.egress, lookup).map_err(|reason| {
+            ConnectorError::Settings {
+                connector: def.name,
+                reason,
+            }
+        })?;
         let nonzero = |v: Option<u64>, default: u64, key: &str| match v {
             Some(0) => Err(ConnectorError::Settings {
                 connector: def.name,
@@ -173,6 +192,8 @@ impl Sandbox {
             cgroups,
             host: jail::HostProbe::default(),
             filters,
+            helper: jail::helper_path(lookup),
+            egress,
         })
     }
 
@@ -253,8 +274,24 @@ impl Sandbox {
             .map(|bytes| jail::filter_pipe(bytes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name)))?;
+        let gate = self.egress.gate(cx.mode).map_err(|e| {
+            ToolError::fatal(format!("`{}`: cannot open the run's egress gate: {e}", self.name))
+        })?;
+        let helper = match (&gate, &self.helper) {
+            (None, _) => None,
+            (Some(_), Some(h)) => Some(h.as_path()),
+            (Some(_), None) => {
+                return Err(ToolError::fatal(format!(
+                    "`{}` cannot reach its `egress` hosts: the forwarder (`bulkhead`, or BULKHEAD_JAIL_HELPER) is not found",
+                    self.name
+                )));
+            }
+        };
         let layout = jail::Layout {
-            share_network: jail::Layout::code_network(cx.mode),
+            way_out: gate.as_ref().zip(helper).map(|(g, helper)| jail::Way {
+                socket_dir: g.dir(),
+                helper,
+            }),
             host,
             workspace: Some(ws.dir_fd()),
             info: true,
@@ -270,7 +307,10 @@ impl Sandbox {
             cgroup.as_ref(),
         );
         let mut cmd = tokio::process::Command::new(bwrap);
+        // bubblewrap is the jail's PID 1, and its environment is readable in the jail: it
+        // starts with none (the jail's program gets what `jail::args` sets).
         cmd.args(jail::args(&layout, &argv))
+            .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -25,7 +25,7 @@ use super::{
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
-use bulkhead_vocab::{HostPort, workspace_layer};
+use bulkhead_vocab::{HostPort, ranges, workspace_layer};
 use serde_json::{Map, Value, json};
 
 /// The Secret holding the state store's URL (key `url`); created by the operator.
@@ -41,13 +41,15 @@ const SECRET_DIR: &str = "/run/secrets/bulkhead";
 /// Where the state store's Secret is mounted (its key `url` is read through
 /// `BULKHEAD_STATE_STORE_FILE`: secrets reach containers as files, never as variables).
 const STATE_SECRET_DIR: &str = "/run/secrets/bulkhead-state";
-/// Private ranges the full instance does not reach through its egress rule.
-const PRIVATE: [&str; 4] = [
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "169.254.0.0/16",
-];
+/// The IPv4 ranges an egress rule to `0.0.0.0/0` excepts: every special-purpose range
+/// ([`bulkhead_vocab::ranges`]) but `0.0.0.0/8`, which no packet is sent to.
+fn special_ipv4() -> Vec<&'static str> {
+    ranges::SPECIAL
+        .iter()
+        .map(|r| r.cidr)
+        .filter(|c| !c.contains(':') && *c != "0.0.0.0/8")
+        .collect()
+}
 
 /// DNS-1123 form of a name (`_` → `-`).
 fn dns(name: &str) -> String {
@@ -497,7 +499,7 @@ fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
         NetworkMode::Full => {
             let ports = ports_of(&p.server.egress);
             (!ports.is_empty()).then(|| json!([{
-                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": PRIVATE}}],
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": special_ipv4()}}],
                 "ports": ports.iter().map(|p| json!({"protocol": "TCP", "port": p})).collect::<Vec<_>>(),
             }]))
         }
@@ -524,19 +526,14 @@ fn proxy_policy(p: &ServerPlan, name: &str) -> Value {
     let ports = ports_of(&p.allowed);
     // Public addresses, the internal ranges the deployment names, and allowlisted internal
     // addresses written as such; never a local or another internal range (squid checks names).
-    let except: Vec<&str> = crate::net::NEVER
-        .iter()
-        .chain(crate::net::INTERNAL)
-        .copied()
-        .filter(|r| !r.contains(':') && *r != "0.0.0.0/8")
-        .collect();
+    let except = special_ipv4();
     let mut to = vec![json!({"ipBlock": {"cidr": "0.0.0.0/0", "except": except}})];
     for r in &p.server.internal_ranges {
         to.push(json!({"ipBlock": {"cidr": r}}));
     }
     for a in &p.allowed {
         if let Ok(ip) = a.host.parse::<std::net::Ipv4Addr>()
-            && crate::net::internal_range(&format!("{ip}/32")).is_ok()
+            && ranges::openable(&format!("{ip}/32")).is_ok()
         {
             to.push(json!({"ipBlock": {"cidr": format!("{ip}/32")}}));
         }

@@ -9,6 +9,7 @@
 use super::{HostPort, NetworkMode, plan};
 use crate::emit::{Output, header};
 use crate::model::{Deployment, Model};
+use bulkhead_vocab::ranges;
 use std::fmt::Write as _;
 
 const EXPLAIN: &str = "\
@@ -30,7 +31,7 @@ fn is_ip_literal(host: &str) -> bool {
 
 /// The squid directives that allow exactly `allowed` (the shared part of every proxy config);
 /// allowlisted names may resolve into the `internal` ranges the deployment names, never into
-/// any other internal or local range ([`crate::net`]).
+/// any other special-purpose range ([`bulkhead_vocab::ranges`]).
 pub fn squid_policy(allowed: &[HostPort], internal: &[String]) -> String {
     let mut out = String::new();
     for (i, a) in allowed.iter().enumerate() {
@@ -51,10 +52,12 @@ pub fn squid_policy(allowed: &[HostPort], internal: &[String]) -> String {
     names.dedup();
     if !names.is_empty() {
         let _ = writeln!(out, "acl bh_names dstdomain -n {}", names.join(" "));
-        let blocked: Vec<&str> = crate::net::NEVER
+        // squid keeps IPv4 addresses as IPv4-mapped IPv6 inside: the mapped range would match
+        // every IPv4 destination, and squid judges a mapped address as its IPv4 one anyway.
+        let blocked: Vec<&str> = ranges::SPECIAL
             .iter()
-            .chain(crate::net::INTERNAL)
-            .copied()
+            .map(|r| r.cidr)
+            .filter(|c| *c != "::ffff:0:0/96")
             .collect();
         let _ = writeln!(out, "acl bh_blocked_ip dst {}", blocked.join(" "));
         if internal.is_empty() {

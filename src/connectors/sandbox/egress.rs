@@ -1,0 +1,398 @@
+//! The server's end of a jail's way out: a gate on a Unix socket that lets a jail reach exactly
+//! the `host:port` entries its connector declares (`egress:`), and nothing else.
+//!
+//! # The invariant (enforced here)
+//!
+//! A byte from a jail reaches another host only through a gate, and a gate opens a connection
+//! only when (1) the request names a `host:port` on its connector's `egress` list (an HTTP
+//! `CONNECT host:port` or an absolute-form `http://host:port/…` request), and (2) on a `full`
+//! instance, every address the name resolves to is the internet ([`bulkhead_vocab::ranges`];
+//! an allowlisted IP literal is taken as written, as squid takes it), or, on a `proxied` instance, the instance's egress proxy (squid,
+//! the deployment's allowlist and the same ranges) carries it. A `none` instance opens no gate.
+//! Everything else gets `403` naming what was refused. Who may call a tool whose jail has a gate
+//! is decided before the jail starts: such tools are `connect` (`bulkhead check` refuses
+//! otherwise), so the token's connect scope and the session's level apply to them as to every
+//! `connect` tool.
+//!
+//! The jail reaches the gate through [`super::forward`], which listens on the jail's own
+//! loopback; the gate's socket is the only file of the host's network a jail can open.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bulkhead_vocab::HostPort;
+use bulkhead_vocab::ranges;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+
+use crate::policy::NetworkMode;
+
+/// Largest request head a jail may send before the gate decides.
+const MAX_HEAD: usize = 16 * 1024;
+/// Longest wait for a request head, and for a connection to open.
+const WAIT: Duration = Duration::from_secs(10);
+/// Connections a gate carries at once.
+const MAX_CONNECTIONS: usize = 32;
+
+/// Where a connector's jails may go, and how.
+#[derive(Clone, Debug)]
+pub struct Egress {
+    connector: &'static str,
+    allowed: Vec<HostPort>,
+    /// The instance's egress proxy (`host:port`), used on `proxied`.
+    proxy: Option<String>,
+}
+
+/// How a gate reaches what it lets through.
+#[derive(Clone, Debug)]
+enum Via {
+    /// Straight to the destination, refusing names that resolve to special-purpose addresses.
+    Direct,
+    /// Through the instance's egress proxy (`host:port`), which applies its own allowlist.
+    Proxy(String),
+    /// Nowhere: the reason, given to every request.
+    Nowhere(String),
+}
+
+impl Egress {
+    /// The egress of `connector`: `entries` are `host:port` (checked like every egress entry);
+    /// `lookup` reads the instance's egress proxy (`HTTPS_PROXY`, else `HTTP_PROXY`: how `up`,
+    /// compose and Kubernetes give a proxied instance its proxy).
+    pub fn new(
+        connector: &'static str,
+        entries: &[String],
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Egress, String> {
+        let allowed = entries
+            .iter()
+            .map(|e| {
+                HostPort::parse(e).map_err(|why| format!("settings.egress: `{e}`: {why}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+            .iter()
+            .find_map(|k| lookup(k).filter(|v| !v.is_empty()))
+            .map(|v| {
+                let v = v.split_once("://").map_or(v.as_str(), |(_, rest)| rest);
+                v.trim_end_matches('/').to_string()
+            });
+        Ok(Egress {
+            connector,
+            allowed,
+            proxy,
+        })
+    }
+
+    /// No way out.
+    pub fn none(connector: &'static str) -> Egress {
+        Egress {
+            connector,
+            allowed: Vec::new(),
+            proxy: None,
+        }
+    }
+
+    /// Opens a gate for one jail on an instance in `mode`, or `None` when the connector
+    /// declares no egress or the instance has no network (`none`).
+    pub fn gate(&self, mode: NetworkMode) -> std::io::Result<Option<Gate>> {
+        if self.allowed.is_empty() || mode == NetworkMode::None {
+            return Ok(None);
+        }
+        let via = match mode {
+            NetworkMode::Full => Via::Direct,
+            _ => match &self.proxy {
+                Some(p) => Via::Proxy(p.clone()),
+                None => Via::Nowhere(
+                    "this proxied instance has no egress proxy (HTTPS_PROXY is not set)".into(),
+                ),
+            },
+        };
+        Gate::open(Arc::new(Policy {
+            egress: self.clone(),
+            via,
+        }))
+        .map(Some)
+    }
+}
+
+struct Policy {
+    egress: Egress,
+    via: Via,
+}
+
+/// A gate's socket, in a private folder of its own; the gate stops when this is dropped.
+pub struct Gate {
+    dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Gate {
+    fn open(policy: Arc<Policy>) -> std::io::Result<Gate> {
+        let dir = tempfile::Builder::new().prefix("bulkhead-egress-").tempdir()?;
+        let listener = UnixListener::bind(dir.path().join("egress.sock"))?;
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    let mut conn = conn;
+                    let _ = reply(
+                        &mut conn,
+                        "503 Service Unavailable",
+                        &format!(
+                            "bulkhead: limit reached: {MAX_CONNECTIONS} connections of this jail are open"
+                        ),
+                    )
+                    .await;
+                    continue;
+                };
+                let policy = policy.clone();
+                tokio::spawn(async move {
+                    serve(conn, &policy).await;
+                    drop(slot);
+                });
+            }
+        });
+        Ok(Gate { dir, task })
+    }
+
+    /// The folder holding the gate's socket (bound into the jail at
+    /// [`super::forward::SOCKET_DIR`]).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// One connection: read the head, decide, connect, then carry bytes both ways.
+async fn serve(mut conn: UnixStream, policy: &Policy) {
+    let connector = policy.egress.connector;
+    let head = match tokio::time::timeout(WAIT, read_head(&mut conn)).await {
+        Ok(Ok(h)) => h,
+        Ok(Err(why)) => {
+            let _ = reply(&mut conn, "400 Bad Request", &format!("bulkhead: {why}")).await;
+            return;
+        }
+        Err(_) => return,
+    };
+    let (target, connect) = match target(&head.bytes[..head.end]) {
+        Ok(t) => t,
+        Err(why) => {
+            let _ = reply(&mut conn, "400 Bad Request", &format!("bulkhead: {why}")).await;
+            return;
+        }
+    };
+    let Some(entry) = policy
+        .egress
+        .allowed
+        .iter()
+        .find(|a| a.host.eq_ignore_ascii_case(&target.host) && a.port == target.port)
+    else {
+        tracing::warn!(connector, target = %target, "egress refused: not declared");
+        let list: Vec<String> = policy.egress.allowed.iter().map(|a| a.to_string()).collect();
+        let _ = reply(
+            &mut conn,
+            "403 Forbidden",
+            &format!(
+                "bulkhead: `{connector}` may not reach {target}: its `egress` allows {}",
+                list.join(", ")
+            ),
+        )
+        .await;
+        return;
+    };
+    let upstream = match &policy.via {
+        Via::Nowhere(why) => Err(("403 Forbidden", format!("bulkhead: {why}"))),
+        Via::Proxy(proxy) => tokio::time::timeout(WAIT, TcpStream::connect(proxy.as_str()))
+            .await
+            .map_err(|_| ("504 Gateway Timeout", "bulkhead: the egress proxy did not answer".into()))
+            .and_then(|r| {
+                r.map_err(|e| {
+                    (
+                        "502 Bad Gateway",
+                        format!("bulkhead: the egress proxy cannot be reached: {e}"),
+                    )
+                })
+            }),
+        Via::Direct => direct(entry).await,
+    };
+    let mut upstream = match upstream {
+        Ok(u) => u,
+        Err((status, why)) => {
+            tracing::warn!(connector, target = %target, reason = %why, "egress refused");
+            let _ = reply(&mut conn, status, &why).await;
+            return;
+        }
+    };
+    tracing::info!(connector, target = %target, "egress opened");
+    let rest = &head.bytes[head.end..head.len];
+    let sent = match (&policy.via, connect) {
+        // The destination itself: answer the CONNECT, pass what followed the head.
+        (Via::Direct, true) => {
+            conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .is_ok()
+                && upstream.write_all(rest).await.is_ok()
+        }
+        // A proxy, or an origin server taking an absolute-form request: the request as sent.
+        _ => upstream.write_all(&head.bytes[..head.len]).await.is_ok(),
+    };
+    if sent {
+        let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+    }
+}
+
+/// Resolves `entry` and connects to its first address, unless a name resolves to a
+/// special-purpose address (an IP literal on the list is taken as written, as squid takes it).
+async fn direct(entry: &HostPort) -> Result<TcpStream, (&'static str, String)> {
+    let literal = entry.host.parse::<IpAddr>().is_ok();
+    let addrs: Vec<std::net::SocketAddr> =
+        match tokio::time::timeout(WAIT, tokio::net::lookup_host((entry.host.as_str(), entry.port)))
+            .await
+        {
+            Ok(Ok(a)) => a.collect(),
+            Ok(Err(e)) => {
+                return Err((
+                    "502 Bad Gateway",
+                    format!("bulkhead: {} does not resolve: {e}", entry.host),
+                ));
+            }
+            Err(_) => {
+                return Err((
+                    "504 Gateway Timeout",
+                    format!("bulkhead: {} did not resolve in time", entry.host),
+                ));
+            }
+        };
+    if !literal
+        && let Some((ip, r)) = addrs
+            .iter()
+            .find_map(|a| ranges::refused(a.ip(), &[]).map(|r| (a.ip(), r)))
+    {
+        return Err((
+            "403 Forbidden",
+            format!(
+                "bulkhead: {} resolves to {ip}, which is {}",
+                entry.host, r.what
+            ),
+        ));
+    }
+    let mut last = format!("bulkhead: {} has no address", entry.host);
+    for a in addrs {
+        match tokio::time::timeout(WAIT, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = format!("bulkhead: {entry} cannot be reached: {e}"),
+            Err(_) => last = format!("bulkhead: {entry} did not answer in time"),
+        }
+    }
+    Err(("502 Bad Gateway", last))
+}
+
+struct Head {
+    bytes: Vec<u8>,
+    /// End of the head (after the blank line).
+    end: usize,
+    /// Bytes read in all.
+    len: usize,
+}
+
+async fn read_head(conn: &mut UnixStream) -> Result<Head, String> {
+    let mut bytes = vec![0u8; MAX_HEAD];
+    let mut len = 0;
+    loop {
+        if let Some(i) = bytes[..len].windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(Head {
+                bytes,
+                end: i + 4,
+                len,
+            });
+        }
+        if len == MAX_HEAD {
+            return Err(format!("limit reached: a request head of more than {MAX_HEAD} bytes"));
+        }
+        let n = conn
+            .read(&mut bytes[len..])
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the request ended before its head".into());
+        }
+        len += n;
+    }
+}
+
+/// The `host:port` a request asks for, and whether it is a `CONNECT`.
+fn target(head: &[u8]) -> Result<(HostPort, bool), String> {
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = std::str::from_utf8(line).map_err(|_| "the request line is not text")?;
+    let mut words = line.split(' ');
+    let (Some(method), Some(uri)) = (words.next(), words.next()) else {
+        return Err("no request line".into());
+    };
+    let (authority, default_port, connect) = if method == "CONNECT" {
+        (uri, None, true)
+    } else if let Some(rest) = uri.strip_prefix("http://") {
+        (rest.split(['/', '?', '#']).next().unwrap_or(""), Some(80), false)
+    } else {
+        return Err(format!(
+            "only CONNECT and absolute http:// requests pass a proxy (got `{method} {uri}`)"
+        ));
+    };
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || p.parse::<u16>().is_ok() => (h, p.parse::<u16>().ok()),
+        _ => (authority, None),
+    };
+    let port = port
+        .or(default_port)
+        .ok_or_else(|| format!("`{authority}` names no port"))?;
+    Ok((
+        HostPort {
+            host: host.trim_matches(['[', ']']).to_ascii_lowercase(),
+            port,
+        },
+        connect,
+    ))
+}
+
+async fn reply(conn: &mut UnixStream, status: &str, text: &str) -> std::io::Result<()> {
+    let msg = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}\n",
+        text.len() + 1
+    );
+    conn.write_all(msg.as_bytes()).await?;
+    conn.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target;
+
+    #[test]
+    fn targets() {
+        let t = |s: &str| target(s.as_bytes()).map(|(hp, c)| (hp.to_string(), c));
+        assert_eq!(
+            t("CONNECT example.com:443 HTTP/1.1\r\n\r\n"),
+            Ok(("example.com:443".into(), true))
+        );
+        assert_eq!(
+            t("GET http://Example.com/x HTTP/1.1\r\n\r\n"),
+            Ok(("example.com:80".into(), false))
+        );
+        assert_eq!(
+            t("GET http://u@h.test:8080/x HTTP/1.1\r\n\r\n"),
+            Ok(("h.test:8080".into(), false))
+        );
+        assert!(t("GET /x HTTP/1.1\r\n\r\n").is_err());
+        assert!(t("CONNECT example.com HTTP/1.1\r\n\r\n").is_err());
+    }
+}
