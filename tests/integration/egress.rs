@@ -154,8 +154,18 @@ fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named
         ("ula.example.com", "fd00:ec2::254", false),
         ("meta.example.com", "169.254.169.254", false),
         ("mapped.example.com", "::ffff:192.168.1.1", false),
+        // Translation and tunnelling prefixes that embed an IPv4 address, and the other
+        // special-purpose ranges the IANA registries list (the list of `vocab::ranges`).
+        ("nat64.example.com", "64:ff9b::7f00:1", false),
+        ("nat64local.example.com", "64:ff9b:1::a00:1", false),
+        ("sixtofour.example.com", "2002:7f00:1::1", false),
+        ("teredo.example.com", "2001:0:4136:e378::1", false),
+        ("sitelocal.example.com", "fec0::1", false),
+        ("bench.example.com", "198.18.0.7", false),
+        ("doc.example.com", "192.0.2.7", false),
+        ("reserved.example.com", "240.0.0.7", false),
         ("declared.example.com", "10.9.1.1", true),
-        ("public.example.com", "198.18.0.7", true),
+        ("declaredbench.example.com", "198.19.1.1", true),
     ];
     let allowed: Vec<HostPort> = names
         .iter()
@@ -173,7 +183,10 @@ fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named
     std::fs::write(dir.path().join("hosts"), hosts).unwrap();
     std::fs::write(
         dir.path().join("policy.conf"),
-        squid_policy(&allowed, &["10.9.0.0/16".to_string()]),
+        squid_policy(
+            &allowed,
+            &["10.9.0.0/16".to_string(), "198.19.0.0/16".to_string()],
+        ),
     )
     .unwrap();
     std::fs::write(

@@ -45,18 +45,22 @@ fn token(secret: &str, user: &str, session: &str) -> String {
     bulkhead::auth::mint::mint_hs256(secret.as_bytes(), &claims).unwrap()
 }
 
-/// The test override: every network internal, the webhook host a listener on `egress`.
+/// The subnet of the test's stand-in for the outside (benchmarking range, opened for the test).
+const EGRESS_SUBNET: &str = "198.18.7.0/24";
+
+/// The test override: every network internal, the webhook host a listener on `egress`, the
+/// proxies' policies with that subnet opened (`internal_ranges`).
 fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBuf {
     let mut networks = serde_json::Map::new();
     for name in compose["networks"].as_object().unwrap().keys() {
         networks.insert(name.clone(), json!({ "internal": true }));
     }
-    // The listener standing in for hooks.example.com must look like the outside: squid refuses
-    // an allowlisted name that resolves to a private address, so `egress` gets a subnet from the
-    // benchmarking range (198.18.0.0/15: not private, never routed).
+    // The listener standing in for hooks.example.com sits on `egress`, a subnet of the
+    // benchmarking range that squid refuses like every special-purpose range: the test says so
+    // as a deployment would, naming the range (`internal_ranges`) in the proxy's policy.
     networks.insert(
         "egress".into(),
-        json!({ "internal": true, "ipam": { "config": [{ "subnet": "198.18.7.0/24" }] } }),
+        json!({ "internal": true, "ipam": { "config": [{ "subnet": EGRESS_SUBNET }] } }),
     );
     let ca = tls.join("ca.pem").display().to_string();
     let mut services = serde_json::Map::new();
@@ -71,6 +75,34 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
                 }),
             );
         }
+    }
+    for (name, svc) in compose["services"].as_object().unwrap() {
+        let Some(policy) = svc["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .find(|v| v.ends_with(":/etc/squid/policy.conf:ro"))
+        else {
+            continue;
+        };
+        let generated = root().join("generated/compose").join(policy.split(':').next().unwrap());
+        let text = std::fs::read_to_string(&generated).unwrap();
+        let allowed: Vec<bulkhead_vocab::HostPort> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter_map(|l| bulkhead_vocab::HostPort::parse(l).ok())
+            .collect();
+        let file = dir.join(format!("{name}.policy.conf"));
+        std::fs::write(
+            &file,
+            bulkhead_codegen::emit::deploy::proxy::squid_policy(&allowed, &[EGRESS_SUBNET.into()]),
+        )
+        .unwrap();
+        services.insert(
+            name.clone(),
+            json!({ "volumes": [format!("{}:/etc/squid/policy.conf:ro", file.display())] }),
+        );
     }
     services.insert(
         "hooks".into(),

@@ -18,8 +18,9 @@ const EXPLAIN: &str = "\
 #   network has no other way out. `CONNECT host:port` is tunnelled, and plain HTTP forwarded,
 #   only for the allowlisted `host:port` pairs below (names match exactly, no subdomains).
 #   Anything else gets 403 (`X-Squid-Error: ERR_ACCESS_DENIED`) without squid contacting it.
-# - An allowlisted *name* that resolves to a loopback, link-local (cloud metadata),
-#   unspecified, private, shared or unique-local address is refused (DNS rebinding, or an
+# - An allowlisted *name* that resolves to a special-purpose address (the IANA registries:
+#   loopback, link-local and cloud metadata, private, shared, unique-local, benchmarking,
+#   documentation, multicast, reserved, NAT64/6to4/Teredo) is refused (DNS rebinding, or an
 #   internal host behind a public name), unless the deployment names that internal range
 #   (`internal_ranges`); DNS is only asked for allowlisted names.
 # - Nothing is cached; no Via or X-Forwarded-For header is added; no version string is sent.
