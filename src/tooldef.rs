@@ -80,6 +80,9 @@ pub struct ConnectorDef {
     pub sensitivity: Sensitivity,
     /// Settings as JSON text (strings may hold `${VAR}`; expanded at start).
     pub settings: &'static str,
+    /// Variables of `settings` that carry credentials (read from `<VAR>_FILE` in every
+    /// generated deployment; one set plainly is warned about at start).
+    pub secrets: &'static [&'static str],
     /// Operations.
     pub operations: &'static [OperationDef],
 }

@@ -28,6 +28,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "logs",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"dir":"${APP_LOG_DIR:-data/logs}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "search",
@@ -43,6 +44,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "mcp",
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"command":["${MCP_SERVER_TIME:-mcp-server-time}","--local-timezone","UTC"],"start_timeout_ms":"${MCP_START_TIMEOUT_MS:-20000}","call_timeout_ms":"${MCP_CALL_TIMEOUT_MS:-10000}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "convert",
@@ -73,6 +75,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "postgres",
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"url":"${CRM_DATABASE_URL}","statement_timeout_ms":10000}"#,
+        secrets: &["CRM_DATABASE_URL"],
         operations: &[
             bh::OperationDef {
                 name: "get",
@@ -97,6 +100,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "sandbox",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"cpu_seconds":"${PYTHON_CPU_SECONDS:-10}","wall_seconds":"${PYTHON_WALL_SECONDS:-30}","memory_mb":"${PYTHON_MEMORY_MB:-512}","processes":"${PYTHON_PROCESSES:-64}","output_bytes":"${PYTHON_OUTPUT_BYTES:-1048576}","file_bytes":"${PYTHON_FILE_BYTES:-67108864}","max_runs":"${PYTHON_MAX_RUNS:-8}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "run",
@@ -112,6 +116,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "sqlite",
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"path":"${RECORDS_DB:-data/records.db}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "get",
@@ -136,6 +141,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "logs",
         sensitivity: bh::Sensitivity::Secret,
         settings: r#"{"dir":"${SECURITY_LOG_DIR:-data/security-logs}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "search",
@@ -151,6 +157,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "http",
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"base_url":"${WEBHOOK_URL:-https://hooks.example.com}","timeout_ms":5000,"max_response_bytes":65536,"headers":{"X-Webhook-Token":"${WEBHOOK_TOKEN:-}"},"ca_file":"${WEBHOOK_CA_FILE:-}"}"#,
+        secrets: &["WEBHOOK_TOKEN"],
         operations: &[
             bh::OperationDef {
                 name: "notify",
@@ -169,6 +176,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "files",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "list",

@@ -102,6 +102,14 @@ impl Runtime {
                 outputs.insert(tool.name, v);
             }
         }
+        for var in crate::config::env::plain_secrets(
+            used_connectors(&server).flat_map(|c| c.secrets.iter().copied()),
+        ) {
+            tracing::warn!(
+                var,
+                "a connector secret is set as a plain environment variable; pass it as a file ({var}_FILE), as every generated deployment does"
+            );
+        }
         let connectors = Connectors::from_env(used_connectors(&server))?;
         let limits = CallLimits::default();
         Ok(Runtime {

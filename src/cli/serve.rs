@@ -39,6 +39,12 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         for (route, listener) in bulkhead::relay::bind(&args.forward).await? {
             tokio::spawn(bulkhead::relay::run(route, listener, Default::default(), forwards_stop.clone()));
         }
+        for var in bulkhead::config::env::plain_secrets(config.secret_vars.iter().map(String::as_str)) {
+            tracing::warn!(
+                var,
+                "a credential of the configuration is set as a plain environment variable; pass it as a file ({var}_FILE), as every generated deployment does"
+            );
+        }
         let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
         let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
         let checks_stop = CancellationToken::new();

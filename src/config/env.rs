@@ -22,14 +22,49 @@ pub fn lookup(name: &str) -> Option<String> {
 }
 
 /// The egress proxy this process is given (`HTTPS_PROXY`, then `HTTP_PROXY`, either case), as
-/// `host:port`. The http connector (through reqwest), the postgres connector's tunnel and the
-/// isolation self-check all go by it.
+/// `host:port`. The http connector (through reqwest), the postgres connector's tunnel, the
+/// jails' gates and the isolation self-check all go by it.
 pub fn egress_proxy() -> Option<String> {
+    egress_proxy_in(&lookup)
+}
+
+/// [`egress_proxy`] as `lookup` sees the environment.
+pub fn egress_proxy_in(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
     let url = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
         .iter()
         .find_map(|k| lookup(k).filter(|v| !v.is_empty()))?;
     let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
     Some(rest.trim_end_matches('/').to_string())
+}
+
+/// The variables `${…}` references in `text` (`${NAME}`, `${NAME:-default}`, …).
+pub fn references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        rest = &rest[i + 2..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if end > 0 {
+            out.push(rest[..end].to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Of `secrets` (variable names that carry credentials), those set as plain environment
+/// variables rather than read from a file (`<VAR>_FILE`): any process started with this
+/// environment, and anyone who can read `/proc/<pid>/environ` of this one, sees them.
+pub fn plain_secrets<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = secrets
+        .into_iter()
+        .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn read(path: &str) -> Result<String, String> {

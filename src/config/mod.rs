@@ -2,7 +2,7 @@
 //! expansion applied to the parsed strings (never to the raw text).
 
 mod diagnose;
-mod env;
+pub mod env;
 mod expand;
 mod yaml;
 

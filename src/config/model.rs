@@ -57,6 +57,11 @@ pub struct Config {
     /// Traces over OpenTelemetry (off unless an endpoint is set).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// The variables the credentials of this file are read from (`auth.keys[].secret`,
+    /// `state.store`), as written before expansion.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub secret_vars: Vec<String>,
 }
 
 /// OpenTelemetry traces (`telemetry:`): one span per tool call, exported over OTLP/HTTP.
@@ -516,9 +521,20 @@ impl Config {
         base: &Path,
     ) -> Result<Config, ConfigError> {
         let (mut value, positions) = super::load_yaml_with_positions(text, origin)?;
+        let mut secret_vars = Vec::new();
+        let keys = value["auth"]["keys"].as_array().cloned().unwrap_or_default();
+        for written in keys
+            .iter()
+            .map(|k| &k["secret"])
+            .chain([&value["state"]["store"]])
+            .filter_map(serde_json::Value::as_str)
+        {
+            secret_vars.extend(super::env::references(written));
+        }
         expand(&mut value, lookup)?;
         let mut config: Config = serde_path_to_error::deserialize(value)
             .map_err(|e| super::diagnose::invalid(text, origin, &positions, &e))?;
+        config.secret_vars = secret_vars;
         config
             .state
             .resolve(base)

@@ -562,6 +562,7 @@ mod tests {
             },
         }];
         static DEF: ConnectorDef = ConnectorDef {
+            secrets: &[],
             name: "db",
             kind: "postgres",
             sensitivity: crate::policy::Sensitivity::Confidential,

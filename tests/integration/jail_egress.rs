@@ -136,6 +136,7 @@ fn python(egress: &[String], proxy: Option<String>) -> Connectors {
         },
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
+        secrets: &[],
         name: "python",
         kind: "sandbox",
         sensitivity: bulkhead::policy::Sensitivity::Internal,

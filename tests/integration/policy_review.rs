@@ -135,6 +135,16 @@ sed -i 's/uses: records\./uses: recs./; s/sensitivity: confidential/sensitivity:
         ],
     ),
     (
+        "the sandbox given a way out (egress), its tool made connect",
+        r#"sed -i 's/^  max_runs: .*/&\n  egress: ["pypi.org:443"]/' specs/connectors/python.yaml
+python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+t=t.replace("    permission: write\n    context: default\n    sensitivity: internal\n    uses: python.run","    permission: connect\n    context: default\n    sensitivity: internal\n    uses: python.run")
+open(p,'w').write(t)
+P"#,
+        &["weakened: reach-widened: connector `python`: + pypi.org:443"],
+    ),
+    (
         "a tool moved to handler: rust",
         r#"python3 - <<'P'
 p='specs/servers/template.yaml'; t=open(p).read()

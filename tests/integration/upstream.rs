@@ -81,6 +81,7 @@ fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
         },
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
+        secrets: &[],
         name: "fixture",
         kind: "mcp",
         sensitivity: bulkhead::policy::Sensitivity::Public,
@@ -715,6 +716,7 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
         },
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
+        secrets: &[],
         name: "remote",
         kind: "mcp",
         sensitivity: bulkhead::policy::Sensitivity::Internal,

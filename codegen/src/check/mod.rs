@@ -6,6 +6,7 @@ mod deployments;
 mod params;
 mod resources;
 mod returns;
+mod secrets;
 mod servers;
 mod warnings;
 
@@ -70,6 +71,13 @@ pub fn check(
     let connectors_model = connectors::check(connectors, &mut errors);
     let servers_model = servers::check(servers, &connectors_model, declared, &mut errors);
     let deployments_model = deployments::check(deployments, &servers_model, declared, &mut errors);
+    secrets::check(
+        connectors,
+        &connectors_model,
+        &servers_model,
+        &deployments_model,
+        &mut errors,
+    );
     if errors.is_empty() {
         let mut warnings = warnings::results_unreadable(servers, &servers_model, &connectors_model);
         warnings.extend(warnings::unreachable_from_none(

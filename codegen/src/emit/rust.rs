@@ -381,6 +381,7 @@ fn connector_def(c: &Connector) -> TokenStream {
     let kind = &c.kind.as_str();
     let sens = sensitivity(c.sensitivity);
     let settings = raw_str(&c.settings.to_string());
+    let secrets = &c.secrets;
     let ops = c.operations.iter().map(|op| {
         let oname = &op.name;
         let schema = raw_str(&input_schema(&op.params).to_string());
@@ -412,6 +413,7 @@ fn connector_def(c: &Connector) -> TokenStream {
             kind: #kind,
             sensitivity: #sens,
             settings: #settings,
+            secrets: &[#(#secrets),*],
             operations: &[#(#ops),*],
         }
     }

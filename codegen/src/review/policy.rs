@@ -78,7 +78,7 @@ pub struct ConnectorPolicy {
     /// Where it points (path, folder, URL, base URL), resolved to its default.
     pub location: String,
     /// `host:port` it may reach (http: `allowed_hosts` and the base URL's host; postgres: the
-    /// URL's host).
+    /// URL's host; sandbox and launched mcp: `egress`).
     pub reach: BTreeSet<String>,
     /// Variables passed as secrets (files), not as plain environment.
     pub secrets: BTreeSet<String>,
@@ -226,6 +226,8 @@ fn connector_policy(c: &Connector) -> ConnectorPolicy {
             reach.insert(h.to_string());
         }
     }
+    // A jail's way out (`sandbox`, launched `mcp`): from no network to any host is a widening.
+    reach.extend(c.egress.iter().map(|h| h.to_string()));
     ConnectorPolicy {
         name: c.name.clone(),
         source: c.source.clone(),

@@ -6,11 +6,16 @@
 //!
 //! # Pinning (the invariant, enforced here)
 //!
-//! No call reaches an upstream tool whose live definition differs from its pinned one: the
-//! upstream's list is read when it starts and again after every
-//! `notifications/tools/list_changed` (before the next call), and a declared tool whose
-//! definition drifted (or that is no longer listed) is refused with a `[FATAL]` error naming the
-//! fields that changed, until the lock is updated and reviewed. Other tools keep working.
+//! No answer of an upstream tool whose live definition differs from its pinned one reaches the
+//! model. An upstream that tells of list changes has its list read when it starts and again
+//! after every `notifications/tools/list_changed` (before the next call), so no call reaches a
+//! drifted tool. An upstream that cannot tell (protocol 2026-07-28 without a tools subscription)
+//! has its list read beside every call: the call may reach a tool that drifted silently, but its
+//! answer is withheld when the list read beside it no longer matches the pin (the upstream is
+//! jailed with no way out but its declared `egress`, so what the call hands it stays there). A
+//! declared tool whose definition drifted (or that is no longer listed) is refused with a
+//! `[FATAL]` error naming the fields that changed, until the lock is updated and reviewed. Other
+//! tools keep working.
 //!
 //! # Lifecycle (decided here)
 //!

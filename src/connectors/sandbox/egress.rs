@@ -71,13 +71,7 @@ impl Egress {
                 HostPort::parse(e).map_err(|why| format!("settings.egress: `{e}`: {why}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let proxy = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
-            .iter()
-            .find_map(|k| lookup(k).filter(|v| !v.is_empty()))
-            .map(|v| {
-                let v = v.split_once("://").map_or(v.as_str(), |(_, rest)| rest);
-                v.trim_end_matches('/').to_string()
-            });
+        let proxy = crate::config::env::egress_proxy_in(lookup);
         Ok(Egress {
             connector,
             allowed,

@@ -7,6 +7,7 @@ use serde_json::json;
 const SEARCH: &str = r#"{"type":"object","properties":{}}"#;
 
 static WS: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "workspace",
     kind: "files",
     sensitivity: Sensitivity::Internal,

@@ -118,6 +118,7 @@ static OPS: &[OperationDef] = &[
 ];
 
 static API: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "api",
     kind: "http",
     sensitivity: Sensitivity::Public,
@@ -126,6 +127,7 @@ static API: ConnectorDef = ConnectorDef {
 };
 
 static ELSEWHERE: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "api",
     kind: "http",
     sensitivity: Sensitivity::Public,

@@ -5,6 +5,7 @@ use super::*;
 use serde_json::json;
 
 static LOGS: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "app_logs",
     kind: "logs",
     sensitivity: Sensitivity::Internal,

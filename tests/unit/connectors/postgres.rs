@@ -63,6 +63,7 @@ static OPS: &[OperationDef] = &[
 ];
 
 static DB: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "crm",
     kind: "postgres",
     sensitivity: Sensitivity::Confidential,

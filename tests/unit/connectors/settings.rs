@@ -5,6 +5,7 @@ use bulkhead::connectors::ConnectorError;
 
 fn def(kind: &'static str, settings: &'static str) -> &'static ConnectorDef {
     Box::leak(Box::new(ConnectorDef {
+        secrets: &[],
         name: "c",
         kind,
         sensitivity: Sensitivity::Public,

@@ -62,6 +62,7 @@ static OPS: &[OperationDef] = &[
 ];
 
 static DB: ConnectorDef = ConnectorDef {
+    secrets: &[],
     name: "records",
     kind: "sqlite",
     sensitivity: Sensitivity::Confidential,
