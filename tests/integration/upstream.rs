@@ -805,6 +805,7 @@ async fn pinned(
         })
         .collect();
     let def: &'static ConnectorDef = leak(ConnectorDef {
+        secrets: &[],
         name,
         kind: "mcp",
         sensitivity: bulkhead::policy::Sensitivity::Internal,

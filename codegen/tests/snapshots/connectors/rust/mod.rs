@@ -16,6 +16,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "logs",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"dir":"data/logs"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "search",
@@ -31,6 +32,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "sqlite",
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"path":"${RECORDS_DB:-data/records.db}"}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "rename",
@@ -55,6 +57,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "http",
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"base_url":"https://hooks.example.com","timeout_ms":5000}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "notify",
@@ -73,6 +76,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "files",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "list",

@@ -16,6 +16,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         kind: "files",
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
+        secrets: &[],
         operations: &[
             bh::OperationDef {
                 name: "read",
