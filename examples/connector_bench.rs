@@ -19,6 +19,7 @@ use futures::StreamExt as _;
 
 static DEFS: &[ConnectorDef] = &[
     ConnectorDef {
+        secrets: &[],
         name: "records",
         kind: "sqlite",
         sensitivity: Sensitivity::Confidential,
@@ -33,6 +34,7 @@ static DEFS: &[ConnectorDef] = &[
         }],
     },
     ConnectorDef {
+        secrets: &[],
         name: "app_logs",
         kind: "logs",
         sensitivity: Sensitivity::Internal,
