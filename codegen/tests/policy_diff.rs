@@ -111,7 +111,12 @@ fn a_container_without_the_engines_seccomp_filter_is_reported() {
         "specs/deployments/local.yaml",
         "specs/deployments/cluster.yaml",
     ] {
-        edit(b, file, "  third_party:\n    port: 8010\n", "");
+        edit(
+            b,
+            file,
+            "  third_party:\n    port: 8010\n    egress: [docs.example.com:443]\n    proxied_egress: [docs.example.com:443]\n",
+            "",
+        );
     }
     let base = load(b);
     let head_dir = tempfile::tempdir().unwrap();

@@ -52,6 +52,27 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
         },
         bh::ToolDef {
+            name: "fetch_page",
+            title: ::std::option::Option::None,
+            description: "Fetch a page of the documentation site this deployment allows (a URL) and return it as Markdown. It reaches the network: refused once the session holds private data.",
+            permission: bh::Permission::Connect,
+            context: "default",
+            sensitivity: bh::Sensitivity::Public,
+            annotations: bh::Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+                open_world: true,
+            },
+            input_schema: r#"{"type":"object","properties":{"max_length":{"type":"integer","description":"Maximum number of characters to return.","minimum":1,"maximum":999999,"default":5000},"raw":{"type":"boolean","description":"Get the actual HTML content of the requested page, without simplification.","default":false},"start_index":{"type":"integer","description":"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.","minimum":0,"default":0},"url":{"type":"string","description":"URL to fetch","minLength":1}},"required":["url"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "fetch:fetch",
+            target: bh::Target::Connector {
+                connector: "fetch",
+                operation: "fetch",
+            },
+        },
+        bh::ToolDef {
             name: "read_file",
             title: ::std::option::Option::None,
             description: "Read a file from your workspace (/workspace/...), such as a long result saved under /workspace/results/. Large files are truncated and saved.",

@@ -45,6 +45,9 @@ fn token(secret: &str, user: &str, session: &str) -> String {
     bulkhead::auth::mint::mint_hs256(secret.as_bytes(), &claims).unwrap()
 }
 
+/// The test's documentation site (`fetch_page`'s one host), plain HTTP on `egress`.
+const DOCS: &str = "docs.example.com:80";
+
 /// The subnet of the test's stand-in for the outside (benchmarking range, opened for the test).
 const EGRESS_SUBNET: &str = "198.18.7.0/24";
 
@@ -64,8 +67,12 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
     );
     let ca = tls.join("ca.pem").display().to_string();
     let mut services = serde_json::Map::new();
-    // The instances that run the webhook tool trust the listener's test CA.
+    // The instances that run the webhook tool trust the listener's test CA; those that run
+    // `fetch_page` may reach the test's documentation site.
     for (name, svc) in compose["services"].as_object().unwrap() {
+        if svc["environment"].get("FETCH_EGRESS").is_some() {
+            services.insert(name.clone(), json!({ "environment": { "FETCH_EGRESS": DOCS } }));
+        }
         if svc["environment"].get("WEBHOOK_URL").is_some() {
             services.insert(
                 name.clone(),
@@ -88,11 +95,15 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
         };
         let generated = root().join("generated/compose").join(policy.split(':').next().unwrap());
         let text = std::fs::read_to_string(&generated).unwrap();
-        let allowed: Vec<bulkhead_vocab::HostPort> = text
+        let mut allowed: Vec<bulkhead_vocab::HostPort> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# "))
             .filter_map(|l| bulkhead_vocab::HostPort::parse(l).ok())
             .collect();
+        // The test's documentation site is plain HTTP (`docs`, below).
+        if allowed.iter().any(|a| a.host == "docs.example.com") {
+            allowed.push(bulkhead_vocab::HostPort::parse(DOCS).unwrap());
+        }
         let file = dir.join(format!("{name}.policy.conf"));
         std::fs::write(
             &file,
@@ -104,6 +115,15 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
             json!({ "volumes": [format!("{}:/etc/squid/policy.conf:ro", file.display())] }),
         );
     }
+    services.insert(
+        "docs".into(),
+        json!({
+            "image": agent,
+            "command": ["python3", "-m", "http.server", "80", "--directory", "/opt/t"],
+            "networks": { "egress": { "aliases": ["docs.example.com"] } },
+            "volumes": [format!("{}:/opt/t:ro", root().join("tests/interop").display())],
+        }),
+    );
     services.insert(
         "hooks".into(),
         json!({
@@ -379,7 +399,7 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
             "http://template:8000/mcp",
             &carol,
         ],
-        6,
+        9,
     );
 
     // Isolation from inside: neither instance reaches the listener on `egress` directly.

@@ -181,14 +181,6 @@ sed -i 's/^name: local/name: local2/; s/proxied_egress: \[hooks.example.com:443\
         ],
     ),
     (
-        "secrets: removed from connectors",
-        "sed -i '/^secrets:/d' specs/connectors/*.yaml",
-        &[
-            "weakened: secret-unprotected: connector `crm_db`: `CRM_DATABASE_URL` no longer passed as a secret",
-            "weakened: secret-unprotected: connector `webhooks`: `WEBHOOK_TOKEN` no longer passed as a secret",
-        ],
-    ),
-    (
         "two commits: the first breaks the specs, the second lowers",
         r#"echo "garbage: [" >> specs/servers/crm.yaml
 git add -A && git -c user.name=r -c user.email=r@example.com commit -qm break
@@ -351,7 +343,8 @@ fn harmless_changes_pass_the_review() {
 
 /// Changes that make the head's specs fail to load: the check fails (exit 1) with the
 /// diagnostic, so there is nothing to walk around (cloud metadata as a connector's host, writes
-/// and side effects hidden in read SQL).
+/// and side effects hidden in read SQL, credentials of a production deployment's connectors
+/// taken out of `secrets:`).
 #[test]
 fn metadata_hosts_and_writes_hidden_in_read_sql_stop_the_check() {
     let (_dir, root) = repo();
@@ -375,6 +368,10 @@ t=t.replace("    sql: SELECT id, name, owner FROM accounts WHERE id = :id","    
 open(p,'w').write(t)
 P"#,
             "calls `set_config`",
+        ),
+        (
+            "sed -i '/^secrets:/d' specs/connectors/*.yaml",
+            "`WEBHOOK_TOKEN` looks like a credential, but `webhooks` reads it as a plain environment variable",
         ),
     ] {
         let (code, text) = review(&root, script);

@@ -613,18 +613,22 @@ fn monotonic_ns() -> u128 {
     t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
 
-/// A loopback listener that records, per connection, the newest tick (`<ns>\n`) and whether the
-/// sender has gone (EOF).
+/// Where a jail's senders reach [`Ticks`]: a Unix socket in the session's folder (the jail has no
+/// network; a socket file of its `/workspace` is the one way to be heard outside while it runs).
+const TICKS_IN_JAIL: &str = "/workspace/.ticks.sock";
+
+/// A listener on a Unix socket in a session's folder (`session_dir`, the host side of the jail's
+/// `/workspace`) that records, per connection, the newest tick (`<ns>\n`) and whether the sender
+/// has gone (EOF).
 struct Ticks {
-    port: u16,
     conns: Arc<std::sync::Mutex<Vec<(u128, bool)>>>,
 }
 
 impl Ticks {
-    fn start() -> Ticks {
+    fn start(session_dir: &Path) -> Ticks {
         use std::io::BufRead as _;
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
+        std::fs::create_dir_all(session_dir).unwrap();
+        let l = std::os::unix::net::UnixListener::bind(session_dir.join(".ticks.sock")).unwrap();
         let conns: Arc<std::sync::Mutex<Vec<(u128, bool)>>> = Arc::default();
         let all = conns.clone();
         std::thread::spawn(move || {
@@ -655,7 +659,7 @@ impl Ticks {
                 });
             }
         });
-        Ticks { port, conns }
+        Ticks { conns }
     }
 
     fn snapshot(&self) -> Vec<(u128, bool)> {
@@ -691,14 +695,14 @@ impl Ticks {
 
 /// A script that writes `before.txt`, starts a detached background sender (its own session,
 /// as a daemon would) and, unless `then_exit`, keeps sending itself for ever.
-fn senders(port: u16, then_exit: bool) -> String {
-    senders_every(port, then_exit, 0.005)
+fn senders(then_exit: bool) -> String {
+    senders_every(then_exit, 0.005)
 }
 
 /// [`senders`] with the pause between ticks (0: as fast as the socket takes them).
-fn senders_every(port: u16, then_exit: bool, pause: f64) -> String {
+fn senders_every(then_exit: bool, pause: f64) -> String {
     let sender = format!(
-        "import socket, time\ns = socket.create_connection(('127.0.0.1', {port}))\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep({pause})"
+        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.connect('{TICKS_IN_JAIL}')\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep({pause})"
     );
     let tail = if then_exit {
         "time.sleep(0.2)".to_string()
@@ -719,9 +723,9 @@ async fn an_escalation_elsewhere_ends_the_sessions_jails_first(store: super::pro
     let dep = Deployment::new(store, "sbxesc").await;
     let full = dep.start("full", None);
     let proxied = dep.start("proxied", None);
-    let ticks = Ticks::start();
+    let ticks = Ticks::start(&dep.path().join("workspaces/template/ana/esc1"));
     let on_full = client(&full.url, "ana", "esc1").await;
-    let code = senders(ticks.port, false);
+    let code = senders(false);
     let running = tokio::spawn(async move {
         let r = call(&on_full, "run_python", json!({ "code": code })).await;
         (on_full, r)
@@ -790,8 +794,8 @@ async fn postgres_an_escalation_elsewhere_ends_the_sessions_jails_first() {
 async fn a_background_process_dies_with_its_call() {
     let env = env();
     let rt = runtime(&env, NetworkMode::Full);
-    let ticks = Ticks::start();
-    let out = py(&rt, &id("ana", "bg1"), &senders(ticks.port, true)).await;
+    let ticks = Ticks::start(&layer(&env, NetworkMode::Full).join("ana/bg1"));
+    let out = py(&rt, &id("ana", "bg1"), &senders(true)).await;
     let returned = monotonic_ns();
     assert_eq!(result(&out)["exit_code"], 0, "{}", out.text);
     ticks.wait_all_gone();
@@ -806,8 +810,8 @@ async fn a_background_process_dies_with_its_call() {
 async fn a_cancelled_run_leaves_nothing_running() {
     let env = env();
     let rt = runtime(&env, NetworkMode::Full);
-    let ticks = Ticks::start();
-    let code = senders_every(ticks.port, false, 0.0);
+    let ticks = Ticks::start(&layer(&env, NetworkMode::Full).join("ana/cx1"));
+    let code = senders_every(false, 0.0);
     let who = id("ana", "cx1");
     let mut run = Box::pin(py(&rt, &who, &code));
     let deadline = Instant::now() + Duration::from_secs(30);

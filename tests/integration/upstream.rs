@@ -11,13 +11,126 @@ use bulkhead::tooldef::{ConnectorDef, OperationBody, OperationDef};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// `mcp-server-time` at its pinned version, in a virtualenv under `target/` (pip, PyPI).
 pub fn mcp_server_time() -> PathBuf {
     super::harness::pip_venv("upstreams/venv", &["mcp-server-time==2026.10.19"])
         .join("bin/mcp-server-time")
+}
+
+/// `mcp-server-fetch` at its pinned version, in a virtualenv of its own under `target/`.
+pub fn mcp_server_fetch() -> PathBuf {
+    super::harness::pip_venv("upstreams/fetch-venv", &["mcp-server-fetch==2026.10.24"])
+        .join("bin/mcp-server-fetch")
+}
+
+/// A stand-in for a proxied instance's egress proxy on loopback: answers every request with a
+/// small text page and keeps each request line it was sent.
+struct FakeProxy {
+    url: String,
+    lines: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl FakeProxy {
+    async fn start() -> FakeProxy {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = lines.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16384];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&got);
+                    kept.lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or("").to_string());
+                    // Plain text: `mcp-server-fetch` simplifies HTML with readabilipy, which runs
+                    // `npm install` on first use when Node.js is present (no registry in a jail).
+                    let body = "Runbook\n\nRestart the queue worker first.\n";
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        FakeProxy { url, lines }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+/// The example `connect` upstream end to end: the real `mcp-server-fetch` behind
+/// `third_party.fetch_page` (connector `fetch`, `egress: [docs.example.com:80]` here) on a proxied
+/// instance. Its request leaves its jail only through the server's gate and then the instance's
+/// egress proxy, as sent; a host it does not declare never reaches the proxy; once the session
+/// holds confidential data the tool is refused before the upstream sees the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_may() {
+    let bin = tokio::task::spawn_blocking(mcp_server_fetch).await.unwrap();
+    let time = tokio::task::spawn_blocking(mcp_server_time).await.unwrap();
+    let proxy = FakeProxy::start().await;
+    let mut dep = Deployment::new(Store::Sqlite, "fetch").await;
+    dep.set_env("MCP_SERVER_FETCH", bin.to_str().unwrap());
+    dep.set_env("MCP_SERVER_TIME", time.to_str().unwrap());
+    dep.set_env("FETCH_EGRESS", "docs.example.com:80");
+    dep.set_env("HTTPS_PROXY", &proxy.url);
+    dep.set_env("HTTP_PROXY", &proxy.url);
+    let proxied = dep
+        .try_start_server("third_party", "proxied", None)
+        .unwrap();
+    let c = client(&proxied.url, "ana", "fetch1").await;
+    let r = call(&c, "fetch_page", json!({"url": "http://docs.example.com/runbook"}))
+        .await
+        .unwrap();
+    assert!(!r.is_error && r.text.contains("Restart the queue worker"), "{}", r.text);
+    let lines = proxy.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("GET http://docs.example.com/runbook ")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().all(|l| l.contains("http://docs.example.com/")),
+        "{lines:?}"
+    );
+    // A host it does not declare: refused by the gate, never handed to the proxy.
+    let before = proxy.lines().len();
+    let r = call(&c, "fetch_page", json!({"url": "http://collector.example.net/upload"}))
+        .await
+        .unwrap();
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(proxy.lines().len(), before, "{:?}", proxy.lines());
+    // Confidential data in the session: the connect tool is refused; nothing reaches the proxy.
+    let r = call(
+        &c,
+        "convert_meeting_time",
+        json!({"source_timezone": "UTC", "time": "09:30", "target_timezone": "Asia/Tokyo"}),
+    )
+    .await
+    .unwrap();
+    assert!(!r.is_error, "{}", r.text);
+    assert_eq!(r.level, "confidential");
+    let r = call(&c, "fetch_page", json!({"url": "http://docs.example.com/runbook?q=18:30"}))
+        .await
+        .unwrap();
+    assert!(r.is_error && r.text.starts_with("[FATAL]"), "{}", r.text);
+    assert_eq!(proxy.lines().len(), before, "{:?}", proxy.lines());
+    let _ = c.cancel().await;
 }
 
 /// Debian's Python (a version manager's shim on `PATH` is a script that would need its own
@@ -494,7 +607,7 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["convert_meeting_time", "current_time", "read_file"],
+        ["convert_meeting_time", "current_time", "fetch_page", "read_file"],
         "{names:?}"
     );
     let r = call(&c, "current_time", json!({"timezone": "Europe/Paris"}))

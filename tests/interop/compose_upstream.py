@@ -40,7 +40,7 @@ async def main(full_url, proxied_url, template_url, token):
     async with contextlib.AsyncExitStack() as stack:
         full = await open_session(stack, full_url, token)
         names = sorted(t.name for t in (await full.list_tools()).tools)
-        check("only declared tools are listed", names == ["convert_meeting_time", "current_time", "read_file"], str(names))
+        check("only declared tools are listed", names == ["convert_meeting_time", "current_time", "fetch_page", "read_file"], str(names))
         r = await full.call_tool("current_time", {"timezone": "Europe/Paris"})
         check("the upstream answers on full", not r.is_error and "Europe/Paris" in text(r), text(r))
         try:
@@ -49,9 +49,17 @@ async def main(full_url, proxied_url, template_url, token):
         except Exception as e:  # a protocol error is a refusal too
             said, refused = str(e), True
         check("an undeclared upstream tool is unknown", refused and "unknown tool" in said, said)
+        # The example `connect` upstream (`mcp-server-fetch`, `egress: [docs.example.com:80]` here):
+        # on proxied its jail reaches the declared host through the gate and squid; on full the
+        # gate resolves the name itself and refuses its benchmarking-range address.
+        proxied = await open_session(stack, proxied_url, token)
+        page = {"url": "http://docs.example.com/compose_upstream.py"}
+        r = await proxied.call_tool("fetch_page", page)
+        check("a connect upstream reaches its declared host through squid", not r.is_error and "compose_upstream.py" in text(r), text(r)[:400])
+        r = await full.call_tool("fetch_page", page)
+        check("a declared name resolving to a special-purpose address is refused on full", r.is_error, text(r)[:400])
         r = await full.call_tool("convert_meeting_time", meeting)
         check("the confidential tool is refused on full", r.is_error, text(r))
-        proxied = await open_session(stack, proxied_url, token)
         r = await proxied.call_tool("convert_meeting_time", meeting)
         check("the confidential tool answers on proxied", not r.is_error and "18:30" in text(r), text(r))
         level = (r.meta or {}).get("bulkhead/level") or (r.meta or {}).get("level")
@@ -64,6 +72,8 @@ async def main(full_url, proxied_url, template_url, token):
             r.is_error and text(r).startswith("[FATAL]"),
             f"{text(r)} (level {level})",
         )
+        r = await proxied.call_tool("fetch_page", page)
+        check("the connect upstream is refused once the session holds private data", r.is_error and text(r).startswith("[FATAL]"), text(r)[:400])
     return 1 if failed else 0
 
 
