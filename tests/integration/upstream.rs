@@ -75,11 +75,27 @@ impl FakeProxy {
     }
 }
 
+/// A token of the procs deployments' key with `scope`.
+fn scoped_token(user: &str, session: &str, scope: &str) -> String {
+    let now = jsonwebtoken::get_current_timestamp();
+    let claims = json!({"sub": user, "session_id": session, "iss": "test-issuer",
+                        "aud": "bulkhead-test", "iat": now, "exp": now + 300, "scope": scope});
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("dev".into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(super::procs::SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
 /// The example `connect` upstream end to end: the real `mcp-server-fetch` behind
 /// `third_party.fetch_page` (connector `fetch`, `egress: [docs.example.com:80]` here) on a proxied
-/// instance. Its request leaves its jail only through the server's gate and then the instance's
-/// egress proxy, as sent; a host it does not declare never reaches the proxy; once the session
-/// holds confidential data the tool is refused before the upstream sees the call.
+/// instance that requires the scope `mcp:connect` for connect tools. Without that scope the tool
+/// is refused before the upstream sees the call; with it, its request leaves its jail only through
+/// the server's gate and then the instance's egress proxy, as sent; a host it does not declare
+/// never reaches the proxy; once the session holds confidential data the tool is refused again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_may() {
     let bin = tokio::task::spawn_blocking(mcp_server_fetch).await.unwrap();
@@ -91,10 +107,23 @@ async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_m
     dep.set_env("FETCH_EGRESS", "docs.example.com:80");
     dep.set_env("HTTPS_PROXY", &proxy.url);
     dep.set_env("HTTP_PROXY", &proxy.url);
+    let config = std::fs::read_to_string(&dep.config).unwrap();
+    std::fs::write(
+        &dep.config,
+        config.replacen("  keys:", "  scopes:\n    connect: mcp:connect\n  keys:", 1),
+    )
+    .unwrap();
     let proxied = dep
         .try_start_server("third_party", "proxied", None)
         .unwrap();
-    let c = client(&proxied.url, "ana", "fetch1").await;
+    let unscoped = super::harness::client(&proxied.url, &scoped_token("ana", "fetch1", "openid")).await;
+    let r = call(&unscoped, "fetch_page", json!({"url": "http://docs.example.com/runbook"}))
+        .await
+        .unwrap();
+    assert!(r.is_error && r.text.contains("`mcp:connect`"), "{}", r.text);
+    assert!(proxy.lines().is_empty(), "{:?}", proxy.lines());
+    let _ = unscoped.cancel().await;
+    let c = super::harness::client(&proxied.url, &scoped_token("ana", "fetch1", "openid mcp:connect")).await;
     let r = call(&c, "fetch_page", json!({"url": "http://docs.example.com/runbook"}))
         .await
         .unwrap();
