@@ -15,6 +15,7 @@ pub mod spec;
 pub mod sql;
 pub mod suggest;
 pub mod vars;
+pub mod workspace;
 pub mod yaml;
 
 use diag::Diagnostics;
@@ -44,19 +45,51 @@ pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
     } else {
         None
     };
+    let workspace = workspace::Workspace::read(root).ok();
+    let tag = workspace
+        .as_ref()
+        .map_or_else(|| package_version(root), |w| w.version.clone());
     match check::check(
         &set.connectors,
         &set.servers,
         &set.deployments,
         &set.declared,
+        &tag,
     ) {
-        Ok(model) if errors.is_empty() => Ok(model::Model { config, ..model }),
+        Ok(model) if errors.is_empty() => Ok(model::Model {
+            config,
+            workspace,
+            ..model
+        }),
         Ok(_) => Err(BuildError::Specs(Diagnostics(errors).sorted())),
         Err(mut more) => {
             errors.append(&mut more);
             Err(BuildError::Specs(Diagnostics(errors).sorted()))
         }
     }
+}
+
+/// The root package's version when `cargo metadata` cannot run (a revision under review checked
+/// out without its lock, a machine without cargo): `version = "…"` of `[package]` in
+/// `root/Cargo.toml`, else this generator's version.
+fn package_version(root: &Path) -> String {
+    let text = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
+    let mut in_package = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package
+            && let Some(v) = line.strip_prefix("version")
+            && let Some(v) = v.trim_start().strip_prefix('=')
+        {
+            let v = v.trim().trim_matches('"');
+            if !v.is_empty() && !v.contains('{') {
+                return v.to_string();
+            }
+        }
+    }
+    env!("CARGO_PKG_VERSION").to_string()
 }
 
 /// Loads specs from memory (kind, display path, text); for tests and tools.
@@ -73,6 +106,7 @@ pub fn load_sources(
         &set.servers,
         &set.deployments,
         &set.declared,
+        env!("CARGO_PKG_VERSION"),
     ) {
         Ok(model) if errors.is_empty() => Ok(model),
         Ok(_) => Err(Diagnostics(errors).sorted()),
@@ -103,6 +137,14 @@ pub fn generate(model: &model::Model) -> Output {
         "POLICY.md",
         review::policy_table(&review::resolve(model), &sources),
     );
+    out
+}
+
+/// The files [`generate`]'s model puts at the repository's root (`.dockerignore`, the image's
+/// build context), relative to the root; written beside `generated/` and kept fresh like it.
+pub fn root_files(model: &model::Model) -> Output {
+    let mut out = Output::default();
+    emit::deploy::docker::root_files(model, &mut out);
     out
 }
 
@@ -244,6 +286,12 @@ impl Builder {
         if self.mirror {
             let mirrored = generated
                 .write_into(&self.root.join("generated"), GENERATED_EXTS)
+                .and_then(|mut r| {
+                    let root = root_files(&model).write_into(&self.root, &[])?;
+                    r.written
+                        .extend(root.written.into_iter().map(|p| Path::new("..").join(p)));
+                    Ok(r)
+                })
                 .and_then(|mut r| {
                     spec_schemas()
                         .write_into(&specs.join("schema"), &["json"])

@@ -18,6 +18,9 @@ pub struct Model {
     /// The project's `config.yaml` as JSON (`${VAR}` unexpanded), when it has one: the policy
     /// review reads its identity rules and limits.
     pub config: Option<Value>,
+    /// The Cargo workspace the image is built from, when it could be read: the Dockerfile's
+    /// dependency layer and the build context's `.dockerignore` follow it.
+    pub workspace: Option<crate::workspace::Workspace>,
 }
 
 impl Model {

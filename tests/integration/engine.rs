@@ -560,3 +560,112 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
     }
     drop(project);
 }
+
+/// The server image's build context after the README's first hour (a demo, the First call: local
+/// state and workspaces under `.bulkhead/`, a virtualenv, a debug build in `target/`, a
+/// `secrets/` folder, a 50 MB stray file), on the legacy builder (Debian's Docker 20.10 default)
+/// and on BuildKit: only the workspace's manifests and sources, `specs/`, `config.yaml` and the
+/// prebuilt-binary path arrive (`.dockerignore`, generated), and nothing else.
+#[test]
+fn the_build_context_holds_only_what_the_image_is_built_from() {
+    engine::ensure_engine();
+    let dir = tempfile::tempdir_in(engine::work_dir()).unwrap();
+    let ctx = dir.path().join("repo");
+    // The repository as a fresh clone has it.
+    let files = run(
+        std::process::Command::new("git")
+            .args(["ls-files", "-z"])
+            .current_dir(root()),
+        "git ls-files",
+    );
+    for f in files.split('\0').filter(|f| !f.is_empty()) {
+        let to = ctx.join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        if let Ok(bytes) = std::fs::read(root().join(f)) {
+            std::fs::write(&to, bytes).unwrap();
+        }
+    }
+    // Freshly generated, as the build leaves it.
+    std::fs::copy(root().join(".dockerignore"), ctx.join(".dockerignore")).unwrap();
+    // What the first hour leaves behind.
+    let junk = [
+        ".bulkhead/state/compliance.db",
+        ".bulkhead/state/audit-template.jsonl",
+        ".bulkhead/workspaces/template/local/session-1/hello.txt",
+        ".venv/lib/python3.11/site-packages/mcp/__init__.py",
+        "target/debug/bulkhead",
+        "target/release/.fingerprint/x",
+        "secrets/bulkhead_dev_secret",
+        "first_call.py",
+        "notes/stray.bin",
+        "src/handlers/.template.rs.swp",
+    ];
+    for j in junk {
+        let p = ctx.join(j);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "left behind").unwrap();
+    }
+    std::fs::File::create(ctx.join("notes/stray.bin"))
+        .unwrap()
+        .set_len(50 << 20)
+        .unwrap();
+    std::fs::create_dir_all(ctx.join("target/docker")).unwrap();
+    std::fs::write(ctx.join("target/docker/bulkhead"), "a prebuilt binary").unwrap();
+    // A context lister: copy everything that arrives into an image, then list the image.
+    let lister = dir.path().join("Dockerfile.list");
+    std::fs::write(&lister, "FROM scratch\nCOPY . /ctx/\n").unwrap();
+    for buildkit in ["0", "1"] {
+        let tag = format!("bulkhead-context-test:{}-{buildkit}", std::process::id());
+        run(
+            engine::docker()
+                .env("DOCKER_BUILDKIT", buildkit)
+                .args(["build", "--quiet", "--tag", &tag, "--file"])
+                .arg(&lister)
+                .arg(&ctx),
+            "docker build (context lister)",
+        );
+        let id = run(
+            engine::docker().args(["create", &tag, "/none"]),
+            "docker create",
+        );
+        let id = id.trim();
+        let tar = output(engine::docker().args(["export", id]), "docker export");
+        run(engine::docker().args(["rm", id]), "docker rm");
+        run(engine::docker().args(["rmi", &tag]), "docker rmi");
+        let exported = dir.path().join(format!("context-{buildkit}.tar"));
+        std::fs::write(&exported, &tar.stdout).unwrap();
+        let listed = run(
+            std::process::Command::new("tar").arg("-tvf").arg(&exported),
+            "tar -t",
+        );
+        let mut bytes: u64 = 0;
+        let mut arrived = Vec::new();
+        for line in listed.lines().filter(|l| !l.starts_with('d')) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let Some(path) = words.last().and_then(|p| p.strip_prefix("ctx/")) else {
+                continue;
+            };
+            bytes += words.get(2).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            arrived.push(path.to_string());
+        }
+        let admitted = |p: &str| {
+            ["Cargo.toml", "Cargo.lock", "build.rs", "config.yaml", "target/docker/bulkhead"]
+                .contains(&p)
+                || ["src/", "specs/", "codegen/src/", "vocab/src/"]
+                    .iter()
+                    .any(|d| p.starts_with(d))
+                || p == "codegen/Cargo.toml"
+                || p == "vocab/Cargo.toml"
+        };
+        let strays: Vec<&String> = arrived.iter().filter(|p| !admitted(p)).collect();
+        assert!(strays.is_empty(), "BUILDKIT={buildkit}: outside the image's inputs: {strays:?}");
+        for needed in ["Cargo.lock", "src/main.rs", "codegen/src/lib.rs", "vocab/src/lib.rs", "specs/servers/template.yaml", "config.yaml", "build.rs", "target/docker/bulkhead"] {
+            assert!(arrived.iter().any(|p| p == needed), "BUILDKIT={buildkit}: {needed} missing");
+        }
+        assert!(
+            bytes < 8 << 20,
+            "BUILDKIT={buildkit}: the context holds {bytes} bytes"
+        );
+        eprintln!("BUILDKIT={buildkit}: {} files, {bytes} bytes in the context", arrived.len());
+    }
+}

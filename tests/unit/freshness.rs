@@ -1,4 +1,5 @@
-//! `generated/` and `specs/schema/` must be exactly what the specs produce.
+//! `generated/`, `specs/schema/` and the root `.dockerignore` must be exactly what the specs
+//! produce.
 //! Locally a stale tree is rewritten (and the test fails once); under `CI` it only fails.
 
 use std::path::Path;
@@ -21,6 +22,7 @@ fn generated_and_schemas_are_fresh() {
             root.join("specs/schema"),
             &["json"][..],
         ),
+        (bulkhead_codegen::root_files(&model), root.to_path_buf(), &[][..]),
     ];
     let mut stale = Vec::new();
     for (output, dir, exts) in &outputs {

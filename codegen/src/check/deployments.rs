@@ -13,6 +13,7 @@ pub fn check(
     specs: &[Loaded<DeploymentSpec>],
     servers: &[Server],
     declared: &BTreeSet<(SpecKind, String)>,
+    default_tag: &str,
     errors: &mut Vec<Diagnostic>,
 ) -> Vec<Deployment> {
     let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
@@ -126,12 +127,13 @@ pub fn check(
             });
         }
         check_host_ports(l, &deployed, errors);
-        let image = resolve_image(l, "/image", d.image.as_ref(), "bulkhead", errors);
+        let image = resolve_image(l, "/image", d.image.as_ref(), "bulkhead", default_tag, errors);
         let proxy_image = resolve_image(
             l,
             "/proxy_image",
             d.proxy_image.as_ref(),
             "bulkhead-egress-proxy",
+            default_tag,
             errors,
         );
         out.push(Deployment {
@@ -156,21 +158,19 @@ pub fn check(
     out
 }
 
-/// The crate version every image is tagged with unless the spec names a tag.
-pub const DEFAULT_TAG: &str = env!("CARGO_PKG_VERSION");
-
-/// Resolves an image spec at `at`: the default repository and the crate's version fill what is
-/// not given; `latest` and a malformed digest are errors.
+/// Resolves an image spec at `at`: the default repository and `default_tag` (the package's
+/// version) fill what is not given; `latest` and a malformed digest are errors.
 fn resolve_image(
     l: &Loaded<DeploymentSpec>,
     at: &str,
     spec: Option<&crate::spec::ImageSpec>,
     default_repo: &str,
+    default_tag: &str,
     errors: &mut Vec<Diagnostic>,
 ) -> crate::model::Image {
     let spec = spec.cloned().unwrap_or_default();
     let repository = spec.repository.unwrap_or_else(|| default_repo.to_string());
-    let tag = spec.tag.unwrap_or_else(|| DEFAULT_TAG.to_string());
+    let tag = spec.tag.unwrap_or_else(|| default_tag.to_string());
     let repo_ok = !repository.is_empty()
         && repository
             .bytes()
@@ -200,7 +200,7 @@ fn resolve_image(
         errors.push(
             l.error_at_value(&format!("{at}/tag"), "an image tagged `latest` does not decide what runs")
                 .label("a moving tag")
-                .help("name a version (the default is the crate's version) and, for production, a `digest`"),
+                .help("name a version (the default is the package's version) and, for production, a `digest`"),
         );
     }
     if let Some(d) = &spec.digest {

@@ -60,17 +60,25 @@ pub fn ptr(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Checks every loaded spec and builds the model, or returns every error found.
+/// Checks every loaded spec and builds the model (images tagged `default_tag` unless a
+/// deployment names a tag), or returns every error found.
 pub fn check(
     connectors: &[Loaded<ConnectorSpec>],
     servers: &[Loaded<ServerSpec>],
     deployments: &[Loaded<DeploymentSpec>],
     declared: &BTreeSet<(SpecKind, String)>,
+    default_tag: &str,
 ) -> Result<Model, Vec<Diagnostic>> {
     let mut errors = Vec::new();
     let connectors_model = connectors::check(connectors, &mut errors);
     let servers_model = servers::check(servers, &connectors_model, declared, &mut errors);
-    let deployments_model = deployments::check(deployments, &servers_model, declared, &mut errors);
+    let deployments_model = deployments::check(
+        deployments,
+        &servers_model,
+        declared,
+        default_tag,
+        &mut errors,
+    );
     secrets::check(
         connectors,
         &connectors_model,
@@ -95,6 +103,7 @@ pub fn check(
             deployments: deployments_model,
             warnings,
             config: None,
+            workspace: None,
         })
     } else {
         Err(errors)

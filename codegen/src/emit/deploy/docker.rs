@@ -1,11 +1,16 @@
 //! `docker/Dockerfile`: the one image every instance and relay runs (a multi-stage build of the
-//! `bulkhead` binary, or a binary built beforehand), `docker/Dockerfile.proxy` for the egress
-//! proxy (squid), and `docker/Dockerfile.dockerignore` to keep build outputs out of the build
-//! context. Both run as fixed high UIDs and carry a `HEALTHCHECK`.
+//! `bulkhead` binary whose dependencies compile in layers of their own, or a binary built
+//! beforehand), `docker/Dockerfile.proxy` for the egress proxy (squid), and the repository's
+//! root `.dockerignore` ([`root_files`]), which admits into the build context exactly what the
+//! image is built from, on the legacy builder and BuildKit alike. Both images run as fixed high
+//! UIDs and carry a `HEALTHCHECK`.
 
 use crate::emit::{Output, header};
 use crate::model::{Model, Registry};
+use crate::workspace::{Kind, Target, Workspace};
 use bulkhead_vocab::workspace_layer;
+use std::fmt::Write as _;
+use std::path::Path;
 
 /// The server image. `{mounts}` is replaced by the mount points compose uses: an engine creates a
 /// missing mount point owned by root (the server runs as 10001), and copies an existing one's
@@ -29,11 +34,11 @@ FROM ${BUILD_IMAGE}:${BUILD_TAG} AS build
 ARG PREBUILT_BINARY=
 ARG EXTRA_CA_CERT=
 WORKDIR /src
-COPY . .
+{deps}COPY . .
 RUN if [ -n "$PREBUILT_BINARY" ]; then \
       install -m 0755 "$PREBUILT_BINARY" /usr/local/bin/bulkhead; \
     else \
-      cargo build --locked --release --bin bulkhead \
+      {touch}cargo build --locked --release --bin bulkhead \
       && install -m 0755 target/release/bulkhead /usr/local/bin/bulkhead; \
     fi \
  && mkdir -p /extra-ca \
@@ -96,7 +101,101 @@ ENTRYPOINT ["/usr/sbin/squid", "-N", "-d", "1", "-f", "/etc/squid/squid.conf"]
 "#;
 
 /// Build outputs stay out of the context, but for the one place a prebuilt binary is taken from.
-const DOCKERIGNORE: &str = "target/\n!target/docker/bulkhead\n!target/docker/extra-ca.crt\n.git/\n.bulkhead/\nsecrets/\n**/*.tmp~\n";
+/// Build-argument files the context admits from `target/` (see the Dockerfile's header).
+const BUILD_ARG_FILES: [&str; 2] = ["target/docker/bulkhead", "target/docker/extra-ca.crt"];
+
+/// The dependency layers of the build stage: the manifests and the lock file, then a stub of
+/// every target compiled with the real dependency graph (skipped for a prebuilt binary).
+fn deps_layers(w: &Workspace) -> String {
+    let mut out = String::from(
+        "# Dependencies first, in layers of their own: every member's manifest, the lock file and a\n\
+         # stub of every target, compiled once. A change to the sources or specs rebuilds only this\n\
+         # workspace's own crates: these layers are reused while the manifests and Cargo.lock stay.\n",
+    );
+    for m in &w.members {
+        if m.dir.is_empty() {
+            out.push_str("COPY Cargo.toml Cargo.lock ./\n");
+        } else {
+            let _ = writeln!(out, "COPY {d}/Cargo.toml {d}/", d = m.dir);
+        }
+    }
+    let targets: Vec<&Target> = w.members.iter().flat_map(|m| m.targets.iter()).collect();
+    let mut dirs: Vec<String> = targets
+        .iter()
+        .filter_map(|t| Path::new(&t.path).parent())
+        .map(|p| p.to_string_lossy().into_owned())
+        .filter(|p| !p.is_empty())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let libs: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.kind == Kind::Lib)
+        .map(|t| t.path.as_str())
+        .collect();
+    let mains: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.kind != Kind::Lib)
+        .map(|t| t.path.as_str())
+        .collect();
+    out.push_str("RUN if [ -z \"$PREBUILT_BINARY\" ]; then \\\n");
+    let _ = writeln!(out, "      mkdir -p {} \\", dirs.join(" "));
+    let _ = writeln!(out, "      && touch {} \\", libs.join(" "));
+    let _ = writeln!(
+        out,
+        "      && for f in {}; do echo 'fn main() {{}}' > \"$f\"; done \\",
+        mains.join(" ")
+    );
+    out.push_str("      && cargo build --locked --release --bin bulkhead; \\\n    fi\n");
+    out
+}
+
+/// The command that marks the workspace's own sources newer than the stubs' build (cargo
+/// compares modification times; the context's files keep the checkout's).
+fn touch_sources(w: &Workspace) -> String {
+    let sources: Vec<String> = w
+        .sources()
+        .into_iter()
+        .filter(|s| !s.ends_with("Cargo.toml"))
+        .collect();
+    format!("find {} -type f -exec touch {{}} + \\\n      && ", sources.join(" "))
+}
+
+/// Files [`root_files`] writes at the repository's root.
+pub const ROOT_DOCKERIGNORE: &str = ".dockerignore";
+
+/// The repository-root files of the image build: `.dockerignore`, an allowlist of what the build
+/// reads (the workspace's manifests, lock file and sources, `specs/`, `config.yaml`, the
+/// build-argument files under `target/docker/`); nothing else reaches the build context: not
+/// `target/`, virtualenvs, `.bulkhead/` (local state and workspaces), `secrets/` or `.git/`.
+pub fn root_files(model: &Model, out: &mut Output) {
+    let Some(w) = &model.workspace else { return };
+    if model.deployments.is_empty() {
+        return;
+    }
+    let sources: Vec<&str> = model
+        .deployments
+        .iter()
+        .map(|d| d.source.as_str())
+        .collect();
+    let mut text = header("#", &sources);
+    text.push_str(
+        "# The build context of generated/docker/Dockerfile (compose builds from the repository root),\n\
+         # read by the legacy builder and BuildKit alike: everything is left out but what the image is\n\
+         # built from. A test builds a context after the README's first hour and lists what arrives.\n\
+         *\n",
+    );
+    let mut admitted: Vec<String> = w.sources();
+    admitted.extend(["Cargo.lock", "config.yaml", "specs"].map(String::from));
+    admitted.extend(BUILD_ARG_FILES.map(String::from));
+    admitted.sort();
+    admitted.dedup();
+    for a in admitted {
+        let _ = writeln!(text, "!{a}");
+    }
+    text.push_str("# Half-written files of the generator and editors.\n**/*.tmp~\n**/.*.swp\n");
+    out.add(ROOT_DOCKERIGNORE, text);
+}
 
 /// Where the image installs upstream MCP servers, one folder per connector.
 pub const UPSTREAMS_DIR: &str = "/opt/bulkhead/upstreams";
@@ -219,8 +318,14 @@ pub fn emit(model: &Model, out: &mut Output) {
     if !upstreams.is_empty() {
         note.push_str("\n# Upstream MCP servers are installed here at the exact versions their locks pin\n# (specs/connectors/*.lock.json): nothing is downloaded at run time.");
     }
+    let (deps, touch) = match &model.workspace {
+        Some(w) => (deps_layers(w), touch_sources(w)),
+        None => (String::new(), String::new()),
+    };
     text.push_str(
         &DOCKERFILE
+            .replace("{deps}", &deps)
+            .replace("{touch}", &touch)
             .replace("{mounts}", &mounts)
             .replace("{sandbox_note}", &note)
             .replace("{packages}", &packages)
@@ -230,7 +335,4 @@ pub fn emit(model: &Model, out: &mut Output) {
     let mut proxy = header("#", &sources);
     proxy.push_str(PROXY_DOCKERFILE);
     out.add("docker/Dockerfile.proxy", proxy);
-    let mut ignore = header("#", &sources);
-    ignore.push_str(DOCKERIGNORE);
-    out.add("docker/Dockerfile.dockerignore", ignore);
 }
