@@ -20,7 +20,7 @@ fn main() {
         Err(e) => {
             eprintln!("{e}");
             println!(
-                "cargo::error=bulkhead: specs/ has errors; see the diagnostics above (or run `bulkhead check`)"
+                "cargo::error=bulkhead: specs/ has errors: the diagnostics are below; `cargo run -p bulkhead-codegen --bin bulkhead-check` prints them without building"
             );
             std::process::exit(1);
         }

@@ -92,6 +92,18 @@ fn package_version(root: &Path) -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
+/// One line saying what the specs hold (`specs ok: 3 server(s), …`).
+pub fn summary(model: &model::Model) -> String {
+    let tools: usize = model.servers.iter().map(|s| s.tools.len()).sum();
+    format!(
+        "specs ok: {} server(s), {} tool(s), {} connector(s), {} deployment(s)",
+        model.servers.len(),
+        tools,
+        model.connectors.len(),
+        model.deployments.len()
+    )
+}
+
 /// Loads specs from memory (kind, display path, text); for tests and tools.
 pub fn load_sources(
     sources: Vec<(spec::SpecKind, &str, &str)>,

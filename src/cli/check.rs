@@ -297,14 +297,7 @@ fn check_specs(root: &Path) -> anyhow::Result<ExitCode> {
             for w in &model.warnings {
                 eprintln!("{}\n", w.render());
             }
-            let tools: usize = model.servers.iter().map(|s| s.tools.len()).sum();
-            println!(
-                "specs ok: {} server(s), {} tool(s), {} connector(s), {} deployment(s)",
-                model.servers.len(),
-                tools,
-                model.connectors.len(),
-                model.deployments.len()
-            );
+            println!("{}", bulkhead_codegen::summary(&model));
             Ok(ExitCode::SUCCESS)
         }
         Err(bulkhead_codegen::BuildError::Specs(d)) => {

@@ -195,9 +195,10 @@ enum Command {
         /// User id (`sub`).
         #[arg(long, default_value = "alice")]
         user: String,
-        /// Session id (`session_id`).
-        #[arg(long, default_value = "session-1")]
-        session: String,
+        /// Session id (`session_id`): continue that conversation. Default: a new one each time
+        /// (a session's level only rises, so a conversation that read confidential data stays so).
+        #[arg(long)]
+        session: Option<String>,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
@@ -321,7 +322,9 @@ pub fn main() -> ExitCode {
         Command::Tools { server, root } => tools::run(&root, server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config)
-            .and_then(|c| token::run(&c, &user, &session, ttl).map(|()| ExitCode::SUCCESS)),
+            .and_then(|c| {
+                token::run(&c, &user, session.as_deref(), ttl).map(|()| ExitCode::SUCCESS)
+            }),
     };
     match result {
         Ok(code) => code,

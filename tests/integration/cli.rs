@@ -1,5 +1,6 @@
 //! The CLI as a user runs it: `demo`, `token` (refused for production), `check`.
 
+use std::path::Path;
 use std::process::Command;
 
 fn bulkhead(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
@@ -209,31 +210,65 @@ fn the_readme_first_call_works_as_pasted() {
         .map_while(Result::ok)
         .any(|l| l.contains("url_isolated:"));
     assert!(ready, "up --unisolated did not come up");
-    let token = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["--config", config, "token"])
-        .output()
-        .unwrap();
-    assert!(token.status.success());
-    let token = String::from_utf8(token.stdout).unwrap();
-    let python = super::python_sdk::venv_python();
-    let out = Command::new(python)
-        .arg("first_call.py")
-        .current_dir(dir.path())
-        .env("TOKEN", token.trim())
-        .env("BULKHEAD_URL", format!("http://127.0.0.1:{port}/mcp"))
-        .env(
-            "BULKHEAD_URL_PROXIED",
-            format!("http://127.0.0.1:{}/mcp", port + 1),
-        )
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("read_file: hi"), "{text}");
-    assert!(text.contains("search_records: id,title,owner"), "{text}");
+    // Twice in a row, as a newcomer would: each `token` is a new conversation (a session's level
+    // only rises, and the first run's ends confidential).
+    for run in 0..2 {
+        let token = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["--config", config, "token"])
+            .output()
+            .unwrap();
+        assert!(token.status.success());
+        let token = String::from_utf8(token.stdout).unwrap();
+        let python = super::python_sdk::venv_python();
+        let out = Command::new(python)
+            .arg("first_call.py")
+            .current_dir(dir.path())
+            .env("TOKEN", token.trim())
+            .env("BULKHEAD_URL", format!("http://127.0.0.1:{port}/mcp"))
+            .env(
+                "BULKHEAD_URL_PROXIED",
+                format!("http://127.0.0.1:{}/mcp", port + 1),
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "run {run}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("read_file: hi"), "run {run}: {text}");
+        assert!(text.contains("search_records: id,title,owner"), "run {run}: {text}");
+    }
     drop(up);
+}
+
+/// With a typo in a spec the server does not build (its build script stops), and the README's
+/// command for that case prints the diagnostic, once, at its file:line:col.
+#[test]
+fn the_spec_check_runs_while_a_spec_is_broken() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for sub in ["servers", "connectors", "deployments"] {
+        std::fs::create_dir_all(dir.path().join("specs").join(sub)).unwrap();
+        for e in std::fs::read_dir(root.join("specs").join(sub)).unwrap().flatten() {
+            std::fs::copy(e.path(), dir.path().join("specs").join(sub).join(e.file_name())).unwrap();
+        }
+    }
+    let spec = dir.path().join("specs/servers/template.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replacen("permission: read", "permision: read", 1)).unwrap();
+    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/bulkhead-check");
+    let check = if check.exists() {
+        check
+    } else {
+        std::env::var_os("CARGO_TARGET_DIR")
+            .map(|t| Path::new(&t).join("debug/bulkhead-check"))
+            .unwrap()
+    };
+    let out = Command::new(check).arg(dir.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("specs/servers/template.yaml:"), "{err}");
+    assert_eq!(err.matches("unknown key `permision`").count(), 1, "{err}");
 }
