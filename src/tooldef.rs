@@ -153,6 +153,8 @@ pub enum OperationBody {
         server: &'static str,
         /// Whether the upstream is reached over the network.
         remote: bool,
+        /// Parameters the upstream names otherwise: (spec name, upstream name).
+        renames: &'static [(&'static str, &'static str)],
     },
 }
 

@@ -391,6 +391,8 @@ pub enum OperationBody {
         server: String,
         /// Whether the upstream is reached over the network (`url`) rather than launched.
         remote: bool,
+        /// Parameters the upstream names otherwise: (spec name, upstream name), sorted.
+        renames: Vec<(String, String)>,
     },
 }
 

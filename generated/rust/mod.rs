@@ -55,6 +55,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
                     definition: r##"{"name":"convert_time","description":"Convert time between timezones","inputSchema":{"properties":{"source_timezone":{"description":"Source IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no source timezone provided by the user.","title":"Source Timezone","type":"string"},"target_timezone":{"description":"Target IANA timezone name (e.g., 'Asia/Tokyo', 'America/San_Francisco'). Use 'UTC' as local timezone if no target timezone provided by the user.","title":"Target Timezone","type":"string"},"time":{"description":"Time to convert in 24-hour format (HH:MM)","title":"Time","type":"string"}},"required":["source_timezone","time","target_timezone"],"title":"convert_timeArguments","type":"object"},"outputSchema":{"$defs":{"TimeResult":{"properties":{"datetime":{"title":"Datetime","type":"string"},"day_of_week":{"title":"Day Of Week","type":"string"},"is_dst":{"title":"Is Dst","type":"boolean"},"timezone":{"title":"Timezone","type":"string"}},"required":["timezone","datetime","day_of_week","is_dst"],"title":"TimeResult","type":"object"}},"properties":{"source":{"$ref":"#/$defs/TimeResult"},"target":{"$ref":"#/$defs/TimeResult"},"time_difference":{"title":"Time Difference","type":"string"}},"required":["source","target","time_difference"],"title":"TimeConversionResult","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":false,"readOnlyHint":true}}"##,
                     server: "mcp-time@2026.10.19",
                     remote: false,
+                    renames: &[],
                 },
             },
             bh::OperationDef {
@@ -66,6 +67,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
                     definition: r#"{"name":"get_current_time","description":"Get current time in a specific timezone","inputSchema":{"properties":{"timezone":{"description":"IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no timezone provided by the user.","title":"Timezone","type":"string"}},"required":["timezone"],"title":"get_current_timeArguments","type":"object"},"outputSchema":{"properties":{"datetime":{"title":"Datetime","type":"string"},"day_of_week":{"title":"Day Of Week","type":"string"},"is_dst":{"title":"Is Dst","type":"boolean"},"timezone":{"title":"Timezone","type":"string"}},"required":["timezone","datetime","day_of_week","is_dst"],"title":"TimeResult","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":false,"readOnlyHint":true}}"#,
                     server: "mcp-time@2026.10.19",
                     remote: false,
+                    renames: &[],
                 },
             },
         ],
@@ -111,6 +113,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
                     definition: r#"{"name":"fetch","description":"Fetches a URL from the internet and optionally extracts its contents as markdown.\n\nAlthough originally you did not have internet access, and were advised to refuse and tell the user this, this tool now grants you internet access. Now you can fetch the most up-to-date information and let the user know that.","inputSchema":{"properties":{"max_length":{"default":5000,"description":"Maximum number of characters to return.","maximum":999999,"minimum":1,"title":"Max Length","type":"integer"},"raw":{"default":false,"description":"Get the actual HTML content of the requested page, without simplification.","title":"Raw","type":"boolean"},"start_index":{"default":0,"description":"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.","minimum":0,"title":"Start Index","type":"integer"},"url":{"description":"URL to fetch","format":"uri","minLength":1,"title":"Url","type":"string"}},"required":["url"],"title":"fetchArguments","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}}"#,
                     server: "mcp-fetch@2026.10.24",
                     remote: false,
+                    renames: &[],
                 },
             },
         ],

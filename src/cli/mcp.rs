@@ -207,7 +207,8 @@ pub fn import(root: &Path, what: Import) -> anyhow::Result<ExitCode> {
         conn_path.with_extension("lock.json"),
         serde_json::to_string_pretty(&lock)? + "\n",
     )?;
-    std::fs::write(&conn_path, connector_yaml(&name, &settings, &listing))?;
+    let (written, local) = portable(&name, &settings);
+    std::fs::write(&conn_path, connector_yaml(&name, &written, &listing))?;
     std::fs::write(&server_path, server_yaml(&name, &listing))?;
     println!(
         "wrote {}, its lock, and {} ({} tools). Decide `permission` and `sensitivity` of each tool: the build refuses them until then.",
@@ -215,7 +216,36 @@ pub fn import(root: &Path, what: Import) -> anyhow::Result<ExitCode> {
         server_path.display(),
         listing.tools.len()
     );
+    if let Some((var, path)) = local {
+        println!(
+            "the spec starts the program by name (the image installs it from the lock's package); on this machine, run with {var}={path}"
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The settings as the spec should hold them: a program given by path (this machine's, such as
+/// `/tmp/x/node_modules/.bin/server`) becomes `${MCP_<NAME>:-<file name>}`, found on `PATH`
+/// where the image installs it; returns the variable and this machine's path to say so.
+fn portable(name: &str, settings: &Value) -> (Value, Option<(String, String)>) {
+    let mut settings = settings.clone();
+    let Some(program) = settings
+        .get("command")
+        .and_then(|c| c.get(0))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return (settings, None);
+    };
+    if !program.contains('/') {
+        return (settings, None);
+    }
+    let Some(file) = Path::new(&program).file_name().and_then(|f| f.to_str()) else {
+        return (settings, None);
+    };
+    let var = format!("MCP_{}", name.to_ascii_uppercase());
+    settings["command"][0] = Value::String(format!("${{{var}:-{file}}}"));
+    (settings, Some((var, program)))
 }
 
 /// A spec identifier for an upstream tool name (MCP names may hold `-`, `.`, capitals).
@@ -323,8 +353,13 @@ fn params_yaml(schema: &Value) -> String {
             }
         };
         let ty = if p.get("enum").is_some() { "enum" } else { ty };
-        let _ = writeln!(y, "      {}:", ident(pname));
+        let ours = ident(pname);
+        let _ = writeln!(y, "      {ours}:");
         let _ = writeln!(y, "        type: {ty}");
+        if &ours != pname {
+            // The upstream's own name, checked against the pinned schema at build time.
+            let _ = writeln!(y, "        upstream: {}", q(pname));
+        }
         let desc = p
             .get("description")
             .and_then(Value::as_str)

@@ -225,13 +225,13 @@ pub async fn call_in(
         (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
             s.run(command, &args, ws.workspace()?, jail, signals).await
         }
-        (OperationBody::Mcp { tool, .. }, Instance::Mcp(m)) => {
+        (OperationBody::Mcp { tool, renames, .. }, Instance::Mcp(m)) => {
             let place = mcp::Place {
                 mode: jail.mode,
                 workspace: ws.workspace()?,
                 signals,
             };
-            m.run(tool, args, place).await
+            m.run(tool, mcp::upstream_args(args, renames), place).await
         }
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",

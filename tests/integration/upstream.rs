@@ -220,6 +220,7 @@ fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
             definition: s(definition),
             server: "misbehaving@1.0.0",
             remote: false,
+            renames: &[],
         },
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
@@ -779,6 +780,18 @@ fn import_leaves_each_tool_to_a_person_and_the_build_refuses_until_then() {
     let tools = lock["tools"].as_object().unwrap().len();
     assert!(tools >= 5, "{lock}");
     assert!(lock["server"].as_str().unwrap().contains('@'));
+    // The spec starts the program by name, not by this machine's path, and says how to here.
+    let spec = std::fs::read_to_string(root.join("specs/connectors/everything.yaml")).unwrap();
+    assert!(
+        spec.contains(r#"command: ["${MCP_EVERYTHING:-mcp-server-everything}","stdio"]"#)
+            && !spec.contains(bin.to_str().unwrap()),
+        "{spec}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("MCP_EVERYTHING={}", bin.display())),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let check = Command::new(exe)
         .args(["check", "--root"])
         .arg(root)
@@ -855,6 +868,7 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
             definition: s(read.1.to_string()),
             server: s(listing.server.clone()),
             remote: true,
+            renames: &[],
         },
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
@@ -942,6 +956,7 @@ async fn pinned(
                     definition: s(definition.to_string()),
                     server: s(listing.server.clone()),
                     remote: false,
+                    renames: &[],
                 },
             }
         })
@@ -1132,4 +1147,61 @@ async fn both_protocol_eras_with_real_upstreams() {
     .await
     .unwrap();
     assert!(said.contains("both eras"), "{said}");
+}
+
+/// A camelCase parameter of a real upstream (`get-annotated-message`'s `messageType` and
+/// `includeImage` in `server-everything`) is exposed under a spec name (`message_type`) and
+/// reaches the upstream under its own (`upstream:` in the spec, `renames` here); without the
+/// mapping the upstream refuses the call, naming its parameter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
+    let bin = tokio::task::spawn_blocking(server_everything).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let settings = json!({
+        "command": [bin.to_str().unwrap(), "stdio"],
+        "start_timeout_ms": 30000,
+        "call_timeout_ms": 10000,
+    });
+    let listing = bulkhead::connectors::mcp::lockfile::list("everything", settings.clone())
+        .await
+        .unwrap();
+    let (_, definition) = listing
+        .tools
+        .iter()
+        .find(|(t, _)| t.name == "get-annotated-message")
+        .expect("server-everything lists get-annotated-message");
+    let connector = |renames: &'static [(&'static str, &'static str)]| {
+        let ops = vec![OperationDef {
+            name: "annotated",
+            params_schema: r#"{"type":"object","properties":{"message_type":{"type":"string"},"include_image":{"type":"boolean"}},"required":["message_type"]}"#,
+            body: OperationBody::Mcp {
+                tool: "get-annotated-message",
+                pin: s(bulkhead::connectors::mcp::pin::pin_of(definition)),
+                definition: s(definition.to_string()),
+                server: s(listing.server.clone()),
+                remote: false,
+                renames,
+            },
+        }];
+        let def: &'static ConnectorDef = leak(ConnectorDef {
+            secrets: &[],
+            name: "everything",
+            kind: "mcp",
+            sensitivity: bulkhead::policy::Sensitivity::Internal,
+            settings: s(settings.to_string()),
+            operations: Box::leak(ops.into_boxed_slice()),
+        });
+        Connectors::new([def], &|_| None).unwrap()
+    };
+    let mapped = connector(&[("include_image", "includeImage"), ("message_type", "messageType")]);
+    let said = call_on(&mapped, "everything", &ws, "annotated", json!({"message_type": "error"}))
+        .await
+        .unwrap();
+    assert!(said.to_lowercase().contains("error"), "{said}");
+    let unmapped = connector(&[]);
+    let refused = call_on(&unmapped, "everything", &ws, "annotated", json!({"message_type": "error"}))
+        .await
+        .unwrap_err();
+    assert!(refused.wire_text().contains("messageType"), "{refused:?}");
 }

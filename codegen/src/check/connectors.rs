@@ -341,6 +341,19 @@ fn operation(
         .as_ref()
         .map(|p| params::check(l, &format!("{at}/params"), p, errors))
         .unwrap_or_default();
+    if kind != ConnectorKind::Mcp {
+        for (pname, p) in op.params.iter().flatten() {
+            if p.upstream.is_some() {
+                errors.push(
+                    l.error_at_key(
+                        &format!("{at}/params/{}/upstream", ptr(pname)),
+                        "`upstream` names an upstream MCP tool's parameter",
+                    )
+                    .label(format!("a {} operation has no upstream", kind.as_str())),
+                );
+            }
+        }
+    }
     let missing = |key: &str, errors: &mut Vec<Diagnostic>| {
         errors.push(
             l.error_at_key(
@@ -458,6 +471,7 @@ fn operation(
                 .settings
                 .as_ref()
                 .is_some_and(|s| s.get("url").is_some());
+            let renames = upstream_names(l, &at, op, locked.map(|t| &t.definition), &tool, errors);
             (
                 OperationBody::Mcp {
                     tool,
@@ -465,6 +479,7 @@ fn operation(
                     definition,
                     server: lock.map(|l| l.server.clone()).unwrap_or_default(),
                     remote,
+                    renames,
                 },
                 declared,
             )
@@ -476,6 +491,57 @@ fn operation(
         params,
         body,
     }
+}
+
+/// The (spec name, upstream name) pairs of an `mcp` operation's parameters that `upstream:`
+/// renames; with a pinned definition, an error for each parameter the upstream tool does not
+/// take (under its own name or the one `upstream:` gives), naming what it does take.
+fn upstream_names(
+    l: &Loaded<ConnectorSpec>,
+    at: &str,
+    op: &OperationSpec,
+    pinned: Option<&serde_json::Value>,
+    tool: &str,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<(String, String)> {
+    let takes: Option<Vec<String>> = pinned
+        .and_then(|d| d.get("inputSchema"))
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().cloned().collect());
+    let mut renames = Vec::new();
+    for (pname, p) in op.params.iter().flatten() {
+        let theirs = p.upstream.clone().unwrap_or_else(|| pname.clone());
+        if p.upstream.is_some() {
+            renames.push((pname.clone(), theirs.clone()));
+        }
+        let Some(takes) = &takes else { continue };
+        if takes.contains(&theirs) {
+            continue;
+        }
+        let pointer = if p.upstream.is_some() {
+            format!("{at}/params/{}/upstream", ptr(pname))
+        } else {
+            format!("{at}/params/{}", ptr(pname))
+        };
+        let mut e = l
+            .error_at_key(
+                &pointer,
+                format!("the pinned `{tool}` takes no parameter `{theirs}`"),
+            )
+            .label(format!("it takes: {}", takes.join(", ")));
+        let folded = |s: &str| s.replace('_', "").to_ascii_lowercase();
+        if let Some(same) = takes.iter().find(|t| folded(t) == folded(pname)) {
+            e = e.help(if same == pname {
+                format!("the upstream calls it `{same}`, as the spec does: remove `upstream`")
+            } else {
+                format!("the upstream calls it `{same}`: add `upstream: {same}`")
+            });
+        }
+        errors.push(e);
+    }
+    renames.sort();
+    renames
 }
 
 /// The lock beside an `mcp` connector's spec (`<name>.lock.json`), or an error saying how to
@@ -741,6 +807,7 @@ fn check_http(
 /// The parameters a built-in `files`/`logs` action takes.
 pub fn implied_params(kind: ConnectorKind, action: FileAction) -> Vec<Param> {
     let s = |desc: &str| ParamSpec {
+        upstream: None,
         ty: ParamType::String,
         description: desc.into(),
         default: None,

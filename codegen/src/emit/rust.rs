@@ -400,9 +400,11 @@ fn connector_def(c: &Connector) -> TokenStream {
                 quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })
             }
             OperationBody::Sandbox { command } => quote!(bh::OperationBody::Sandbox { command: &[#(#command),*] }),
-            OperationBody::Mcp { tool, pin, definition, server, remote } => {
+            OperationBody::Mcp { tool, pin, definition, server, remote, renames } => {
                 let definition = raw_str(definition);
-                quote!(bh::OperationBody::Mcp { tool: #tool, pin: #pin, definition: #definition, server: #server, remote: #remote })
+                let ours = renames.iter().map(|(o, _)| o);
+                let theirs = renames.iter().map(|(_, t)| t);
+                quote!(bh::OperationBody::Mcp { tool: #tool, pin: #pin, definition: #definition, server: #server, remote: #remote, renames: &[#((#ours, #theirs)),*] })
             }
         };
         quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })

@@ -264,9 +264,17 @@ fn op_text(body: &OperationBody) -> (String, String) {
         ),
         OperationBody::Sandbox { command } => format!("run {command:?}"),
         OperationBody::Mcp {
-            tool, pin, server, ..
+            tool,
+            pin,
+            server,
+            renames,
+            ..
         } => {
-            format!("upstream tool `{tool}` of {server} pinned {pin}")
+            let renamed: String = renames
+                .iter()
+                .map(|(o, t)| format!(" {o}→{t}"))
+                .collect();
+            format!("upstream tool `{tool}` of {server} pinned {pin}{renamed}")
         }
     };
     (text.clone(), text)

@@ -46,6 +46,10 @@ pub struct ParamSpec {
     pub ty: ParamType,
     /// What the parameter means, for the model.
     pub description: String,
+    /// (`mcp` operations) The upstream tool's own name of this parameter, when it is not a spec
+    /// name (e.g. `messageType` behind `message_type`); checked against the pinned schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
     /// Value used when the caller omits the parameter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,

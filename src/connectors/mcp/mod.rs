@@ -170,6 +170,17 @@ struct State {
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// The arguments as the upstream names them: each (spec name, upstream name) of `renames`
+/// renamed; everything else as given (the wrapper validated them against the spec's schema).
+pub fn upstream_args(mut args: JsonObject, renames: &[(&str, &str)]) -> JsonObject {
+    for (ours, theirs) in renames {
+        if let Some(v) = args.remove(*ours) {
+            args.insert((*theirs).to_string(), v);
+        }
+    }
+    args
+}
+
 /// Where one call's upstream runs, and where its progress goes.
 #[derive(Clone, Copy)]
 pub struct Place<'a> {
