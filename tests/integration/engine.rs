@@ -286,6 +286,7 @@ fn curl_in(project: &Project, service: &str, args: &[&str]) -> (i32, String) {
 
 #[test]
 fn the_generated_compose_deployment_runs_on_a_real_engine() {
+    let _one = engine::exclusive();
     engine::ensure_engine();
     engine::ensure_base_image();
     let compose_path = root().join("generated/compose/local.yaml");
@@ -568,6 +569,7 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
 /// prebuilt-binary path arrive (`.dockerignore`, generated), and nothing else.
 #[test]
 fn the_build_context_holds_only_what_the_image_is_built_from() {
+    let _one = engine::exclusive();
     engine::ensure_engine();
     let dir = tempfile::tempdir_in(engine::work_dir()).unwrap();
     let ctx = dir.path().join("repo");

@@ -21,6 +21,13 @@ pub fn docker() -> Command {
     Command::new(bin)
 }
 
+/// One test at a time on the engine: a compose deployment coming up beside image builds on two
+/// cores can miss its health checks' start period (seen: an instance reported unhealthy).
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ENGINE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Runs `cmd`, returning its output; panics with what it printed when it fails.
 pub fn run(cmd: &mut Command, what: &str) -> String {
     let out = output(cmd, what);

@@ -25,6 +25,19 @@ enum Kind {
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
+/// Whether the process that made the run cgroup `name` (`run-<pid>-<n>`) no longer exists
+/// (false for any other name, and for this process).
+fn owner_is_gone(name: &str) -> bool {
+    let Some(pid) = name
+        .strip_prefix("run-")
+        .and_then(|r| r.split('-').next())
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return false;
+    };
+    pid as u32 != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+}
+
 impl Parents {
     /// Finds (and creates, for v1) the parent folders this process may use.
     pub fn detect() -> Parents {
@@ -48,10 +61,14 @@ impl Parents {
             }
             let parent = root.join("bulkhead-sandbox");
             if std::fs::create_dir_all(&parent).is_ok() {
-                // Runs of servers that died: empty now, so removable (a live one is not).
+                // Runs of servers that died (`run-<pid>-<n>` of a pid that is gone): empty now,
+                // so removable. A live process's run is never touched, not even an empty one:
+                // it may be between its creation and its first process joining it.
                 if let Ok(old) = std::fs::read_dir(&parent) {
                     for e in old.flatten() {
-                        let _ = std::fs::remove_dir(e.path());
+                        if owner_is_gone(&e.file_name().to_string_lossy()) {
+                            let _ = std::fs::remove_dir(e.path());
+                        }
                     }
                 }
                 dirs.push((parent, kind));
