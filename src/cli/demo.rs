@@ -227,7 +227,7 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
 
         println!("\n4. From now on:");
         reply("notify_team (a connect tool)", agent.call_tool("notify_team", json!({"channel": "ops", "message": "customer list attached"})).await);
-        reply("read_file /workspace/notes.txt (same workspace, isolated instance)", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
+        reply("read_file /workspace/notes.txt (same workspace, now on the proxied instance)", agent.call_tool("read_file", json!({"path": "/workspace/notes.txt"})).await);
         reply("run_python on the proxied instance: the note is there, the network is not", agent.call_tool("run_python", json!({"code": "import socket\nprint(open('notes.txt').read())\nprint('network interfaces:', [n for _, n in socket.if_nameindex()])"})).await);
         let stale = connect(&full_url, &alice).await?;
         show("a client that never switched calls read_file on the full instance", &call(&stale, "read_file", json!({"path": "/workspace/notes.txt"})).await?);
