@@ -1205,3 +1205,36 @@ async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
         .unwrap_err();
     assert!(refused.wire_text().contains("messageType"), "{refused:?}");
 }
+
+/// A start that fails says why and what to do: a program the jail cannot find is named "not
+/// found" with the jail's own words; `npx -y <package>` (every upstream README's form) is told
+/// that a jail has no network to download into and how to install the package first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_start_says_why_and_what_to_do() {
+    let missing = bulkhead::connectors::mcp::lockfile::list(
+        "missing",
+        json!({"command": ["/nonexistent/bin/mcp-server-missing"], "start_timeout_ms": 10000}),
+    )
+    .await
+    .err()
+    .expect("a missing program does not start")
+    .to_string();
+    assert!(
+        missing.contains("is not found in the upstream's jail") && missing.contains("execvp"),
+        "{missing}"
+    );
+    // npx comes with npm, which the test command installs.
+    let npx = bulkhead::connectors::mcp::lockfile::list(
+        "npx",
+        json!({"command": ["npx", "-y", "@modelcontextprotocol/server-everything@2026.8.31"], "start_timeout_ms": 3000}),
+    )
+    .await
+    .err()
+    .expect("npx cannot download in a jail")
+    .to_string();
+    assert!(
+        npx.contains("downloads the package at start") && npx.contains("npm install --prefix"),
+        "{npx}"
+    );
+    eprintln!("{missing}\n{npx}");
+}

@@ -2,6 +2,7 @@
 //! its bounded tool list, and the handler that answers what it asks of us.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +47,39 @@ const MAX_PAGES: usize = 100;
 const STDERR_LINES: u64 = 200;
 /// Longest stderr line logged, in bytes.
 const STDERR_LINE_BYTES: usize = 2048;
+/// Last stderr lines kept to explain a failed start.
+const STDERR_TAIL: usize = 8;
+
+/// The last lines an upstream wrote to stderr (bounded), to explain a failed start.
+type Tail = Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+
+/// Why a start failed, with what the upstream said and what to do: a program the jail cannot
+/// find, or one that downloads at start (`npx`, `uvx`, `pipx`), which a jail (no network) never
+/// finishes.
+fn explain(failure: String, program: &str, tail: &Tail) -> anyhow::Error {
+    let said: Vec<String> = tail
+        .lock()
+        .map(|t| t.iter().cloned().collect())
+        .unwrap_or_default();
+    let mut text = failure;
+    if !said.is_empty() {
+        text.push_str(&format!("; the upstream said: {}", said.join(" | ")));
+    }
+    let name = Path::new(program)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(program);
+    if said.iter().any(|l| l.contains("execvp") && l.contains("No such file")) {
+        text.push_str(&format!(
+            ". `{program}` is not found in the upstream's jail: install the package (the image does from the lock's `package`) and put its program on PATH, or name it by path (the jail sees its install folder)"
+        ));
+    } else if ["npx", "uvx", "pipx"].contains(&name) {
+        text.push_str(&format!(
+            ". `{name}` downloads the package at start, and an upstream's jail has no network: install the package at an exact version first (`npm install --prefix <dir> <package>@<version>`, or `pip install` into a virtualenv) and import its program"
+        ));
+    }
+    anyhow::anyhow!(text)
+}
 
 /// What we answer an upstream: nothing it asks for is granted. Elicitation is refused, and so
 /// are sampling (rmcp's default: method not found) and roots (rmcp's default: none, so host
@@ -207,17 +241,34 @@ impl Live {
         launch: Option<Launch>,
     ) -> anyhow::Result<Live> {
         let bounds = s.bounds();
-        tokio::time::timeout(
+        let tail = Tail::default();
+        let program = s
+            .command
+            .as_ref()
+            .and_then(|c| c.first())
+            .cloned()
+            .unwrap_or_default();
+        let started = tokio::time::timeout(
             bounds.start,
-            Live::start_unbounded(connector, s, launch, bounds),
+            Live::start_unbounded(connector, s, launch, bounds, tail.clone()),
         )
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "limit `{connector}.start_timeout_ms` ({} ms) reached",
-                bounds.start.as_millis()
-            )
-        })?
+        .await;
+        match started {
+            Ok(Ok(live)) => Ok(live),
+            Ok(Err(e)) => {
+                // What the upstream wrote before it went away arrives a moment after.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                Err(explain(format!("{e:#}"), &program, &tail))
+            }
+            Err(_) => Err(explain(
+                format!(
+                    "limit `{connector}.start_timeout_ms` ({} ms) reached",
+                    bounds.start.as_millis()
+                ),
+                &program,
+                &tail,
+            )),
+        }
     }
 
     async fn start_unbounded(
@@ -225,6 +276,7 @@ impl Live {
         s: &Settings,
         launch: Option<Launch>,
         bounds: Bounds,
+        tail: Tail,
     ) -> anyhow::Result<Live> {
         let changed = Arc::new(AtomicBool::new(false));
         let progress = Progress::default();
@@ -263,7 +315,7 @@ impl Live {
             let stdout = child.stdout.take().expect("piped");
             let stdin = child.stdin.take().expect("piped");
             if let Some(stderr) = child.stderr.take() {
-                tokio::spawn(log_stderr(connector, stderr));
+                tokio::spawn(log_stderr(connector, stderr, tail));
             }
             let client = watch
                 .serve_with_lifecycle(
@@ -454,8 +506,8 @@ pub async fn list_tools(
     anyhow::bail!("the upstream's tool list did not end within {MAX_PAGES} pages")
 }
 
-/// Logs the upstream's stderr, a bounded number of bounded lines.
-async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr) {
+/// Logs the upstream's stderr, a bounded number of bounded lines, keeping the last few in `tail`.
+async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr, tail: Tail) {
     let mut lines = tokio::io::BufReader::new(stderr);
     let mut buf = Vec::new();
     let mut seen: u64 = 0;
@@ -467,8 +519,14 @@ async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr
             Ok(_) => {}
         }
         seen += 1;
+        let text = String::from_utf8_lossy(&buf);
+        if let Ok(mut t) = tail.lock() {
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(text.trim_end().chars().take(400).collect());
+        }
         if seen <= STDERR_LINES {
-            let text = String::from_utf8_lossy(&buf);
             tracing::info!(connector, line = %text.trim_end(), "upstream stderr");
         }
     }
