@@ -247,3 +247,37 @@ fn a_production_deployment_without_image_digests_is_warned_about() {
     let development = load("name: dev\nservers:\n  ops:\n    port: 9000\n");
     assert!(development.warnings.is_empty());
 }
+
+#[test]
+fn a_connect_tools_host_missing_from_the_deployments_egress_is_warned_about() {
+    use bulkhead_codegen::spec::SpecKind;
+    let hooks = "name: webhooks\nkind: http\nsensitivity: public\nsettings:\n  base_url: https://hooks.example.com\noperations:\n  notify:\n    method: POST\n    path: /notify\n    params:\n      message:\n        type: string\n        description: Text\n    body: [message]\n";
+    let server = "name: ops\ninstructions: Ops.\ntools:\n  notify:\n    description: Post.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n";
+    let deployment = |egress: &str| format!("name: local\nservers:\n  ops:\n    port: 8000\n{egress}");
+    let load = |d: &str| {
+        bulkhead_codegen::load_sources(vec![
+            (SpecKind::Connector, "connectors/webhooks.yaml", hooks),
+            (SpecKind::Server, "servers/ops.yaml", server),
+            (SpecKind::Deployment, "deployments/local.yaml", d),
+        ])
+        .expect("valid specs")
+    };
+    let reach = |m: &bulkhead_codegen::model::Model| -> Vec<String> {
+        m.warnings
+            .iter()
+            .map(|w| w.render())
+            .filter(|w| w.contains("does not list in `egress`"))
+            .collect()
+    };
+    let model = load(&deployment(""));
+    let w = reach(&model);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("`ops.notify` reaches `hooks.example.com:443` (connector `webhooks`), which deployment `local` does not list in `egress`")
+            && w[0].contains("deployments/local.yaml:3:3"),
+        "{}",
+        w[0]
+    );
+    let model = load(&deployment("    egress: [hooks.example.com:443]\n"));
+    assert!(reach(&model).is_empty(), "{:?}", reach(&model));
+}

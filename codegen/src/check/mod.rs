@@ -97,6 +97,12 @@ pub fn check(
             deployments,
             &deployments_model,
         ));
+        warnings.extend(warnings::connect_reach_undeclared(
+            deployments,
+            &deployments_model,
+            &servers_model,
+            &connectors_model,
+        ));
         Ok(Model {
             connectors: connectors_model,
             servers: servers_model,

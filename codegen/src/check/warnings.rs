@@ -98,6 +98,63 @@ pub fn unreachable_from_none(
     out
 }
 
+/// A `connect` tool whose connector reaches a `host:port` (an `http` connector's host, a jail's
+/// `egress`) that the deployment running its server does not list in `egress`: the full
+/// instance's egress rules (a Kubernetes NetworkPolicy opens only the listed ports) and the
+/// reviewer's table do not show it, and the call may fail where it is deployed.
+pub fn connect_reach_undeclared(
+    specs: &[Loaded<DeploymentSpec>],
+    deployments: &[crate::model::Deployment],
+    servers: &[Server],
+    connectors: &[Connector],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for d in deployments {
+        let Some(l) = specs.iter().find(|l| l.spec.name == d.name) else {
+            continue;
+        };
+        for ds in &d.servers {
+            let Some(s) = servers.iter().find(|s| s.name == ds.name) else {
+                continue;
+            };
+            let listed: Vec<String> = ds.egress.iter().map(|h| h.to_string()).collect();
+            let mut seen = std::collections::BTreeSet::new();
+            for t in s
+                .tools
+                .iter()
+                .filter(|t| t.permission == crate::spec::Permission::Connect)
+            {
+                let Target::Connector { connector, .. } = &t.target else {
+                    continue;
+                };
+                let Some(c) = connectors.iter().find(|c| &c.name == connector) else {
+                    continue;
+                };
+                for reach in crate::review::connector_policy(c).reach {
+                    if listed.contains(&reach) || !seen.insert(reach.clone()) {
+                        continue;
+                    }
+                    out.push(
+                        Diagnostic::warning(
+                            &l.file,
+                            l.key_at(&format!("/servers/{}", super::ptr(&ds.name))),
+                            format!(
+                                "`{}.{}` reaches `{reach}` (connector `{}`), which deployment `{}` does not list in `egress`",
+                                s.name, t.name, c.name, d.name
+                            ),
+                        )
+                        .label("not among this server's egress")
+                        .help(format!(
+                            "add `{reach}` to `egress` (the full instance's egress rules open only what is listed), or remove it from the connector"
+                        )),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A production deployment whose images are named by tag only: a tag can be pushed again, so
 /// what runs is not what was reviewed.
 pub fn production_without_digest(

@@ -207,7 +207,9 @@ fn url_authority(url: &str) -> Option<String> {
     })
 }
 
-fn connector_policy(c: &Connector) -> ConnectorPolicy {
+/// What `c` is and reaches, resolved (the one home of a connector's reach: review and the
+/// deployment warnings read it).
+pub(crate) fn connector_policy(c: &Connector) -> ConnectorPolicy {
     let settings = defaults(&c.settings);
     let location = location(c);
     let mut reach = BTreeSet::new();

@@ -35,6 +35,9 @@ const MAX_HEAD: usize = 16 * 1024;
 const WAIT: Duration = Duration::from_secs(10);
 /// Connections a gate carries at once.
 const MAX_CONNECTIONS: usize = 32;
+/// Decisions a gate logs; later ones are counted, and the count logged when the gate closes (a
+/// jail may open connections as fast as it likes: the log must not grow with it).
+const LOGGED_DECISIONS: u64 = 100;
 
 /// Where a connector's jails may go, and how.
 #[derive(Clone, Debug)]
@@ -106,6 +109,7 @@ impl Egress {
         Gate::open(Arc::new(Policy {
             egress: self.clone(),
             via,
+            decisions: Default::default(),
         }))
         .map(Some)
     }
@@ -114,6 +118,30 @@ impl Egress {
 struct Policy {
     egress: Egress,
     via: Via,
+    /// Decisions made so far (the first [`LOGGED_DECISIONS`] are logged).
+    decisions: std::sync::atomic::AtomicU64,
+}
+
+impl Policy {
+    /// Whether this decision is one of those logged.
+    fn log_this(&self) -> bool {
+        self.decisions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            < LOGGED_DECISIONS
+    }
+}
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        let n = *self.decisions.get_mut();
+        if n > LOGGED_DECISIONS {
+            tracing::info!(
+                connector = self.egress.connector,
+                not_logged = n - LOGGED_DECISIONS,
+                "egress decisions not logged"
+            );
+        }
+    }
 }
 
 /// A gate's socket, in a private folder of its own; the gate stops when this is dropped.
@@ -191,7 +219,9 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
         .iter()
         .find(|a| a.host.eq_ignore_ascii_case(&target.host) && a.port == target.port)
     else {
-        tracing::warn!(connector, target = %target, "egress refused: not declared");
+        if policy.log_this() {
+            tracing::warn!(connector, target = %target, "egress refused: not declared");
+        }
         let list: Vec<String> = policy.egress.allowed.iter().map(|a| a.to_string()).collect();
         let _ = reply(
             &mut conn,
@@ -222,12 +252,16 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
     let mut upstream = match upstream {
         Ok(u) => u,
         Err((status, why)) => {
-            tracing::warn!(connector, target = %target, reason = %why, "egress refused");
+            if policy.log_this() {
+                tracing::warn!(connector, target = %target, reason = %why, "egress refused");
+            }
             let _ = reply(&mut conn, status, &why).await;
             return;
         }
     };
-    tracing::info!(connector, target = %target, "egress opened");
+    if policy.log_this() {
+        tracing::info!(connector, target = %target, "egress opened");
+    }
     let rest = &head.bytes[head.end..head.len];
     let sent = match (&policy.via, connect) {
         // The destination itself: answer the CONNECT, pass what followed the head.
