@@ -74,13 +74,21 @@ impl Workspace {
             .ok_or("the workspace has no root package")?;
         let mut members = Vec::new();
         for p in meta.workspace_packages() {
-            let dir = rel(p.manifest_path.parent().map(|d| d.as_std_path()).unwrap_or(&base))?;
+            let dir = rel(p
+                .manifest_path
+                .parent()
+                .map(|d| d.as_std_path())
+                .unwrap_or(&base))?;
             let mut targets = p
                 .targets
                 .iter()
                 .map(|t| {
                     use cargo_metadata::TargetKind as K;
-                    let kind = if t.kind.iter().any(|k| matches!(k, K::Lib | K::RLib | K::ProcMacro)) {
+                    let kind = if t
+                        .kind
+                        .iter()
+                        .any(|k| matches!(k, K::Lib | K::RLib | K::ProcMacro))
+                    {
                         Kind::Lib
                     } else if t.kind.contains(&K::Bin) {
                         Kind::Bin
@@ -129,7 +137,10 @@ impl Workspace {
         out.dedup();
         // A folder inside another listed one adds nothing.
         let all = out.clone();
-        out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(&format!("{q}/"))));
+        out.retain(|p| {
+            !all.iter()
+                .any(|q| q != p && p.starts_with(&format!("{q}/")))
+        });
         out
     }
 
@@ -161,8 +172,18 @@ mod tests {
             w.manifests(),
             ["Cargo.toml", "codegen/Cargo.toml", "vocab/Cargo.toml"]
         );
-        let root_targets: Vec<&str> = w.members[0].targets.iter().map(|t| t.path.as_str()).collect();
-        for t in ["src/main.rs", "src/lib.rs", "build.rs", "tests/unit/main.rs", "bench/loadgen.rs"] {
+        let root_targets: Vec<&str> = w.members[0]
+            .targets
+            .iter()
+            .map(|t| t.path.as_str())
+            .collect();
+        for t in [
+            "src/main.rs",
+            "src/lib.rs",
+            "build.rs",
+            "tests/unit/main.rs",
+            "bench/loadgen.rs",
+        ] {
             assert!(root_targets.contains(&t), "{t}: {root_targets:?}");
         }
     }

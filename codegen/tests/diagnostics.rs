@@ -253,7 +253,8 @@ fn a_connect_tools_host_missing_from_the_deployments_egress_is_warned_about() {
     use bulkhead_codegen::spec::SpecKind;
     let hooks = "name: webhooks\nkind: http\nsensitivity: public\nsettings:\n  base_url: https://hooks.example.com\noperations:\n  notify:\n    method: POST\n    path: /notify\n    params:\n      message:\n        type: string\n        description: Text\n    body: [message]\n";
     let server = "name: ops\ninstructions: Ops.\ntools:\n  notify:\n    description: Post.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n";
-    let deployment = |egress: &str| format!("name: local\nservers:\n  ops:\n    port: 8000\n{egress}");
+    let deployment =
+        |egress: &str| format!("name: local\nservers:\n  ops:\n    port: 8000\n{egress}");
     let load = |d: &str| {
         bulkhead_codegen::load_sources(vec![
             (SpecKind::Connector, "connectors/webhooks.yaml", hooks),

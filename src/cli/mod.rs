@@ -321,10 +321,9 @@ pub fn main() -> ExitCode {
         }
         Command::Tools { server, root } => tools::run(&root, server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
-        Command::Token { user, session, ttl } => load_config(cli.config)
-            .and_then(|c| {
-                token::run(&c, &user, session.as_deref(), ttl).map(|()| ExitCode::SUCCESS)
-            }),
+        Command::Token { user, session, ttl } => load_config(cli.config).and_then(|c| {
+            token::run(&c, &user, session.as_deref(), ttl).map(|()| ExitCode::SUCCESS)
+        }),
     };
     match result {
         Ok(code) => code,

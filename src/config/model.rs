@@ -522,7 +522,10 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let (mut value, positions) = super::load_yaml_with_positions(text, origin)?;
         let mut secret_vars = Vec::new();
-        let keys = value["auth"]["keys"].as_array().cloned().unwrap_or_default();
+        let keys = value["auth"]["keys"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for written in keys
             .iter()
             .map(|k| &k["secret"])

@@ -238,7 +238,10 @@ fn the_readme_first_call_works_as_pasted() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(text.contains("read_file: hi"), "run {run}: {text}");
-        assert!(text.contains("search_records: id,title,owner"), "run {run}: {text}");
+        assert!(
+            text.contains("search_records: id,title,owner"),
+            "run {run}: {text}"
+        );
     }
     drop(up);
 }
@@ -251,13 +254,24 @@ fn the_spec_check_runs_while_a_spec_is_broken() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for sub in ["servers", "connectors", "deployments"] {
         std::fs::create_dir_all(dir.path().join("specs").join(sub)).unwrap();
-        for e in std::fs::read_dir(root.join("specs").join(sub)).unwrap().flatten() {
-            std::fs::copy(e.path(), dir.path().join("specs").join(sub).join(e.file_name())).unwrap();
+        for e in std::fs::read_dir(root.join("specs").join(sub))
+            .unwrap()
+            .flatten()
+        {
+            std::fs::copy(
+                e.path(),
+                dir.path().join("specs").join(sub).join(e.file_name()),
+            )
+            .unwrap();
         }
     }
     let spec = dir.path().join("specs/servers/template.yaml");
     let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(&spec, text.replacen("permission: read", "permision: read", 1)).unwrap();
+    std::fs::write(
+        &spec,
+        text.replacen("permission: read", "permision: read", 1),
+    )
+    .unwrap();
     let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/bulkhead-check");
     let check = if check.exists() {
         check

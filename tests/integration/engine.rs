@@ -71,7 +71,10 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
     // `fetch_page` may reach the test's documentation site.
     for (name, svc) in compose["services"].as_object().unwrap() {
         if svc["environment"].get("FETCH_EGRESS").is_some() {
-            services.insert(name.clone(), json!({ "environment": { "FETCH_EGRESS": DOCS } }));
+            services.insert(
+                name.clone(),
+                json!({ "environment": { "FETCH_EGRESS": DOCS } }),
+            );
         }
         if svc["environment"].get("WEBHOOK_URL").is_some() {
             services.insert(
@@ -93,7 +96,9 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
         else {
             continue;
         };
-        let generated = root().join("generated/compose").join(policy.split(':').next().unwrap());
+        let generated = root()
+            .join("generated/compose")
+            .join(policy.split(':').next().unwrap());
         let text = std::fs::read_to_string(&generated).unwrap();
         let mut allowed: Vec<bulkhead_vocab::HostPort> = text
             .lines()
@@ -647,12 +652,21 @@ fn the_build_context_holds_only_what_the_image_is_built_from() {
             let Some(path) = words.last().and_then(|p| p.strip_prefix("ctx/")) else {
                 continue;
             };
-            bytes += words.get(2).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            bytes += words
+                .get(2)
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(0);
             arrived.push(path.to_string());
         }
         let admitted = |p: &str| {
-            ["Cargo.toml", "Cargo.lock", "build.rs", "config.yaml", "target/docker/bulkhead"]
-                .contains(&p)
+            [
+                "Cargo.toml",
+                "Cargo.lock",
+                "build.rs",
+                "config.yaml",
+                "target/docker/bulkhead",
+            ]
+            .contains(&p)
                 || ["src/", "specs/", "codegen/src/", "vocab/src/"]
                     .iter()
                     .any(|d| p.starts_with(d))
@@ -660,14 +674,32 @@ fn the_build_context_holds_only_what_the_image_is_built_from() {
                 || p == "vocab/Cargo.toml"
         };
         let strays: Vec<&String> = arrived.iter().filter(|p| !admitted(p)).collect();
-        assert!(strays.is_empty(), "BUILDKIT={buildkit}: outside the image's inputs: {strays:?}");
-        for needed in ["Cargo.lock", "src/main.rs", "codegen/src/lib.rs", "vocab/src/lib.rs", "specs/servers/template.yaml", "config.yaml", "build.rs", "target/docker/bulkhead"] {
-            assert!(arrived.iter().any(|p| p == needed), "BUILDKIT={buildkit}: {needed} missing");
+        assert!(
+            strays.is_empty(),
+            "BUILDKIT={buildkit}: outside the image's inputs: {strays:?}"
+        );
+        for needed in [
+            "Cargo.lock",
+            "src/main.rs",
+            "codegen/src/lib.rs",
+            "vocab/src/lib.rs",
+            "specs/servers/template.yaml",
+            "config.yaml",
+            "build.rs",
+            "target/docker/bulkhead",
+        ] {
+            assert!(
+                arrived.iter().any(|p| p == needed),
+                "BUILDKIT={buildkit}: {needed} missing"
+            );
         }
         assert!(
             bytes < 8 << 20,
             "BUILDKIT={buildkit}: the context holds {bytes} bytes"
         );
-        eprintln!("BUILDKIT={buildkit}: {} files, {bytes} bytes in the context", arrived.len());
+        eprintln!(
+            "BUILDKIT={buildkit}: {} files, {bytes} bytes in the context",
+            arrived.len()
+        );
     }
 }

@@ -152,7 +152,12 @@ fn python(egress: &[String], proxy: Option<String>) -> Connectors {
 }
 
 /// Runs `code` on an instance in `mode`; what it printed.
-async fn run(c: &Connectors, ws: &Arc<bulkhead::workspace::SessionWorkspace>, mode: NetworkMode, code: &str) -> String {
+async fn run(
+    c: &Connectors,
+    ws: &Arc<bulkhead::workspace::SessionWorkspace>,
+    mode: NetworkMode,
+    code: &str,
+) -> String {
     let jail = connectors::sandbox::JailContext::outside_a_call(mode);
     let args = json!({ "code": code }).as_object().cloned().unwrap();
     let out = connectors::call_in(c, "python", "run", ws, args, &jail, &CallSignals::new())
@@ -163,7 +168,11 @@ async fn run(c: &Connectors, ws: &Arc<bulkhead::workspace::SessionWorkspace>, mo
         ToolOutput::Text(t) => serde_json::from_str(&t).unwrap(),
         other => panic!("{other:?}"),
     };
-    format!("{}{}", v["stdout"].as_str().unwrap_or(""), v["stderr"].as_str().unwrap_or(""))
+    format!(
+        "{}{}",
+        v["stdout"].as_str().unwrap_or(""),
+        v["stderr"].as_str().unwrap_or("")
+    )
 }
 
 /// A POST of `body` to `url` through whatever proxy the jail's environment names.
@@ -200,7 +209,13 @@ fn a_networked_jail_reaches_its_declared_host_and_nothing_else() {
             None,
         );
         let full = NetworkMode::Full;
-        let said = run(&c, &ws, full, &post(&format!("http://{OUTSIDE}:{}/hook", allowed.port))).await;
+        let said = run(
+            &c,
+            &ws,
+            full,
+            &post(&format!("http://{OUTSIDE}:{}/hook", allowed.port)),
+        )
+        .await;
         assert!(said.contains("status 200 ok"), "{said}");
         assert_eq!(allowed.accepted(), 1);
         let seen = allowed.seen();
@@ -210,11 +225,29 @@ fn a_networked_jail_reaches_its_declared_host_and_nothing_else() {
             "{seen:?}"
         );
         // Another port of the same host: refused by the gate, naming the list.
-        let said = run(&c, &ws, full, &post(&format!("http://{OUTSIDE}:{}/", other.port))).await;
-        assert!(said.contains("status 403") && said.contains("may not reach"), "{said}");
+        let said = run(
+            &c,
+            &ws,
+            full,
+            &post(&format!("http://{OUTSIDE}:{}/", other.port)),
+        )
+        .await;
+        assert!(
+            said.contains("status 403") && said.contains("may not reach"),
+            "{said}"
+        );
         // A declared name that resolves to loopback: refused by the ranges.
-        let said = run(&c, &ws, full, &post(&format!("http://localhost:{}/", loopback.port))).await;
-        assert!(said.contains("status 403") && said.contains("loopback"), "{said}");
+        let said = run(
+            &c,
+            &ws,
+            full,
+            &post(&format!("http://localhost:{}/", loopback.port)),
+        )
+        .await;
+        assert!(
+            said.contains("status 403") && said.contains("loopback"),
+            "{said}"
+        );
         // Around the proxy: the jail's own network has no route anywhere.
         let direct = format!(
             "import socket\ntry:\n    socket.create_connection(('{OUTSIDE}', {}), timeout=3)\n    print('connected')\nexcept OSError as e:\n    print('refused', e)\n",
@@ -223,9 +256,19 @@ fn a_networked_jail_reaches_its_declared_host_and_nothing_else() {
         let said = run(&c, &ws, full, &direct).await;
         assert!(said.starts_with("refused"), "{said}");
         // `none`: no gate, no proxy, nothing.
-        let said = run(&c, &ws, NetworkMode::None, &post(&format!("http://{OUTSIDE}:{}/hook", allowed.port))).await;
+        let said = run(
+            &c,
+            &ws,
+            NetworkMode::None,
+            &post(&format!("http://{OUTSIDE}:{}/hook", allowed.port)),
+        )
+        .await;
         assert!(said.starts_with("failed"), "{said}");
-        assert_eq!(allowed.accepted(), 1, "a second connection reached the declared host");
+        assert_eq!(
+            allowed.accepted(),
+            1,
+            "a second connection reached the declared host"
+        );
         assert_eq!(other.accepted(), 0, "an undeclared port was reached");
         assert_eq!(loopback.accepted(), 0, "loopback was reached");
     });
@@ -248,9 +291,16 @@ fn a_networked_jail_on_proxied_goes_through_the_instance_proxy() {
         let said = run(&c, &ws, mode, &post(&format!("http://{declared}/x"))).await;
         assert!(said.contains("status 200 via proxy"), "{said}");
         let seen = proxy.seen();
-        assert!(seen[0].starts_with(&format!("POST http://{declared}/x")), "{seen:?}");
+        assert!(
+            seen[0].starts_with(&format!("POST http://{declared}/x")),
+            "{seen:?}"
+        );
         let said = run(&c, &ws, mode, &post(&format!("http://{OUTSIDE}:9444/x"))).await;
         assert!(said.contains("status 403"), "{said}");
-        assert_eq!(proxy.accepted(), 1, "an undeclared request reached the proxy");
+        assert_eq!(
+            proxy.accepted(),
+            1,
+            "an undeclared request reached the proxy"
+        );
     });
 }

@@ -276,7 +276,11 @@ pub struct AbstractListener {
 impl AbstractListener {
     pub fn start() -> AbstractListener {
         use std::os::linux::net::SocketAddrExt as _;
-        let name = format!("bulkhead-test-{}-{}", std::process::id(), rand::random::<u32>());
+        let name = format!(
+            "bulkhead-test-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
         let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -350,7 +354,11 @@ async fn no_network_and_no_server_environment_in_the_jail_on_any_instance() {
         }
     }
     assert_eq!(listener.accepted(), 0, "a jail reached the host's loopback");
-    assert_eq!(abstract_socket.accepted(), 0, "a jail reached a host abstract socket");
+    assert_eq!(
+        abstract_socket.accepted(),
+        0,
+        "a jail reached a host abstract socket"
+    );
 }
 
 /// After each bomb, another session's script still runs.

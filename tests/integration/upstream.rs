@@ -116,21 +116,40 @@ async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_m
     let proxied = dep
         .try_start_server("third_party", "proxied", None)
         .unwrap();
-    let unscoped = super::harness::client(&proxied.url, &scoped_token("ana", "fetch1", "openid")).await;
-    let r = call(&unscoped, "fetch_page", json!({"url": "http://docs.example.com/runbook"}))
-        .await
-        .unwrap();
+    let unscoped =
+        super::harness::client(&proxied.url, &scoped_token("ana", "fetch1", "openid")).await;
+    let r = call(
+        &unscoped,
+        "fetch_page",
+        json!({"url": "http://docs.example.com/runbook"}),
+    )
+    .await
+    .unwrap();
     assert!(r.is_error && r.text.contains("`mcp:connect`"), "{}", r.text);
     assert!(proxy.lines().is_empty(), "{:?}", proxy.lines());
     let _ = unscoped.cancel().await;
-    let c = super::harness::client(&proxied.url, &scoped_token("ana", "fetch1", "openid mcp:connect")).await;
-    let r = call(&c, "fetch_page", json!({"url": "http://docs.example.com/runbook"}))
-        .await
-        .unwrap();
-    assert!(!r.is_error && r.text.contains("Restart the queue worker"), "{}", r.text);
+    let c = super::harness::client(
+        &proxied.url,
+        &scoped_token("ana", "fetch1", "openid mcp:connect"),
+    )
+    .await;
+    let r = call(
+        &c,
+        "fetch_page",
+        json!({"url": "http://docs.example.com/runbook"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !r.is_error && r.text.contains("Restart the queue worker"),
+        "{}",
+        r.text
+    );
     let lines = proxy.lines();
     assert!(
-        lines.iter().any(|l| l.starts_with("GET http://docs.example.com/runbook ")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("GET http://docs.example.com/runbook ")),
         "{lines:?}"
     );
     assert!(
@@ -139,9 +158,13 @@ async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_m
     );
     // A host it does not declare: refused by the gate, never handed to the proxy.
     let before = proxy.lines().len();
-    let r = call(&c, "fetch_page", json!({"url": "http://collector.example.net/upload"}))
-        .await
-        .unwrap();
+    let r = call(
+        &c,
+        "fetch_page",
+        json!({"url": "http://collector.example.net/upload"}),
+    )
+    .await
+    .unwrap();
     assert!(r.is_error, "{}", r.text);
     assert_eq!(proxy.lines().len(), before, "{:?}", proxy.lines());
     // Confidential data in the session: the connect tool is refused; nothing reaches the proxy.
@@ -154,9 +177,13 @@ async fn a_networked_upstream_reaches_its_declared_host_only_while_the_session_m
     .unwrap();
     assert!(!r.is_error, "{}", r.text);
     assert_eq!(r.level, "confidential");
-    let r = call(&c, "fetch_page", json!({"url": "http://docs.example.com/runbook?q=18:30"}))
-        .await
-        .unwrap();
+    let r = call(
+        &c,
+        "fetch_page",
+        json!({"url": "http://docs.example.com/runbook?q=18:30"}),
+    )
+    .await
+    .unwrap();
     assert!(r.is_error && r.text.starts_with("[FATAL]"), "{}", r.text);
     assert_eq!(proxy.lines().len(), before, "{:?}", proxy.lines());
     let _ = c.cancel().await;
@@ -408,7 +435,10 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_any_mode() {
             {
                 continue;
             }
-            assert!(!said.contains(&value), "{mode:?}: the jail reads the server's {key}: {said}");
+            assert!(
+                !said.contains(&value),
+                "{mode:?}: the jail reads the server's {key}: {said}"
+            );
         }
         for order in [
             format!("read {}", store.display()),
@@ -637,7 +667,12 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["convert_meeting_time", "current_time", "fetch_page", "read_file"],
+        [
+            "convert_meeting_time",
+            "current_time",
+            "fetch_page",
+            "read_file"
+        ],
         "{names:?}"
     );
     let r = call(&c, "current_time", json!({"timezone": "Europe/Paris"}))
@@ -1155,7 +1190,9 @@ async fn both_protocol_eras_with_real_upstreams() {
 /// mapping the upstream refuses the call, naming its parameter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
-    let bin = tokio::task::spawn_blocking(server_everything).await.unwrap();
+    let bin = tokio::task::spawn_blocking(server_everything)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let settings = json!({
@@ -1194,15 +1231,30 @@ async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
         });
         Connectors::new([def], &|_| None).unwrap()
     };
-    let mapped = connector(&[("include_image", "includeImage"), ("message_type", "messageType")]);
-    let said = call_on(&mapped, "everything", &ws, "annotated", json!({"message_type": "error"}))
-        .await
-        .unwrap();
+    let mapped = connector(&[
+        ("include_image", "includeImage"),
+        ("message_type", "messageType"),
+    ]);
+    let said = call_on(
+        &mapped,
+        "everything",
+        &ws,
+        "annotated",
+        json!({"message_type": "error"}),
+    )
+    .await
+    .unwrap();
     assert!(said.to_lowercase().contains("error"), "{said}");
     let unmapped = connector(&[]);
-    let refused = call_on(&unmapped, "everything", &ws, "annotated", json!({"message_type": "error"}))
-        .await
-        .unwrap_err();
+    let refused = call_on(
+        &unmapped,
+        "everything",
+        &ws,
+        "annotated",
+        json!({"message_type": "error"}),
+    )
+    .await
+    .unwrap_err();
     assert!(refused.wire_text().contains("messageType"), "{refused:?}");
 }
 

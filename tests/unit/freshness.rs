@@ -22,7 +22,11 @@ fn generated_and_schemas_are_fresh() {
             root.join("specs/schema"),
             &["json"][..],
         ),
-        (bulkhead_codegen::root_files(&model), root.to_path_buf(), &[][..]),
+        (
+            bulkhead_codegen::root_files(&model),
+            root.to_path_buf(),
+            &[][..],
+        ),
     ];
     let mut stale = Vec::new();
     for (output, dir, exts) in &outputs {

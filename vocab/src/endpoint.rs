@@ -55,7 +55,11 @@ impl HostPort {
         if !ok {
             return Err(HostPortError("the host is not a DNS name or IPv4 address"));
         }
-        match host.parse::<Ipv4Addr>().ok().and_then(|ip| crate::ranges::special(ip.into())) {
+        match host
+            .parse::<Ipv4Addr>()
+            .ok()
+            .and_then(|ip| crate::ranges::special(ip.into()))
+        {
             Some(r) if r.class == Class::Never => Err(HostPortError(
                 "loopback, unspecified, link-local (cloud metadata), documentation, multicast and reserved addresses are never egress",
             )),

@@ -67,12 +67,18 @@ pub const SPECIAL: &[Range] = &[
     never("198.51.100.0/24", "documentation, TEST-NET-2 (RFC 5737)"),
     never("203.0.113.0/24", "documentation, TEST-NET-3 (RFC 5737)"),
     never("224.0.0.0/4", "multicast (RFC 5771)"),
-    never("240.0.0.0/4", "reserved and limited broadcast (RFC 1112, RFC 919)"),
+    never(
+        "240.0.0.0/4",
+        "reserved and limited broadcast (RFC 1112, RFC 919)",
+    ),
     never("::/128", "unspecified (RFC 4291)"),
     never("::1/128", "loopback (RFC 4291)"),
     never("::ffff:0:0/96", "IPv4-mapped (RFC 4291)"),
     never("64:ff9b::/96", "IPv4/IPv6 translation, NAT64 (RFC 6052)"),
-    never("64:ff9b:1::/48", "local-use IPv4/IPv6 translation (RFC 8215)"),
+    never(
+        "64:ff9b:1::/48",
+        "local-use IPv4/IPv6 translation (RFC 8215)",
+    ),
     never("100::/64", "discard-only (RFC 6666)"),
     never("2001::/32", "Teredo (RFC 4380)"),
     internal("2001:2::/48", "benchmarking (RFC 5180)"),
@@ -189,9 +195,9 @@ pub fn openable(range: &str) -> Result<(), String> {
     if !r.is_network() {
         return Err("host bits are set: write the network address".into());
     }
-    if let Some(n) = of(Class::Never).find(|n| {
-        Cidr::parse(n.cidr).is_some_and(|n| r.within(n) || n.within(r))
-    }) {
+    if let Some(n) =
+        of(Class::Never).find(|n| Cidr::parse(n.cidr).is_some_and(|n| r.within(n) || n.within(r)))
+    {
         return Err(format!("{} is never reachable", n.what));
     }
     if !of(Class::Internal).any(|n| Cidr::parse(n.cidr).is_some_and(|n| r.within(n))) {

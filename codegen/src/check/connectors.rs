@@ -3,11 +3,11 @@
 use super::{Loaded, is_snake_ident, params, placeholders, ptr};
 use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
-use bulkhead_vocab::HostPort;
 use crate::spec::{
     ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, McpLock, McpSettings,
     OperationSpec, ParamSpec, ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
 };
+use bulkhead_vocab::HostPort;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -91,7 +91,10 @@ fn egress(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Vec<HostPo
     };
     let launched = match c.kind {
         ConnectorKind::Sandbox => true,
-        ConnectorKind::Mcp => c.settings.as_ref().is_some_and(|s| s.get("command").is_some()),
+        ConnectorKind::Mcp => c
+            .settings
+            .as_ref()
+            .is_some_and(|s| s.get("command").is_some()),
         _ => false,
     };
     if !launched {
@@ -99,8 +102,11 @@ fn egress(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Vec<HostPo
         // is reached by the server itself, through the instance's own egress.
         if c.kind == ConnectorKind::Mcp {
             errors.push(
-                l.error_at_key("/settings/egress", "`egress` is for a launched upstream (`command`)")
-                    .label("a `url` upstream is reached by the server, not from a jail"),
+                l.error_at_key(
+                    "/settings/egress",
+                    "`egress` is for a launched upstream (`command`)",
+                )
+                .label("a `url` upstream is reached by the server, not from a jail"),
             );
         }
         return Vec::new();

@@ -127,7 +127,14 @@ pub fn check(
             });
         }
         check_host_ports(l, &deployed, errors);
-        let image = resolve_image(l, "/image", d.image.as_ref(), "bulkhead", default_tag, errors);
+        let image = resolve_image(
+            l,
+            "/image",
+            d.image.as_ref(),
+            "bulkhead",
+            default_tag,
+            errors,
+        );
         let proxy_image = resolve_image(
             l,
             "/proxy_image",

@@ -10,8 +10,16 @@ use crate::spec::{ConnectorSpec, DeployEnvironment};
 
 /// Name parts that mark a variable as a credential.
 const CREDENTIAL_WORDS: &[&str] = &[
-    "SECRET", "TOKEN", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL",
-    "DATABASE_URL", "DSN",
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+    "CREDENTIAL",
+    "DATABASE_URL",
+    "DSN",
 ];
 
 /// Whether a variable's name says it holds a credential.

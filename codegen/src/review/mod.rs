@@ -14,7 +14,7 @@ mod table;
 
 pub use ack::{ACKS_FILE, Ack, AckError, Acks};
 pub use config::Identity;
-pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};
 pub(crate) use policy::connector_policy;
+pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};
 pub use rules::{Review, Weakening, review};
 pub use table::policy_table;

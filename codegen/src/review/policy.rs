@@ -272,10 +272,7 @@ fn op_text(body: &OperationBody) -> (String, String) {
             renames,
             ..
         } => {
-            let renamed: String = renames
-                .iter()
-                .map(|(o, t)| format!(" {o}→{t}"))
-                .collect();
+            let renamed: String = renames.iter().map(|(o, t)| format!(" {o}→{t}")).collect();
             format!("upstream tool `{tool}` of {server} pinned {pin}{renamed}")
         }
     };

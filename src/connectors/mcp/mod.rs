@@ -166,7 +166,6 @@ struct State {
     backoff: Duration,
 }
 
-
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
@@ -229,8 +228,9 @@ impl Mcp {
             connector: def.name,
             reason: reason.into(),
         };
-        let egress = crate::connectors::sandbox::egress::Egress::new(def.name, &settings.egress, lookup)
-            .map_err(|e| bad(&e))?;
+        let egress =
+            crate::connectors::sandbox::egress::Egress::new(def.name, &settings.egress, lookup)
+                .map_err(|e| bad(&e))?;
         let confine = match (&settings.command, &settings.url) {
             (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Some(
                 confine::Confine::new(
@@ -245,7 +245,9 @@ impl Mcp {
                 .map_err(|e| bad(&e))?,
             ),
             (None, Some(_)) if !settings.egress.is_empty() => {
-                return Err(bad("`egress` is for a launched upstream (`command`), not a `url`"));
+                return Err(bad(
+                    "`egress` is for a launched upstream (`command`), not a `url`",
+                ));
             }
             (None, Some(u)) if !u.is_empty() => None,
             _ => return Err(bad("set `command` (launch over stdio) or `url`, not both")),

@@ -69,7 +69,10 @@ fn explain(failure: String, program: &str, tail: &Tail) -> anyhow::Error {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(program);
-    if said.iter().any(|l| l.contains("execvp") && l.contains("No such file")) {
+    if said
+        .iter()
+        .any(|l| l.contains("execvp") && l.contains("No such file"))
+    {
         text.push_str(&format!(
             ". `{program}` is not found in the upstream's jail: install the package (the image does from the lock's `package`) and put its program on PATH, or name it by path (the jail sees its install folder)"
         ));

@@ -70,9 +70,7 @@ impl Egress {
     ) -> Result<Egress, String> {
         let allowed = entries
             .iter()
-            .map(|e| {
-                HostPort::parse(e).map_err(|why| format!("settings.egress: `{e}`: {why}"))
-            })
+            .map(|e| HostPort::parse(e).map_err(|why| format!("settings.egress: `{e}`: {why}")))
             .collect::<Result<Vec<_>, _>>()?;
         let proxy = crate::config::env::egress_proxy_in(lookup);
         Ok(Egress {
@@ -158,7 +156,9 @@ impl Drop for Gate {
 
 impl Gate {
     fn open(policy: Arc<Policy>) -> std::io::Result<Gate> {
-        let dir = tempfile::Builder::new().prefix("bulkhead-egress-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("bulkhead-egress-")
+            .tempdir()?;
         let listener = UnixListener::bind(dir.path().join("egress.sock"))?;
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let task = tokio::spawn(async move {
@@ -222,7 +222,12 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
         if policy.log_this() {
             tracing::warn!(connector, target = %target, "egress refused: not declared");
         }
-        let list: Vec<String> = policy.egress.allowed.iter().map(|a| a.to_string()).collect();
+        let list: Vec<String> = policy
+            .egress
+            .allowed
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
         let _ = reply(
             &mut conn,
             "403 Forbidden",
@@ -238,7 +243,12 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
         Via::Nowhere(why) => Err(("403 Forbidden", format!("bulkhead: {why}"))),
         Via::Proxy(proxy) => tokio::time::timeout(WAIT, TcpStream::connect(proxy.as_str()))
             .await
-            .map_err(|_| ("504 Gateway Timeout", "bulkhead: the egress proxy did not answer".into()))
+            .map_err(|_| {
+                (
+                    "504 Gateway Timeout",
+                    "bulkhead: the egress proxy did not answer".into(),
+                )
+            })
             .and_then(|r| {
                 r.map_err(|e| {
                     (
@@ -283,24 +293,26 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
 /// special-purpose address (an IP literal on the list is taken as written, as squid takes it).
 async fn direct(entry: &HostPort) -> Result<TcpStream, (&'static str, String)> {
     let literal = entry.host.parse::<IpAddr>().is_ok();
-    let addrs: Vec<std::net::SocketAddr> =
-        match tokio::time::timeout(WAIT, tokio::net::lookup_host((entry.host.as_str(), entry.port)))
-            .await
-        {
-            Ok(Ok(a)) => a.collect(),
-            Ok(Err(e)) => {
-                return Err((
-                    "502 Bad Gateway",
-                    format!("bulkhead: {} does not resolve: {e}", entry.host),
-                ));
-            }
-            Err(_) => {
-                return Err((
-                    "504 Gateway Timeout",
-                    format!("bulkhead: {} did not resolve in time", entry.host),
-                ));
-            }
-        };
+    let addrs: Vec<std::net::SocketAddr> = match tokio::time::timeout(
+        WAIT,
+        tokio::net::lookup_host((entry.host.as_str(), entry.port)),
+    )
+    .await
+    {
+        Ok(Ok(a)) => a.collect(),
+        Ok(Err(e)) => {
+            return Err((
+                "502 Bad Gateway",
+                format!("bulkhead: {} does not resolve: {e}", entry.host),
+            ));
+        }
+        Err(_) => {
+            return Err((
+                "504 Gateway Timeout",
+                format!("bulkhead: {} did not resolve in time", entry.host),
+            ));
+        }
+    };
     if !literal
         && let Some((ip, r)) = addrs
             .iter()
@@ -345,7 +357,9 @@ async fn read_head(conn: &mut UnixStream) -> Result<Head, String> {
             });
         }
         if len == MAX_HEAD {
-            return Err(format!("limit reached: a request head of more than {MAX_HEAD} bytes"));
+            return Err(format!(
+                "limit reached: a request head of more than {MAX_HEAD} bytes"
+            ));
         }
         let n = conn
             .read(&mut bytes[len..])
@@ -369,7 +383,11 @@ fn target(head: &[u8]) -> Result<(HostPort, bool), String> {
     let (authority, default_port, connect) = if method == "CONNECT" {
         (uri, None, true)
     } else if let Some(rest) = uri.strip_prefix("http://") {
-        (rest.split(['/', '?', '#']).next().unwrap_or(""), Some(80), false)
+        (
+            rest.split(['/', '?', '#']).next().unwrap_or(""),
+            Some(80),
+            false,
+        )
     } else {
         return Err(format!(
             "only CONNECT and absolute http:// requests pass a proxy (got `{method} {uri}`)"

@@ -62,7 +62,9 @@ pub fn main(args: &[String]) -> i32 {
             });
         }
     });
-    let status = std::process::Command::new(&argv[0]).args(&argv[1..]).status();
+    let status = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .status();
     match status {
         Ok(s) => s
             .code()

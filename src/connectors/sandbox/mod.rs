@@ -275,7 +275,10 @@ impl Sandbox {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name)))?;
         let gate = self.egress.gate(cx.mode).map_err(|e| {
-            ToolError::fatal(format!("`{}`: cannot open the run's egress gate: {e}", self.name))
+            ToolError::fatal(format!(
+                "`{}`: cannot open the run's egress gate: {e}",
+                self.name
+            ))
         })?;
         let helper = match (&gate, &self.helper) {
             (None, _) => None,

@@ -158,7 +158,10 @@ fn touch_sources(w: &Workspace) -> String {
         .into_iter()
         .filter(|s| !s.ends_with("Cargo.toml"))
         .collect();
-    format!("find {} -type f -exec touch {{}} + \\\n      && ", sources.join(" "))
+    format!(
+        "find {} -type f -exec touch {{}} + \\\n      && ",
+        sources.join(" ")
+    )
 }
 
 /// Files [`root_files`] writes at the repository's root.
