@@ -102,6 +102,15 @@ pub(crate) struct Bounds {
 }
 
 impl Settings {
+    /// The program a launched upstream starts (empty for a `url` upstream).
+    pub(crate) fn program(&self) -> String {
+        self.command
+            .as_ref()
+            .and_then(|c| c.first())
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub(crate) fn per_session(&self) -> bool {
         self.session_workspace.unwrap_or(false)
     }

@@ -50,17 +50,63 @@ const STDERR_LINE_BYTES: usize = 2048;
 /// Last stderr lines kept to explain a failed start.
 const STDERR_TAIL: usize = 8;
 
-/// The last lines an upstream wrote to stderr (bounded), to explain a failed start.
-type Tail = Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+/// Longest wait for a failed upstream's stderr to end before its start is explained.
+const TAIL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The last lines an upstream wrote to stderr (bounded), to explain a failed start, and whether
+/// its stderr has ended.
+#[derive(Default)]
+struct StderrTail {
+    lines: std::sync::Mutex<std::collections::VecDeque<String>>,
+    closed: AtomicBool,
+    ended: tokio::sync::Notify,
+}
+
+type Tail = Arc<StderrTail>;
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        if let Ok(mut t) = self.lines.lock() {
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ended.notify_waiters();
+    }
+
+    /// Waits until the upstream's stderr has ended, at most `within` (a failed upstream's last
+    /// words arrive after the failure is seen).
+    async fn wait_closed(&self, within: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let ended = self.ended.notified();
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
 
 /// Why a start failed, with what the upstream said and what to do: a program the jail cannot
 /// find, or one that downloads at start (`npx`, `uvx`, `pipx`), which a jail (no network) never
 /// finishes.
 fn explain(failure: String, program: &str, tail: &Tail) -> anyhow::Error {
-    let said: Vec<String> = tail
-        .lock()
-        .map(|t| t.iter().cloned().collect())
-        .unwrap_or_default();
+    let said = tail.lines();
     let mut text = failure;
     if !said.is_empty() {
         text.push_str(&format!("; the upstream said: {}", said.join(" | ")));
@@ -245,12 +291,7 @@ impl Live {
     ) -> anyhow::Result<Live> {
         let bounds = s.bounds();
         let tail = Tail::default();
-        let program = s
-            .command
-            .as_ref()
-            .and_then(|c| c.first())
-            .cloned()
-            .unwrap_or_default();
+        let program = s.program();
         let started = tokio::time::timeout(
             bounds.start,
             Live::start_unbounded(connector, s, launch, bounds, tail.clone()),
@@ -259,18 +300,21 @@ impl Live {
         match started {
             Ok(Ok(live)) => Ok(live),
             Ok(Err(e)) => {
-                // What the upstream wrote before it went away arrives a moment after.
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tail.wait_closed(TAIL_WAIT).await;
                 Err(explain(format!("{e:#}"), &program, &tail))
             }
-            Err(_) => Err(explain(
-                format!(
-                    "limit `{connector}.start_timeout_ms` ({} ms) reached",
-                    bounds.start.as_millis()
-                ),
-                &program,
-                &tail,
-            )),
+            Err(_) => {
+                // The dropped start killed the upstream: its stderr ends now.
+                tail.wait_closed(TAIL_WAIT).await;
+                Err(explain(
+                    format!(
+                        "limit `{connector}.start_timeout_ms` ({} ms) reached",
+                        bounds.start.as_millis()
+                    ),
+                    &program,
+                    &tail,
+                ))
+            }
         }
     }
 
@@ -297,12 +341,7 @@ impl Live {
             gate,
         }) = launch
         {
-            let program = s
-                .command
-                .as_ref()
-                .and_then(|c| c.first())
-                .cloned()
-                .unwrap_or_default();
+            let program = s.program();
             let cmd = &mut command;
             cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -523,12 +562,7 @@ async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr
         }
         seen += 1;
         let text = String::from_utf8_lossy(&buf);
-        if let Ok(mut t) = tail.lock() {
-            if t.len() == STDERR_TAIL {
-                t.pop_front();
-            }
-            t.push_back(text.trim_end().chars().take(400).collect());
-        }
+        tail.push(text.trim_end().chars().take(400).collect());
         if seen <= STDERR_LINES {
             tracing::info!(connector, line = %text.trim_end(), "upstream stderr");
         }
@@ -540,6 +574,7 @@ async fn log_stderr(connector: &'static str, stderr: tokio::process::ChildStderr
             "upstream stderr lines not logged"
         );
     }
+    tail.close();
 }
 
 /// Reads one line, keeping at most `STDERR_LINE_BYTES` of it; returns the bytes consumed.

@@ -51,10 +51,10 @@ pub fn main(args: &[String]) -> i32 {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            if open.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+            if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                open.fetch_sub(1, Ordering::AcqRel);
                 continue; // dropped: the client sees a reset and may retry
             }
-            open.fetch_add(1, Ordering::AcqRel);
             let open = open.clone();
             std::thread::spawn(move || {
                 carry(conn);

@@ -164,6 +164,16 @@ fn touch_sources(w: &Workspace) -> String {
     )
 }
 
+/// The `@generated` header of a file made from every deployment spec.
+fn deployments_header(model: &Model) -> String {
+    let sources: Vec<&str> = model
+        .deployments
+        .iter()
+        .map(|d| d.source.as_str())
+        .collect();
+    header("#", &sources)
+}
+
 /// Files [`root_files`] writes at the repository's root.
 pub const ROOT_DOCKERIGNORE: &str = ".dockerignore";
 
@@ -176,12 +186,7 @@ pub fn root_files(model: &Model, out: &mut Output) {
     if model.deployments.is_empty() {
         return;
     }
-    let sources: Vec<&str> = model
-        .deployments
-        .iter()
-        .map(|d| d.source.as_str())
-        .collect();
-    let mut text = header("#", &sources);
+    let mut text = deployments_header(model);
     text.push_str(
         "# The build context of generated/docker/Dockerfile (compose builds from the repository root),\n\
          # read by the legacy builder and BuildKit alike: everything is left out but what the image is\n\
@@ -271,12 +276,7 @@ pub fn emit(model: &Model, out: &mut Output) {
     if model.deployments.is_empty() {
         return;
     }
-    let sources: Vec<&str> = model
-        .deployments
-        .iter()
-        .map(|d| d.source.as_str())
-        .collect();
-    let mut text = header("#", &sources);
+    let mut text = deployments_header(model);
     let mounts: String = mount_points(model)
         .iter()
         .map(|d| format!(" && mkdir -p {d} \\\n"))
@@ -335,7 +335,7 @@ pub fn emit(model: &Model, out: &mut Output) {
             .replace("{upstreams}", &upstream_installs(&upstreams)),
     );
     out.add("docker/Dockerfile", text);
-    let mut proxy = header("#", &sources);
+    let mut proxy = deployments_header(model);
     proxy.push_str(PROXY_DOCKERFILE);
     out.add("docker/Dockerfile.proxy", proxy);
 }

@@ -53,13 +53,7 @@ pub fn squid_policy(allowed: &[HostPort], internal: &[String]) -> String {
     names.dedup();
     if !names.is_empty() {
         let _ = writeln!(out, "acl bh_names dstdomain -n {}", names.join(" "));
-        // squid keeps IPv4 addresses as IPv4-mapped IPv6 inside: the mapped range would match
-        // every IPv4 destination, and squid judges a mapped address as its IPv4 one anyway.
-        let blocked: Vec<&str> = ranges::SPECIAL
-            .iter()
-            .map(|r| r.cidr)
-            .filter(|c| *c != "::ffff:0:0/96")
-            .collect();
+        let blocked: Vec<&str> = ranges::SPECIAL.iter().map(|r| r.cidr).collect();
         let _ = writeln!(out, "acl bh_blocked_ip dst {}", blocked.join(" "));
         if internal.is_empty() {
             out.push_str("http_access deny bh_names bh_blocked_ip\n");
