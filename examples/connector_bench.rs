@@ -21,7 +21,7 @@ static DEFS: &[ConnectorDef] = &[
     ConnectorDef {
         secrets: &[],
         name: "records",
-        kind: "sqlite",
+        kind: bulkhead_vocab::connector::ConnectorKind::Sqlite,
         sensitivity: Sensitivity::Confidential,
         settings: r#"{"path":"${BENCH_DB}"}"#,
         operations: &[OperationDef {
@@ -36,7 +36,7 @@ static DEFS: &[ConnectorDef] = &[
     ConnectorDef {
         secrets: &[],
         name: "app_logs",
-        kind: "logs",
+        kind: bulkhead_vocab::connector::ConnectorKind::Logs,
         sensitivity: Sensitivity::Internal,
         settings: r#"{"dir":"${BENCH_LOGS}"}"#,
         operations: &[OperationDef {

@@ -13,5 +13,6 @@ pub use crate::tooldef::{
     Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
     PresetDef, Target, ToolDef,
 };
+pub use bulkhead_vocab::connector::ConnectorKind;
 pub use serde;
 pub use serde::{Deserialize, Serialize};

@@ -74,8 +74,8 @@ pub enum Target {
 pub struct ConnectorDef {
     /// Name.
     pub name: &'static str,
-    /// Kind: `files`, `sqlite`, `http` or `logs`.
-    pub kind: &'static str,
+    /// Its kind (the generator checked its settings against the kind's type).
+    pub kind: bulkhead_vocab::connector::ConnectorKind,
     /// Least sensitivity of what it reads.
     pub sensitivity: Sensitivity,
     /// Settings as JSON text (strings may hold `${VAR}`; expanded at start).
@@ -156,6 +156,9 @@ pub enum OperationBody {
         /// Parameters the upstream names otherwise: (spec name, upstream name).
         renames: &'static [(&'static str, &'static str)],
     },
+    /// Test-only: the arguments back.
+    #[cfg(feature = "fixture-kind")]
+    Echo,
 }
 
 /// A deployment: which servers run, on which port, with which egress allowlists.

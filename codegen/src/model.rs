@@ -223,8 +223,8 @@ pub struct Connector {
     pub kind: ConnectorKind,
     /// Least sensitivity of what it reads.
     pub sensitivity: Sensitivity,
-    /// Settings as written (strings may hold `${VAR}`; expanded at run time).
-    pub settings: Value,
+    /// Settings as written, typed by the kind (strings may hold `${VAR}`; expanded at run time).
+    pub settings: bulkhead_vocab::connector::Settings,
     /// Variables of `settings` that carry credentials (passed as files, never inline).
     pub secrets: Vec<String>,
     /// Operations, sorted by name.
@@ -234,6 +234,13 @@ pub struct Connector {
     /// Where a jail of this connector (a `sandbox` run, a launched `mcp` upstream) may go, with
     /// variables at their defaults; empty: no network at all.
     pub egress: Vec<HostPort>,
+}
+
+impl Connector {
+    /// The settings as JSON, as written (what `${VAR}` references are read from).
+    pub fn settings_json(&self) -> Value {
+        serde_json::to_value(&self.settings).unwrap_or(Value::Null)
+    }
 }
 
 /// Where an upstream MCP server's package is published.
@@ -331,6 +338,8 @@ impl Operation {
             // What an upstream tool does is the author's declaration (`permission`), not the
             // upstream's say: it is untrusted.
             OperationBody::Mcp { .. } => false,
+            #[cfg(feature = "fixture-kind")]
+            OperationBody::Echo => false,
         }
     }
 
@@ -394,6 +403,9 @@ pub enum OperationBody {
         /// Parameters the upstream names otherwise: (spec name, upstream name), sorted.
         renames: Vec<(String, String)>,
     },
+    /// Test-only: the arguments back.
+    #[cfg(feature = "fixture-kind")]
+    Echo,
 }
 
 /// A deployment.

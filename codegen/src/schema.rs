@@ -3,7 +3,7 @@
 
 use crate::diag::Diagnostic;
 use crate::source::SourceFile;
-use crate::spec::{ConnectorSpec, DeploymentSpec, ServerSpec, SpecKind};
+use crate::spec::{ConnectorKind, ConnectorSpec, DeploymentSpec, ServerSpec, SpecKind};
 use crate::suggest::did_you_mean;
 use crate::yaml::Node;
 use jsonschema::error::ValidationErrorKind;
@@ -23,36 +23,45 @@ pub fn schema_of(kind: SpecKind) -> Value {
     value
 }
 
-/// The settings schema of each connector kind, as `$defs/<Kind>Settings`.
-const SETTINGS: [(&str, &str); 7] = [
-    ("files", "FilesSettings"),
-    ("sqlite", "SqliteSettings"),
-    ("http", "HttpSettings"),
-    ("logs", "LogsSettings"),
-    ("postgres", "PostgresSettings"),
-    ("sandbox", "SandboxSettings"),
-    ("mcp", "McpSettings"),
-];
-
 /// Types `settings` by `kind` (`if kind = … then settings: …`), so editors complete the keys of
 /// each kind and errors point at the key that is wrong.
 fn add_settings_by_kind(schema: &mut Value) {
-    use crate::spec::{
-        FilesSettings, HttpSettings, LogsSettings, McpSettings, PostgresSettings, SandboxSettings,
-        SqliteSettings,
+    add_settings_of(
+        schema,
+        ConnectorKind::ALL.iter().filter(|k| !k.is_fixture()),
+    );
+}
+
+/// The test-only kinds (feature `fixture-kind`), added to the schema the checker validates
+/// with but never to the published one.
+fn add_fixture_kinds(schema: &mut Value) {
+    let fixtures: Vec<&ConnectorKind> = ConnectorKind::ALL
+        .iter()
+        .filter(|k| k.is_fixture())
+        .collect();
+    if fixtures.is_empty() {
+        return;
+    }
+    if let Some(kinds) = schema["$defs"]["ConnectorKind"]["oneOf"].as_array_mut() {
+        for k in &fixtures {
+            // Accepted, never offered: a diagnostic's "expected one of" lists the published kinds.
+            kinds.push(
+                serde_json::json!({ "type": "string", "const": k.as_str(), "x-fixture": true }),
+            );
+        }
+    }
+    add_settings_of(schema, fixtures.into_iter());
+}
+
+fn add_settings_of<'a>(schema: &mut Value, kinds: impl Iterator<Item = &'a ConnectorKind>) {
+    let mut branches = match schema.get_mut("allOf").map(Value::take) {
+        Some(Value::Array(existing)) => existing,
+        _ => Vec::new(),
     };
-    let defs = [
-        serde_json::to_value(schemars::schema_for!(FilesSettings)),
-        serde_json::to_value(schemars::schema_for!(SqliteSettings)),
-        serde_json::to_value(schemars::schema_for!(HttpSettings)),
-        serde_json::to_value(schemars::schema_for!(LogsSettings)),
-        serde_json::to_value(schemars::schema_for!(PostgresSettings)),
-        serde_json::to_value(schemars::schema_for!(SandboxSettings)),
-        serde_json::to_value(schemars::schema_for!(McpSettings)),
-    ];
-    let mut branches = Vec::new();
-    for ((kind, name), def) in SETTINGS.iter().zip(defs) {
-        let mut def = def.expect("schemars output is JSON");
+    for kind in kinds {
+        let (name, def) = kind.settings_schema();
+        let kind = kind.as_str();
+        let mut def = serde_json::to_value(def).expect("schemars output is JSON");
         let nested = def
             .as_object_mut()
             .and_then(|o| o.remove("$defs"))
@@ -64,7 +73,7 @@ fn add_settings_by_kind(schema: &mut Value) {
         let all = schema["$defs"]
             .as_object_mut()
             .expect("the spec schema has $defs");
-        all.insert((*name).to_string(), def);
+        all.insert(name.to_string(), def);
         for (k, v) in nested {
             all.entry(k).or_insert(v);
         }
@@ -79,7 +88,7 @@ fn add_settings_by_kind(schema: &mut Value) {
 /// The `$defs` entry describing `settings` of the connector `value` (by its `kind`).
 fn settings_def(value: &Value) -> Option<&'static str> {
     let kind = value.get("kind")?.as_str()?;
-    SETTINGS.iter().find(|(k, _)| *k == kind).map(|(_, d)| *d)
+    ConnectorKind::parse(kind).map(|k| k.settings_schema().0)
 }
 
 /// Compiled validators for every spec kind.
@@ -93,7 +102,10 @@ impl Schemas {
         let entries = SpecKind::ALL
             .into_iter()
             .map(|kind| {
-                let schema = schema_of(kind);
+                let mut schema = schema_of(kind);
+                if kind == SpecKind::Connector {
+                    add_fixture_kinds(&mut schema);
+                }
                 let validator = jsonschema::options()
                     .should_validate_formats(true)
                     .build(&schema)
@@ -367,16 +379,18 @@ fn enum_options(schema: &Value, pointer: &str) -> Vec<String> {
     let Some(branches) = node.get("oneOf").and_then(Value::as_array) else {
         return Vec::new();
     };
-    let consts: Vec<String> = branches
+    if !branches
         .iter()
+        .all(|b| b.get("const").is_some_and(Value::is_string))
+    {
+        return Vec::new();
+    }
+    branches
+        .iter()
+        .filter(|b| b.get("x-fixture").is_none())
         .filter_map(|b| b.get("const").and_then(Value::as_str))
         .map(str::to_string)
-        .collect();
-    if consts.len() == branches.len() {
-        consts
-    } else {
-        Vec::new()
-    }
+        .collect()
 }
 
 /// Human name of the object a pointer designates, e.g. "tool `read_file`".

@@ -25,7 +25,7 @@ pub mod third_party {
 pub static CONNECTORS: &[bh::ConnectorDef] = &[
     bh::ConnectorDef {
         name: "app_logs",
-        kind: "logs",
+        kind: bh::ConnectorKind::Logs,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"dir":"${APP_LOG_DIR:-data/logs}"}"#,
         secrets: &[],
@@ -41,7 +41,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "clock",
-        kind: "mcp",
+        kind: bh::ConnectorKind::Mcp,
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"command":["${MCP_SERVER_TIME:-mcp-server-time}","--local-timezone","UTC"],"start_timeout_ms":"${MCP_START_TIMEOUT_MS:-20000}","call_timeout_ms":"${MCP_CALL_TIMEOUT_MS:-10000}"}"#,
         secrets: &[],
@@ -74,7 +74,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "crm_db",
-        kind: "postgres",
+        kind: bh::ConnectorKind::Postgres,
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"url":"${CRM_DATABASE_URL}","statement_timeout_ms":10000}"#,
         secrets: &["CRM_DATABASE_URL"],
@@ -99,9 +99,9 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "fetch",
-        kind: "mcp",
+        kind: bh::ConnectorKind::Mcp,
         sensitivity: bh::Sensitivity::Public,
-        settings: r#"{"command":["${MCP_SERVER_FETCH:-mcp-server-fetch}"],"egress":["${FETCH_EGRESS:-docs.example.com:443}"],"start_timeout_ms":"${MCP_START_TIMEOUT_MS:-20000}","call_timeout_ms":"${MCP_CALL_TIMEOUT_MS:-20000}"}"#,
+        settings: r#"{"command":["${MCP_SERVER_FETCH:-mcp-server-fetch}"],"start_timeout_ms":"${MCP_START_TIMEOUT_MS:-20000}","call_timeout_ms":"${MCP_CALL_TIMEOUT_MS:-20000}","egress":["${FETCH_EGRESS:-docs.example.com:443}"]}"#,
         secrets: &[],
         operations: &[
             bh::OperationDef {
@@ -120,7 +120,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "python",
-        kind: "sandbox",
+        kind: bh::ConnectorKind::Sandbox,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"cpu_seconds":"${PYTHON_CPU_SECONDS:-10}","wall_seconds":"${PYTHON_WALL_SECONDS:-30}","memory_mb":"${PYTHON_MEMORY_MB:-512}","processes":"${PYTHON_PROCESSES:-64}","output_bytes":"${PYTHON_OUTPUT_BYTES:-1048576}","file_bytes":"${PYTHON_FILE_BYTES:-67108864}","max_runs":"${PYTHON_MAX_RUNS:-8}"}"#,
         secrets: &[],
@@ -136,7 +136,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "records",
-        kind: "sqlite",
+        kind: bh::ConnectorKind::Sqlite,
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"path":"${RECORDS_DB:-data/records.db}"}"#,
         secrets: &[],
@@ -161,7 +161,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "security_logs",
-        kind: "logs",
+        kind: bh::ConnectorKind::Logs,
         sensitivity: bh::Sensitivity::Secret,
         settings: r#"{"dir":"${SECURITY_LOG_DIR:-data/security-logs}"}"#,
         secrets: &[],
@@ -177,7 +177,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "webhooks",
-        kind: "http",
+        kind: bh::ConnectorKind::Http,
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"base_url":"${WEBHOOK_URL:-https://hooks.example.com}","timeout_ms":5000,"max_response_bytes":65536,"headers":{"X-Webhook-Token":"${WEBHOOK_TOKEN:-}"},"ca_file":"${WEBHOOK_CA_FILE:-}"}"#,
         secrets: &["WEBHOOK_TOKEN"],
@@ -196,7 +196,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "workspace",
-        kind: "files",
+        kind: bh::ConnectorKind::Files,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
         secrets: &[],

@@ -39,10 +39,8 @@ fn check_data(root: &Path) -> bool {
     };
     let mut ok = true;
     for c in &model.connectors {
-        for setting in ["path", "dir"] {
-            let Some(written) = c.settings.get(setting).and_then(|v| v.as_str()) else {
-                continue;
-            };
+        for path in c.settings.data_paths().into_iter().filter(|p| p.holds_data) {
+            let (setting, written) = (path.setting, path.written);
             let refs = bulkhead_codegen::vars::references(&serde_json::json!(written));
             let value = match refs.first() {
                 None => written.to_string(),

@@ -13,21 +13,7 @@ use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::{ConnectorDef, OperationBody};
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    base_url: String,
-    allowed_hosts: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "settings::number")]
-    timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    max_response_bytes: Option<u64>,
-    #[serde(default)]
-    headers: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    ca_file: Option<String>,
-}
+use bulkhead_vocab::connector::HttpSettings;
 
 /// A built `http` connector: base URL, allowed hosts, limits and one pooled client.
 pub struct Http {
@@ -59,12 +45,11 @@ fn with_port(entry: &str, default_port: u16) -> String {
 
 impl Http {
     /// Reads the settings and builds the client (no redirects, total timeout).
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Http, ConnectorError> {
+    pub fn new(def: &'static ConnectorDef, s: HttpSettings) -> Result<Http, ConnectorError> {
         let err = |reason: String| ConnectorError::Settings {
             connector: def.name,
             reason,
         };
-        let s: Settings = settings::parse(def, value)?;
         let base = Url::parse(&s.base_url)
             .map_err(|e| err(format!("settings.base_url is not a URL: {e}")))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
@@ -72,7 +57,7 @@ impl Http {
         }
         let default =
             host_port(&base).ok_or_else(|| err("settings.base_url has no host".into()))?;
-        let allowed = match s.allowed_hosts {
+        let allowed = match &s.allowed_hosts {
             None => vec![default],
             Some(hosts) => {
                 let port = base.port_or_known_default().unwrap_or(443);
@@ -80,7 +65,7 @@ impl Http {
             }
         };
         let mut headers = HeaderMap::new();
-        for (k, v) in &s.headers {
+        for (k, v) in s.headers.iter().flatten() {
             if v.is_empty() {
                 continue; // an optional credential that is not set (`${TOKEN:-}`) is not sent
             }
@@ -91,7 +76,7 @@ impl Http {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let timeout_ms = s.timeout_ms.unwrap_or(10_000);
+        let timeout_ms = s.timeout_ms().map_err(settings::invalid(def))?;
         let mut builder = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(timeout_ms))
@@ -122,7 +107,7 @@ impl Http {
             base,
             allowed,
             timeout_ms,
-            max_bytes: s.max_response_bytes.unwrap_or(1 << 20),
+            max_bytes: s.max_response_bytes().map_err(settings::invalid(def))?,
             client,
         })
     }

@@ -6,23 +6,17 @@ use std::io::BufReader;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::grep::{self, Context};
 use super::stream;
-use super::{ConnectorError, arg_str, opt_str, opt_usize, settings};
+use super::{ConnectorError, arg_str, opt_str, opt_usize};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    dir: String,
-}
+use bulkhead_vocab::connector::LogsSettings;
 
 /// A built `logs` connector: the directory it searches.
 pub struct Logs {
@@ -31,14 +25,8 @@ pub struct Logs {
 }
 
 impl Logs {
-    /// The log directory.
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
-    }
-
     /// Reads the settings (`dir`); the directory is read per call.
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Logs, ConnectorError> {
-        let s: Settings = settings::parse(def, value)?;
+    pub fn new(def: &'static ConnectorDef, s: LogsSettings) -> Result<Logs, ConnectorError> {
         if s.dir.is_empty() {
             return Err(ConnectorError::Settings {
                 connector: def.name,

@@ -5,6 +5,8 @@
 //! expanded (`${VAR}`, `${VAR:-default}`) and parsed, and each connector keeps its resources (a
 //! database path, an HTTP client, a log directory). [`call`] runs one operation.
 
+#[cfg(feature = "fixture-kind")]
+mod echo;
 mod files;
 mod grep;
 mod http;
@@ -24,6 +26,7 @@ use crate::server::{JsonObject, ToolResult};
 use crate::signals::CallSignals;
 use crate::tooldef::{ConnectorDef, OperationBody};
 use crate::workspace::WorkspaceSource;
+use bulkhead_vocab::connector::Settings;
 
 /// Why the connectors could not be built (a bad or missing setting).
 #[derive(Debug, thiserror::Error)]
@@ -36,14 +39,6 @@ pub enum ConnectorError {
         /// What is wrong.
         reason: String,
     },
-    /// The kind is not one this runtime knows.
-    #[error("connector `{connector}`: unknown kind `{kind}`")]
-    UnknownKind {
-        /// Connector name.
-        connector: &'static str,
-        /// The declared kind.
-        kind: &'static str,
-    },
 }
 
 /// One built connector.
@@ -55,11 +50,15 @@ enum Instance {
     Logs(logs::Logs),
     Sandbox(sandbox::Sandbox),
     Mcp(Box<mcp::Mcp>),
+    #[cfg(feature = "fixture-kind")]
+    Echo(echo::Echo),
 }
 
 /// Every connector a server uses, built once from its definitions and the environment.
 pub struct Connectors {
     by_name: HashMap<&'static str, (&'static ConnectorDef, Instance)>,
+    /// Each connector's settings as expanded at start (what its facts are read from).
+    settings: HashMap<&'static str, Settings>,
     budget: stream::StreamBudget,
 }
 
@@ -78,27 +77,26 @@ impl Connectors {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Connectors, ConnectorError> {
         let mut by_name = HashMap::new();
+        let mut typed = HashMap::new();
         for def in defs {
-            let value = settings::expanded(def, env)?;
-            let instance = match def.kind {
-                "files" => Instance::Files,
-                "sqlite" => Instance::Sqlite(sqlite::Sqlite::new(def, value)?),
-                "postgres" => Instance::Postgres(postgres::Postgres::new(def, value)?),
-                "http" => Instance::Http(http::Http::new(def, value)?),
-                "logs" => Instance::Logs(logs::Logs::new(def, value)?),
-                "sandbox" => Instance::Sandbox(sandbox::Sandbox::new(def, value, env)?),
-                "mcp" => Instance::Mcp(Box::new(mcp::Mcp::new(def, value, env)?)),
-                kind => {
-                    return Err(ConnectorError::UnknownKind {
-                        connector: def.name,
-                        kind,
-                    });
-                }
+            let settings = settings::typed(def, env)?;
+            let instance = match settings.clone() {
+                Settings::Files(_) => Instance::Files,
+                Settings::Sqlite(s) => Instance::Sqlite(sqlite::Sqlite::new(def, s)?),
+                Settings::Postgres(s) => Instance::Postgres(postgres::Postgres::new(def, s)?),
+                Settings::Http(s) => Instance::Http(http::Http::new(def, s)?),
+                Settings::Logs(s) => Instance::Logs(logs::Logs::new(def, s)?),
+                Settings::Sandbox(s) => Instance::Sandbox(sandbox::Sandbox::new(def, s, env)?),
+                Settings::Mcp(s) => Instance::Mcp(Box::new(mcp::Mcp::new(def, s, env)?)),
+                #[cfg(feature = "fixture-kind")]
+                Settings::Echo(s) => Instance::Echo(echo::Echo::new(s)),
             };
             by_name.insert(def.name, (def, instance));
+            typed.insert(def.name, settings);
         }
         Ok(Connectors {
             by_name,
+            settings: typed,
             budget: stream::StreamBudget::default(),
         })
     }
@@ -119,12 +117,13 @@ impl Connectors {
     /// The files and folders the connectors read on this host, by connector and setting.
     pub fn data_paths(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
         let mut out: Vec<_> = self
-            .by_name
+            .settings
             .iter()
-            .filter_map(|(name, (_, instance))| match instance {
-                Instance::Sqlite(db) => Some((*name, "path", db.path())),
-                Instance::Logs(l) => Some((*name, "dir", l.dir())),
-                _ => None,
+            .flat_map(|(name, s)| {
+                s.data_paths()
+                    .into_iter()
+                    .filter(|p| p.holds_data)
+                    .map(|p| (*name, p.setting, std::path::Path::new(p.written)))
             })
             .collect();
         out.sort_by_key(|(n, s, _)| (*n, *s));
@@ -162,6 +161,8 @@ impl Connectors {
                 Instance::Sandbox(s) => s.probe().await,
                 Instance::Mcp(m) => m.probe(mode).await,
                 Instance::Files | Instance::Http(_) => continue,
+                #[cfg(feature = "fixture-kind")]
+                Instance::Echo(_) => continue,
             };
             out.push((name, result));
         }
@@ -233,6 +234,8 @@ pub async fn call_in(
             };
             m.run(tool, mcp::upstream_args(args, renames), place).await
         }
+        #[cfg(feature = "fixture-kind")]
+        (OperationBody::Echo, Instance::Echo(e)) => e.run(&args),
         _ => Err(ToolError::bug(format!(
             "operation `{connector}.{operation}` does not match connector kind `{}`",
             def.kind

@@ -18,18 +18,7 @@ use crate::errors::ToolError;
 use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    url: String,
-    #[serde(default, deserialize_with = "settings::number")]
-    connect_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    statement_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    max_connections: Option<u64>,
-}
+use bulkhead_vocab::connector::PostgresSettings;
 
 /// A built `postgres` connector: its connection pool and limits.
 pub struct Postgres {
@@ -61,12 +50,14 @@ pub fn numbered(sql: &str) -> (String, Vec<String>) {
 
 impl Postgres {
     /// Reads the settings and builds the pool (connections open on first use).
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Postgres, ConnectorError> {
+    pub fn new(
+        def: &'static ConnectorDef,
+        s: PostgresSettings,
+    ) -> Result<Postgres, ConnectorError> {
         let err = |reason: String| ConnectorError::Settings {
             connector: def.name,
             reason,
         };
-        let s: Settings = settings::parse(def, value)?;
         // The build refuses these too; a tampered or hand-written definition is refused here.
         for op in def.operations {
             if let crate::tooldef::OperationBody::Sql { sql, writes: false } = op.body {
@@ -84,13 +75,14 @@ impl Postgres {
             .url
             .parse()
             .map_err(|e| err(format!("settings.url is not a PostgreSQL URL: {e}")))?;
-        let connect_timeout = Duration::from_millis(s.connect_timeout_ms.unwrap_or(5000));
+        let connect_timeout =
+            Duration::from_millis(s.connect_timeout_ms().map_err(settings::invalid(def))?);
         config.connect_timeout(connect_timeout);
         config.application_name("bulkhead");
         // Set once per connection (startup options), not per statement: one round trip less.
         config.options(format!(
             "-c statement_timeout={}",
-            s.statement_timeout_ms.unwrap_or(30_000)
+            s.statement_timeout_ms().map_err(settings::invalid(def))?
         ));
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -106,7 +98,11 @@ impl Postgres {
             None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
         };
         let pool = Pool::builder(manager)
-            .max_size(s.max_connections.unwrap_or(4).clamp(1, 64) as usize)
+            .max_size(
+                s.max_connections()
+                    .map_err(settings::invalid(def))?
+                    .clamp(1, 64) as usize,
+            )
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(connect_timeout))
             .create_timeout(Some(connect_timeout))
@@ -564,13 +560,15 @@ mod tests {
         static DEF: ConnectorDef = ConnectorDef {
             secrets: &[],
             name: "db",
-            kind: "postgres",
+            kind: bulkhead_vocab::connector::ConnectorKind::Postgres,
             sensitivity: crate::policy::Sensitivity::Confidential,
             settings: r#"{"url": "postgres://u@127.0.0.1:1/x"}"#,
             operations: &OPS,
         };
-        let value = serde_json::json!({"url": "postgres://u@127.0.0.1:1/x"});
-        let err = super::Postgres::new(&DEF, value).err().expect("refused");
+        let settings =
+            serde_json::from_value(serde_json::json!({"url": "postgres://u@127.0.0.1:1/x"}))
+                .expect("postgres settings");
+        let err = super::Postgres::new(&DEF, settings).err().expect("refused");
         assert!(err.to_string().contains("pg_notify"), "{err}");
     }
 

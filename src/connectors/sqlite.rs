@@ -15,14 +15,7 @@ use crate::errors::ToolError;
 use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    path: String,
-    #[serde(default, deserialize_with = "settings::number")]
-    busy_timeout_ms: Option<u64>,
-}
+use bulkhead_vocab::connector::SqliteSettings;
 
 /// A built `sqlite` connector: where its database lives.
 pub struct Sqlite {
@@ -32,24 +25,20 @@ pub struct Sqlite {
 }
 
 impl Sqlite {
-    /// The database file.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
     /// Reads the settings (`path`, optional `busy_timeout_ms`); the file is opened per call.
-    pub fn new(def: &'static ConnectorDef, value: Value) -> Result<Sqlite, ConnectorError> {
-        let s: Settings = settings::parse(def, value)?;
+    pub fn new(def: &'static ConnectorDef, s: SqliteSettings) -> Result<Sqlite, ConnectorError> {
         if s.path.is_empty() {
             return Err(ConnectorError::Settings {
                 connector: def.name,
                 reason: "settings.path is empty".into(),
             });
         }
+        let busy_timeout =
+            Duration::from_millis(s.busy_timeout_ms().map_err(settings::invalid(def))?);
         Ok(Sqlite {
             name: def.name,
             path: PathBuf::from(s.path),
-            busy_timeout: Duration::from_millis(s.busy_timeout_ms.unwrap_or(5000)),
+            busy_timeout,
         })
     }
 

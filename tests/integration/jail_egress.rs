@@ -138,7 +138,7 @@ fn python(egress: &[String], proxy: Option<String>) -> Connectors {
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
         name: "python",
-        kind: "sandbox",
+        kind: bulkhead_vocab::connector::ConnectorKind::Sandbox,
         sensitivity: bulkhead::policy::Sensitivity::Internal,
         settings: Box::leak(settings.to_string().into_boxed_str()),
         operations: Box::leak(ops.into_boxed_slice()),

@@ -253,7 +253,7 @@ fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
         name: "fixture",
-        kind: "mcp",
+        kind: bulkhead_vocab::connector::ConnectorKind::Mcp,
         sensitivity: bulkhead::policy::Sensitivity::Public,
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
@@ -909,7 +909,7 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
         name: "remote",
-        kind: "mcp",
+        kind: bulkhead_vocab::connector::ConnectorKind::Mcp,
         sensitivity: bulkhead::policy::Sensitivity::Internal,
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
@@ -999,7 +999,7 @@ async fn pinned(
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
         name,
-        kind: "mcp",
+        kind: bulkhead_vocab::connector::ConnectorKind::Mcp,
         sensitivity: bulkhead::policy::Sensitivity::Internal,
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
@@ -1224,7 +1224,7 @@ async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
         let def: &'static ConnectorDef = leak(ConnectorDef {
             secrets: &[],
             name: "everything",
-            kind: "mcp",
+            kind: bulkhead_vocab::connector::ConnectorKind::Mcp,
             sensitivity: bulkhead::policy::Sensitivity::Internal,
             settings: s(settings.to_string()),
             operations: Box::leak(ops.into_boxed_slice()),

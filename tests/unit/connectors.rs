@@ -2,6 +2,8 @@
 //! directories and session workspaces in temp dirs. Connectors are built from static definitions
 //! the way generated code declares them, with `${VAR}` settings filled from a test lookup.
 
+#[cfg(feature = "fixture-kind")]
+mod echo;
 mod files;
 mod http;
 mod logs;

@@ -6,6 +6,7 @@
 //! Like cxx's `syntax` module, compiled into both the build-time generator and the runtime:
 //! the two cannot disagree about a rule because there is only one of it.
 
+pub mod connector;
 mod endpoint;
 mod layer;
 pub mod meta;

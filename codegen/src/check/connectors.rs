@@ -4,10 +4,12 @@ use super::{Loaded, is_snake_ident, params, placeholders, ptr};
 use crate::diag::Diagnostic;
 use crate::model::{Connector, Operation, OperationBody, Param};
 use crate::spec::{
-    ConnectorKind, ConnectorSpec, FileAction, HttpSettings, LogsSettings, McpLock, McpSettings,
-    OperationSpec, ParamSpec, ParamType, PostgresSettings, SandboxSettings, SqliteSettings,
+    ConnectorKind, ConnectorSpec, FileAction, FilesSettings, HttpSettings, LogsSettings, McpLock,
+    McpSettings, OperationSpec, ParamSpec, ParamType, PostgresSettings, SandboxSettings,
+    SqliteSettings,
 };
 use bulkhead_vocab::HostPort;
+use bulkhead_vocab::connector::Settings;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,10 +36,13 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             );
             continue;
         }
-        if !l.partial {
-            check_settings(l, errors);
+        let settings = if l.partial {
+            unparsed(c.kind)
+        } else {
+            let typed = check_settings(l, errors);
             check_secrets(l, errors);
-        }
+            typed
+        };
         let lock = if c.kind == ConnectorKind::Mcp {
             mcp_lock(l, errors)
         } else {
@@ -65,14 +70,14 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
                     None
                 }
             });
-        let egress = egress(l, errors);
+        let egress = egress(l, &settings, errors);
         out.push(Connector {
             egress,
             name: c.name.clone(),
             source: l.file.display.clone(),
             kind: c.kind,
             sensitivity: c.sensitivity,
-            settings: c.settings.clone().unwrap_or_else(|| json!({})),
+            settings,
             secrets: c.secrets.clone(),
             operations,
             package,
@@ -84,36 +89,30 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
 
 /// A jail connector's `egress` (`sandbox`, launched `mcp`), each entry checked with variables at
 /// their defaults; an error for `egress` on any other kind or on a `url` upstream.
-fn egress(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Vec<HostPort> {
-    let c = &l.spec;
-    let Some(list) = c.settings.as_ref().and_then(|s| s.get("egress")) else {
+fn egress(
+    l: &Loaded<ConnectorSpec>,
+    settings: &Settings,
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<HostPort> {
+    let list = settings.egress();
+    if list.is_empty() {
         return Vec::new();
-    };
-    let launched = match c.kind {
-        ConnectorKind::Sandbox => true,
-        ConnectorKind::Mcp => c
-            .settings
-            .as_ref()
-            .is_some_and(|s| s.get("command").is_some()),
-        _ => false,
-    };
-    if !launched {
-        // Other kinds refuse the key in their settings check (unknown field); a `url` upstream
-        // is reached by the server itself, through the instance's own egress.
-        if c.kind == ConnectorKind::Mcp {
-            errors.push(
-                l.error_at_key(
-                    "/settings/egress",
-                    "`egress` is for a launched upstream (`command`)",
-                )
-                .label("a `url` upstream is reached by the server, not from a jail"),
-            );
-        }
+    }
+    if let Settings::Mcp(s) = settings
+        && s.program().is_none()
+    {
+        // A `url` upstream is reached by the server itself, through the instance's own egress.
+        errors.push(
+            l.error_at_key(
+                "/settings/egress",
+                "`egress` is for a launched upstream (`command`)",
+            )
+            .label("a `url` upstream is reached by the server, not from a jail"),
+        );
         return Vec::new();
     }
     let mut out = Vec::new();
-    for (i, entry) in list.as_array().into_iter().flatten().enumerate() {
-        let Some(text) = entry.as_str() else { continue };
+    for (i, text) in list.iter().enumerate() {
         match HostPort::parse(&crate::vars::with_defaults(text)) {
             Ok(hp) => out.push(hp),
             Err(why) => errors.push(
@@ -130,135 +129,177 @@ fn egress(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Vec<HostPo
     out
 }
 
-fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) {
+/// The connector's settings, typed by its kind, after the authoring rules each kind has beyond
+/// its type; a connector whose settings fail gets an error and [`unparsed`] settings (the build
+/// stops on the error, so nothing emits them).
+fn check_settings(l: &Loaded<ConnectorSpec>, errors: &mut Vec<Diagnostic>) -> Settings {
     let c = &l.spec;
     let value = c.settings.clone().unwrap_or_else(|| json!({}));
-    let result = match c.kind {
-        ConnectorKind::Files => serde_json::from_value::<crate::spec::FilesSettings>(value)
-            .map(drop)
-            .map_err(|_| {
+    let result = c
+        .kind
+        .settings(value)
+        .map_err(|e| match c.kind {
+            ConnectorKind::Files => {
                 "a `files` connector takes no settings: it works in the caller's workspace"
                     .to_string()
-            }),
-        ConnectorKind::Sqlite => serde_json::from_value::<SqliteSettings>(value)
-            .map(drop)
-            .map_err(|e| format!("sqlite settings: {e}")),
-        ConnectorKind::Logs => serde_json::from_value::<LogsSettings>(value)
-            .map(drop)
-            .map_err(|e| format!("logs settings: {e}")),
-        ConnectorKind::Sandbox => serde_json::from_value::<SandboxSettings>(value)
-            .map(drop)
-            .map_err(|e| format!("sandbox settings: {e}")),
-        ConnectorKind::Mcp => serde_json::from_value::<McpSettings>(value)
-            .map_err(|e| format!("mcp settings: {e}"))
-            .and_then(|s| match (&s.command, &s.url) {
-                (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {
-                    let program = crate::vars::with_defaults(&c[0]);
-                    if program.starts_with('/') {
-                        if program.chars().any(|ch| ch.is_whitespace() || "'\"\\$`;|&<>".contains(ch)) {
-                            return Err(format!("the program path `{program}` holds a character a shell would read"));
-                        }
-                        Ok(())
-                    } else if crate::vars::is_program_name(&program) {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "the program `{program}` must be a plain name (letters, digits, `._+-`, not starting with `-`) found on PATH, or an absolute path"
-                        ))
-                    }
-                }
-                (Some(_), None) => Err("`command` needs a program".to_string()),
-                (None, Some(u)) => {
-                    if !(u.starts_with("http://")
-                        || u.starts_with("https://")
-                        || u.starts_with("${"))
+            }
+            kind => format!("{kind} settings: {e}"),
+        })
+        .and_then(|typed| authoring_rules(&typed).map(|()| typed));
+    match result {
+        Ok(typed) => typed,
+        Err(why) => {
+            settings_error(l, why, errors);
+            unparsed(c.kind)
+        }
+    }
+}
+
+/// Settings that stand in for ones that failed (never emitted: their error stops the build).
+fn unparsed(kind: ConnectorKind) -> Settings {
+    match kind {
+        ConnectorKind::Files => Settings::Files(FilesSettings::default()),
+        ConnectorKind::Sqlite => Settings::Sqlite(SqliteSettings {
+            path: String::new(),
+            busy_timeout_ms: None,
+        }),
+        ConnectorKind::Http => Settings::Http(HttpSettings {
+            base_url: String::new(),
+            allowed_hosts: None,
+            timeout_ms: None,
+            max_response_bytes: None,
+            headers: None,
+            ca_file: None,
+        }),
+        ConnectorKind::Logs => Settings::Logs(LogsSettings { dir: String::new() }),
+        ConnectorKind::Postgres => Settings::Postgres(PostgresSettings {
+            url: String::new(),
+            connect_timeout_ms: None,
+            statement_timeout_ms: None,
+            max_connections: None,
+        }),
+        ConnectorKind::Sandbox => Settings::Sandbox(SandboxSettings::default()),
+        ConnectorKind::Mcp => Settings::Mcp(McpSettings::default()),
+        #[cfg(feature = "fixture-kind")]
+        ConnectorKind::Echo => Settings::Echo(Default::default()),
+    }
+}
+
+/// What each kind's settings must hold beyond their type (as written: `${VAR}` unexpanded).
+fn authoring_rules(settings: &Settings) -> Result<(), String> {
+    match settings {
+        Settings::Files(_) | Settings::Sqlite(_) | Settings::Logs(_) | Settings::Sandbox(_) => {
+            Ok(())
+        }
+        #[cfg(feature = "fixture-kind")]
+        Settings::Echo(_) => Ok(()),
+        Settings::Mcp(s) => match (&s.command, &s.url) {
+            (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {
+                let program = crate::vars::with_defaults(&c[0]);
+                if program.starts_with('/') {
+                    if program
+                        .chars()
+                        .any(|ch| ch.is_whitespace() || "'\"\\$`;|&<>".contains(ch))
                     {
                         return Err(format!(
-                            "`url` must start with http:// or https://, found `{u}`"
+                            "the program path `{program}` holds a character a shell would read"
                         ));
                     }
-                    if s.env.is_some() {
-                        return Err(
-                            "`env` is for a launched upstream (`command`), not a `url`".into()
-                        );
-                    }
-                    let host = u
-                        .split_once("://")
-                        .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
-                        .filter(|_| !u.starts_with("${"));
-                    match host.and_then(never_reachable) {
-                        Some(why) => Err(format!("`{u}`: {why}")),
-                        None => Ok(()),
-                    }
-                }
-                (Some(_), Some(_)) => Err(
-                    "set `command` (launch over stdio) or `url` (Streamable HTTP), not both".into(),
-                ),
-                (None, None) => {
-                    Err("set `command` (launch over stdio) or `url` (Streamable HTTP)".into())
-                }
-            }),
-        ConnectorKind::Postgres => serde_json::from_value::<PostgresSettings>(value)
-            .map_err(|e| format!("postgres settings: {e}"))
-            .and_then(|s| {
-                if s.url.starts_with("postgres://")
-                    || s.url.starts_with("postgresql://")
-                    || s.url.starts_with("${")
-                {
+                    Ok(())
+                } else if crate::vars::is_program_name(&program) {
                     Ok(())
                 } else {
-                    Err("`url` must start with postgres:// (or be a `${VAR}`)".to_string())
+                    Err(format!(
+                        "the program `{program}` must be a plain name (letters, digits, `._+-`, not starting with `-`) found on PATH, or an absolute path"
+                    ))
                 }
-            }),
-        ConnectorKind::Http => serde_json::from_value::<HttpSettings>(value)
-            .map_err(|e| format!("http settings: {e}"))
-            .and_then(|s| {
-                if !(s.base_url.starts_with("http://")
-                    || s.base_url.starts_with("https://")
-                    || s.base_url.starts_with("${"))
-                {
+            }
+            (Some(_), None) => Err("`command` needs a program".to_string()),
+            (None, Some(u)) => {
+                if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("${")) {
                     return Err(format!(
-                        "`base_url` must start with http:// or https://, found `{}`",
-                        s.base_url
+                        "`url` must start with http:// or https://, found `{u}`"
                     ));
                 }
-                // Cloud metadata and other never-routable addresses are no connector's
-                // destination, whatever the instance's mode (the proxy refuses them too, but a
-                // full instance has no proxy).
-                let base_host = s
-                    .base_url
+                if s.env.is_some() {
+                    return Err("`env` is for a launched upstream (`command`), not a `url`".into());
+                }
+                let host = u
                     .split_once("://")
                     .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
-                    .filter(|_| !s.base_url.starts_with("${"));
-                for entry in base_host
-                    .into_iter()
-                    .chain(s.allowed_hosts.iter().flatten().map(String::as_str))
-                {
-                    if let Some(why) = never_reachable(entry) {
-                        return Err(format!("`{entry}`: {why}"));
-                    }
+                    .filter(|_| !u.starts_with("${"));
+                match host.and_then(never_reachable) {
+                    Some(why) => Err(format!("`{u}`: {why}")),
+                    None => Ok(()),
                 }
+            }
+            (Some(_), Some(_)) => {
+                Err("set `command` (launch over stdio) or `url` (Streamable HTTP), not both".into())
+            }
+            (None, None) => {
+                Err("set `command` (launch over stdio) or `url` (Streamable HTTP)".into())
+            }
+        },
+        Settings::Postgres(s) => {
+            if s.url.starts_with("postgres://")
+                || s.url.starts_with("postgresql://")
+                || s.url.starts_with("${")
+            {
                 Ok(())
-            }),
-    };
-    if let Err(why) = result {
-        let at = if c.settings.is_some() {
-            "/settings"
-        } else {
-            "/kind"
-        };
-        errors.push(
-            l.error_at_key(
-                at,
-                format!(
-                    "invalid settings for {} connector `{}`",
-                    c.kind.as_str(),
-                    c.name
-                ),
-            )
-            .label(why),
-        );
+            } else {
+                Err("`url` must start with postgres:// (or be a `${VAR}`)".to_string())
+            }
+        }
+        Settings::Http(s) => {
+            if !(s.base_url.starts_with("http://")
+                || s.base_url.starts_with("https://")
+                || s.base_url.starts_with("${"))
+            {
+                return Err(format!(
+                    "`base_url` must start with http:// or https://, found `{}`",
+                    s.base_url
+                ));
+            }
+            // Cloud metadata and other never-routable addresses are no connector's
+            // destination, whatever the instance's mode (the proxy refuses them too, but a
+            // full instance has no proxy).
+            let base_host = s
+                .base_url
+                .split_once("://")
+                .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
+                .filter(|_| !s.base_url.starts_with("${"));
+            for entry in base_host
+                .into_iter()
+                .chain(s.allowed_hosts.iter().flatten().map(String::as_str))
+            {
+                if let Some(why) = never_reachable(entry) {
+                    return Err(format!("`{entry}`: {why}"));
+                }
+            }
+            Ok(())
+        }
     }
+}
+
+/// The error for settings that failed their kind's type or rules.
+fn settings_error(l: &Loaded<ConnectorSpec>, why: String, errors: &mut Vec<Diagnostic>) {
+    let c = &l.spec;
+    let at = if c.settings.is_some() {
+        "/settings"
+    } else {
+        "/kind"
+    };
+    errors.push(
+        l.error_at_key(
+            at,
+            format!(
+                "invalid settings for {} connector `{}`",
+                c.kind.as_str(),
+                c.name
+            ),
+        )
+        .label(why),
+    );
 }
 
 /// Every declared secret is a variable of the settings, with no default but an empty one (a
@@ -309,13 +350,7 @@ fn operation(
             .label("use lowercase letters, digits and `_`"),
         );
     }
-    let allowed: &[&str] = match kind {
-        ConnectorKind::Files | ConnectorKind::Logs => &["action"],
-        ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
-        ConnectorKind::Http => &["method", "path", "params", "query", "body"],
-        ConnectorKind::Sandbox => &["command", "params"],
-        ConnectorKind::Mcp => &["tool", "params"],
-    };
+    let allowed = kind.operation_fields();
     let present = [
         ("action", op.action.is_some()),
         ("params", op.params.is_some()),
@@ -490,6 +525,8 @@ fn operation(
                 declared,
             )
         }
+        #[cfg(feature = "fixture-kind")]
+        ConnectorKind::Echo => (OperationBody::Echo, declared),
     };
     Operation {
         name: name.to_string(),

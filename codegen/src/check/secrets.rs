@@ -54,7 +54,7 @@ pub fn check(
         let Some(l) = specs.iter().find(|l| l.spec.name == c.name) else {
             continue;
         };
-        for r in crate::vars::references(&c.settings) {
+        for r in crate::vars::references(&c.settings_json()) {
             if c.secrets.contains(&r.name) || !looks_like_credential(&r.name) {
                 continue;
             }

@@ -378,9 +378,9 @@ fn handlers(server: &Server, tools: &[&Tool]) -> TokenStream {
 
 fn connector_def(c: &Connector) -> TokenStream {
     let name = &c.name;
-    let kind = &c.kind.as_str();
+    let kind = format_ident!("{}", format!("{:?}", c.kind));
     let sens = sensitivity(c.sensitivity);
-    let settings = raw_str(&c.settings.to_string());
+    let settings = raw_str(&c.settings_json().to_string());
     let secrets = &c.secrets;
     let ops = c.operations.iter().map(|op| {
         let oname = &op.name;
@@ -406,13 +406,15 @@ fn connector_def(c: &Connector) -> TokenStream {
                 let theirs = renames.iter().map(|(_, t)| t);
                 quote!(bh::OperationBody::Mcp { tool: #tool, pin: #pin, definition: #definition, server: #server, remote: #remote, renames: &[#((#ours, #theirs)),*] })
             }
+            #[cfg(feature = "fixture-kind")]
+            OperationBody::Echo => quote!(bh::OperationBody::Echo),
         };
         quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })
     });
     quote! {
         bh::ConnectorDef {
             name: #name,
-            kind: #kind,
+            kind: bh::ConnectorKind::#kind,
             sensitivity: #sens,
             settings: #settings,
             secrets: &[#(#secrets),*],

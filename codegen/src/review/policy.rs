@@ -161,26 +161,10 @@ fn sql_key(sql: &str) -> String {
 }
 
 fn location(c: &Connector) -> String {
-    let s = defaults(&c.settings);
-    let key = match c.kind {
-        ConnectorKind::Sqlite => "path",
-        ConnectorKind::Logs => "dir",
-        ConnectorKind::Postgres => "url",
-        ConnectorKind::Http => "base_url",
-        ConnectorKind::Files => return "workspace".into(),
-        ConnectorKind::Sandbox => return "jail".into(),
-        ConnectorKind::Mcp => {
-            return s
-                .get("url")
-                .or_else(|| s.get("command"))
-                .map(|v| v.to_string())
-                .unwrap_or_default();
-        }
-    };
-    s.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+    match defaults(&Value::String(c.settings.location())) {
+        Value::String(s) => s,
+        _ => String::new(),
+    }
 }
 
 /// `host:port` of a URL (default port by scheme), as text.
@@ -210,7 +194,7 @@ fn url_authority(url: &str) -> Option<String> {
 /// What `c` is and reaches, resolved (the one home of a connector's reach: review and the
 /// deployment warnings read it).
 pub(crate) fn connector_policy(c: &Connector) -> ConnectorPolicy {
-    let settings = defaults(&c.settings);
+    let settings = defaults(&c.settings_json());
     let location = location(c);
     let mut reach = BTreeSet::new();
     if matches!(c.kind, ConnectorKind::Http | ConnectorKind::Postgres)
@@ -275,6 +259,8 @@ fn op_text(body: &OperationBody) -> (String, String) {
             let renamed: String = renames.iter().map(|(o, t)| format!(" {o}→{t}")).collect();
             format!("upstream tool `{tool}` of {server} pinned {pin}{renamed}")
         }
+        #[cfg(feature = "fixture-kind")]
+        OperationBody::Echo => "echo".to_string(),
     };
     (text.clone(), text)
 }

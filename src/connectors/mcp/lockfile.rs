@@ -19,8 +19,11 @@ pub struct Listing {
 
 /// Starts the upstream of `settings` (expanded), lists it, and stops it.
 pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Listing> {
-    let s: Settings = serde_json::from_value(settings)
-        .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?;
+    let s = serde_json::from_value(settings)
+        .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))
+        .and_then(|given| {
+            Settings::read(given).map_err(|e| anyhow::anyhow!("`{connector}`: {e}"))
+        })?;
     // Listed in its jail like on an instance, with no network but loopback (a listing needs
     // none) and, for an upstream of one session, an empty folder at /workspace.
     let dir = tempfile::tempdir()?;

@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use bulkhead_vocab::connector::{McpSettings, SettingError};
 use serde_json::Value;
 
 use super::{ConnectorError, settings};
@@ -55,41 +55,23 @@ use crate::signals::CallSignals;
 use crate::tooldef::{ConnectorDef, OperationBody};
 use crate::workspace::SessionWorkspace;
 
-#[derive(Deserialize, Clone, Debug)]
-#[serde(deny_unknown_fields)]
+/// An `mcp` connector's settings (the vocabulary's type, expanded) with each bound read once.
+#[derive(Clone, Debug)]
 pub(crate) struct Settings {
-    #[serde(default)]
-    pub command: Option<Vec<String>>,
-    #[serde(default)]
-    pub env: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default)]
-    pub url: Option<String>,
-    #[serde(default)]
-    pub headers: Option<std::collections::BTreeMap<String, String>>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub start_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub call_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub max_message_bytes: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub max_tools: Option<u64>,
-    #[serde(default)]
-    pub read_only: Vec<String>,
-    #[serde(default)]
-    pub read_write: Vec<String>,
-    #[serde(default, deserialize_with = "settings::boolean")]
-    pub session_workspace: Option<bool>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub max_sessions: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub idle_seconds: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub memory_mb: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    pub processes: Option<u64>,
-    #[serde(default)]
-    pub egress: Vec<String>,
+    given: McpSettings,
+    bounds: Bounds,
+    per_session: bool,
+    max_sessions: usize,
+    idle: Duration,
+    limits: (u64, u64),
+}
+
+impl std::ops::Deref for Settings {
+    type Target = McpSettings;
+
+    fn deref(&self) -> &McpSettings {
+        &self.given
+    }
 }
 
 /// The bounds of one upstream.
@@ -102,45 +84,50 @@ pub(crate) struct Bounds {
 }
 
 impl Settings {
+    /// Reads every bound of `given` (defaults from the vocabulary).
+    pub(crate) fn read(given: McpSettings) -> Result<Settings, SettingError> {
+        Ok(Settings {
+            bounds: Bounds {
+                start: Duration::from_millis(given.start_timeout_ms()?),
+                call: Duration::from_millis(given.call_timeout_ms()?),
+                message_bytes: given.max_message_bytes()?,
+                tools: usize::try_from(given.max_tools()?).unwrap_or(usize::MAX),
+            },
+            per_session: given.session_workspace()?,
+            max_sessions: usize::try_from(given.max_sessions()?).unwrap_or(usize::MAX),
+            idle: Duration::from_secs(given.idle_seconds()?),
+            limits: (
+                given.processes()?,
+                given.memory_mb()?.saturating_mul(1 << 20),
+            ),
+            given,
+        })
+    }
+
     /// The program a launched upstream starts (empty for a `url` upstream).
     pub(crate) fn program(&self) -> String {
-        self.command
-            .as_ref()
-            .and_then(|c| c.first())
-            .cloned()
-            .unwrap_or_default()
+        self.given.program().unwrap_or_default().to_string()
     }
 
     pub(crate) fn per_session(&self) -> bool {
-        self.session_workspace.unwrap_or(false)
+        self.per_session
     }
 
     pub(crate) fn max_sessions(&self) -> usize {
-        self.max_sessions.unwrap_or(16) as usize
+        self.max_sessions
     }
 
-    /// Processes and bytes of memory of one upstream (defaults 256 and 1 GiB).
+    /// Processes and bytes of memory of one upstream.
     pub(crate) fn limits(&self) -> (u64, u64) {
-        (
-            self.processes.unwrap_or(256).max(1),
-            self.memory_mb
-                .unwrap_or(1024)
-                .max(1)
-                .saturating_mul(1 << 20),
-        )
+        self.limits
     }
 
     pub(crate) fn idle(&self) -> Duration {
-        Duration::from_secs(self.idle_seconds.unwrap_or(300))
+        self.idle
     }
 
     pub(crate) fn bounds(&self) -> Bounds {
-        Bounds {
-            start: Duration::from_millis(self.start_timeout_ms.unwrap_or(20_000)),
-            call: Duration::from_millis(self.call_timeout_ms.unwrap_or(30_000)),
-            message_bytes: self.max_message_bytes.unwrap_or(4 << 20),
-            tools: self.max_tools.unwrap_or(1000) as usize,
-        }
+        self.bounds
     }
 }
 
@@ -229,10 +216,10 @@ impl Mcp {
     /// Reads the settings and the pins of the declared operations.
     pub fn new(
         def: &'static ConnectorDef,
-        value: Value,
+        given: McpSettings,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Mcp, ConnectorError> {
-        let settings: Settings = settings::parse(def, value)?;
+        let settings = Settings::read(given).map_err(settings::invalid(def))?;
         let bad = |reason: &str| ConnectorError::Settings {
             connector: def.name,
             reason: reason.into(),

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use bulkhead_vocab::connector::SandboxSettings;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
@@ -90,27 +90,6 @@ impl EscalationWatch for NoPass {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Settings {
-    #[serde(default, deserialize_with = "settings::number")]
-    cpu_seconds: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    wall_seconds: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    memory_mb: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    processes: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    output_bytes: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    file_bytes: Option<u64>,
-    #[serde(default, deserialize_with = "settings::number")]
-    max_runs: Option<u64>,
-    #[serde(default)]
-    egress: Vec<String>,
-}
-
 /// The limits of one run.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -150,32 +129,25 @@ impl Sandbox {
     /// for a connector with `egress:`, the forwarder (`lookup` reads `BULKHEAD_JAIL_HELPER`).
     pub fn new(
         def: &'static ConnectorDef,
-        value: Value,
+        s: SandboxSettings,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Sandbox, ConnectorError> {
-        let s: Settings = settings::parse(def, value)?;
+        let invalid = settings::invalid(def);
         let egress = egress::Egress::new(def.name, &s.egress, lookup).map_err(|reason| {
             ConnectorError::Settings {
                 connector: def.name,
                 reason,
             }
         })?;
-        let nonzero = |v: Option<u64>, default: u64, key: &str| match v {
-            Some(0) => Err(ConnectorError::Settings {
-                connector: def.name,
-                reason: format!("settings.{key} must be at least 1"),
-            }),
-            v => Ok(v.unwrap_or(default)),
-        };
         let limits = Limits {
-            cpu_seconds: nonzero(s.cpu_seconds, 10, "cpu_seconds")?,
-            wall: Duration::from_secs(nonzero(s.wall_seconds, 30, "wall_seconds")?),
-            memory_bytes: nonzero(s.memory_mb, 512, "memory_mb")?.saturating_mul(1 << 20),
-            processes: nonzero(s.processes, 64, "processes")?,
-            output_bytes: nonzero(s.output_bytes, 1 << 20, "output_bytes")?,
-            file_bytes: nonzero(s.file_bytes, 64 << 20, "file_bytes")?,
+            cpu_seconds: s.cpu_seconds().map_err(&invalid)?,
+            wall: Duration::from_secs(s.wall_seconds().map_err(&invalid)?),
+            memory_bytes: s.memory_mb().map_err(&invalid)?.saturating_mul(1 << 20),
+            processes: s.processes().map_err(&invalid)?,
+            output_bytes: s.output_bytes().map_err(&invalid)?,
+            file_bytes: s.file_bytes().map_err(&invalid)?,
         };
-        let max_runs = nonzero(s.max_runs, 8, "max_runs")?;
+        let max_runs = s.max_runs().map_err(&invalid)?;
         let bwrap = jail::bwrap_path();
         let cgroups = cgroup::Parents::detect();
         let filters = seccomp::programs().unwrap_or_else(|e| {

@@ -9,7 +9,7 @@ const SEARCH: &str = r#"{"type":"object","properties":{}}"#;
 static WS: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "workspace",
-    kind: "files",
+    kind: bulkhead_vocab::connector::ConnectorKind::Files,
     sensitivity: Sensitivity::Internal,
     settings: "{}",
     operations: &[OperationDef {

@@ -120,7 +120,7 @@ static OPS: &[OperationDef] = &[
 static API: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "api",
-    kind: "http",
+    kind: bulkhead_vocab::connector::ConnectorKind::Http,
     sensitivity: Sensitivity::Public,
     settings: r#"{"base_url":"${BASE}","timeout_ms":"${TIMEOUT:-300}","max_response_bytes":4096}"#,
     operations: OPS,
@@ -129,7 +129,7 @@ static API: ConnectorDef = ConnectorDef {
 static ELSEWHERE: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "api",
-    kind: "http",
+    kind: bulkhead_vocab::connector::ConnectorKind::Http,
     sensitivity: Sensitivity::Public,
     settings: r#"{"base_url":"${BASE}","allowed_hosts":["example.com","127.0.0.1:1"]}"#,
     operations: OPS,

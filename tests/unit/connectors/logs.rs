@@ -7,7 +7,7 @@ use serde_json::json;
 static LOGS: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "app_logs",
-    kind: "logs",
+    kind: bulkhead_vocab::connector::ConnectorKind::Logs,
     sensitivity: Sensitivity::Internal,
     settings: r#"{"dir":"${LOG_DIR}"}"#,
     operations: &[OperationDef {

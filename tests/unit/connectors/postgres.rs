@@ -65,7 +65,7 @@ static OPS: &[OperationDef] = &[
 static DB: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "crm",
-    kind: "postgres",
+    kind: bulkhead_vocab::connector::ConnectorKind::Postgres,
     sensitivity: Sensitivity::Confidential,
     settings: r#"{"url":"${CRM_URL}","statement_timeout_ms":"${TIMEOUT:-1000}"}"#,
     operations: OPS,

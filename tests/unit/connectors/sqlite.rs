@@ -64,7 +64,7 @@ static OPS: &[OperationDef] = &[
 static DB: ConnectorDef = ConnectorDef {
     secrets: &[],
     name: "records",
-    kind: "sqlite",
+    kind: bulkhead_vocab::connector::ConnectorKind::Sqlite,
     sensitivity: Sensitivity::Confidential,
     settings: r#"{"path":"${TEST_DB}","busy_timeout_ms":"${BUSY:-5000}"}"#,
     operations: OPS,

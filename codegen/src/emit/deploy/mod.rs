@@ -225,16 +225,9 @@ impl<'a> ServerPlan<'a> {
             let Some(c) = model.connectors.iter().find(|c| c.name == name) else {
                 continue;
             };
-            self.sandbox |= c.kind == ConnectorKind::Sandbox;
+            self.sandbox |= c.settings.jails();
             self.code |= c.kind == ConnectorKind::Sandbox;
-            if c.kind == ConnectorKind::Mcp
-                && let Some(program) = c
-                    .settings
-                    .get("command")
-                    .and_then(|v| v.get(0))
-                    .and_then(|v| v.as_str())
-            {
-                self.sandbox = true;
+            if let Some(program) = c.settings.launches() {
                 // The program as it runs with its variables' defaults.
                 let program = vars::with_defaults(program);
                 self.upstreams.push(Upstream {
@@ -243,20 +236,9 @@ impl<'a> ServerPlan<'a> {
                     program,
                 });
             }
-            let paths: &[(&'static str, bool)] = match c.kind {
-                ConnectorKind::Sqlite => &[("path", false)],
-                ConnectorKind::Logs => &[("dir", true)],
-                ConnectorKind::Http => &[("ca_file", false)],
-                ConnectorKind::Files
-                | ConnectorKind::Postgres
-                | ConnectorKind::Sandbox
-                | ConnectorKind::Mcp => &[],
-            };
             let mut path_vars = Vec::new();
-            for &(setting, is_dir) in paths {
-                let Some(written) = c.settings.get(setting).and_then(|v| v.as_str()) else {
-                    continue;
-                };
+            for path in c.settings.data_paths() {
+                let written = path.written;
                 // An optional path (`${VAR:-}`): nothing to mount unless the operator sets it;
                 // the variable passes through like any other.
                 let optional = vars::references(&json!(written))
@@ -265,11 +247,11 @@ impl<'a> ServerPlan<'a> {
                 if optional {
                     continue;
                 }
-                let mount = data_mount(c, setting, written, is_dir, !writes, from);
+                let mount = data_mount(c, path.setting, written, path.is_dir, !writes, from);
                 path_vars.extend(mount.var.clone());
                 self.data.push(mount);
             }
-            for r in vars::references(&c.settings) {
+            for r in vars::references(&c.settings_json()) {
                 if path_vars.contains(&r.name) {
                     continue;
                 }

@@ -13,7 +13,7 @@ pub mod ops {
 pub static CONNECTORS: &[bh::ConnectorDef] = &[
     bh::ConnectorDef {
         name: "app_logs",
-        kind: "logs",
+        kind: bh::ConnectorKind::Logs,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{"dir":"data/logs"}"#,
         secrets: &[],
@@ -29,7 +29,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "records",
-        kind: "sqlite",
+        kind: bh::ConnectorKind::Sqlite,
         sensitivity: bh::Sensitivity::Confidential,
         settings: r#"{"path":"${RECORDS_DB:-data/records.db}"}"#,
         secrets: &[],
@@ -54,7 +54,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "webhooks",
-        kind: "http",
+        kind: bh::ConnectorKind::Http,
         sensitivity: bh::Sensitivity::Public,
         settings: r#"{"base_url":"https://hooks.example.com","timeout_ms":5000}"#,
         secrets: &[],
@@ -73,7 +73,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
     },
     bh::ConnectorDef {
         name: "workspace",
-        kind: "files",
+        kind: bh::ConnectorKind::Files,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
         secrets: &[],

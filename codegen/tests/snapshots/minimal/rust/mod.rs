@@ -13,7 +13,7 @@ pub mod hello {
 pub static CONNECTORS: &[bh::ConnectorDef] = &[
     bh::ConnectorDef {
         name: "workspace",
-        kind: "files",
+        kind: bh::ConnectorKind::Files,
         sensitivity: bh::Sensitivity::Internal,
         settings: r#"{}"#,
         secrets: &[],
