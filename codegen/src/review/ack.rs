@@ -2,6 +2,7 @@
 //! with the reason, so accepting one is a reviewed change like any other, and a later, different
 //! weakening of the same thing is not covered by it.
 
+use super::rule::Rule;
 use crate::source::SourceFile;
 use serde::Deserialize;
 use std::path::Path;
@@ -29,7 +30,8 @@ pub struct Acks {
 }
 
 /// Why the acknowledgements could not be read (the review then fails: an unreadable list
-/// accepts nothing).
+/// accepts nothing): not YAML of this shape, an acknowledgement without a reason, or one whose
+/// line does not start with a known [`Rule`]'s name.
 #[derive(Debug, thiserror::Error)]
 #[error("{ACKS_FILE}: {0}")]
 pub struct AckError(String);
@@ -53,11 +55,22 @@ impl Acks {
         })?;
         let acks: Acks =
             serde_json::from_value(node.to_json()).map_err(|e| AckError(e.to_string()))?;
-        if let Some(a) = acks.acks.iter().find(|a| a.reason.trim().is_empty()) {
-            return Err(AckError(format!(
-                "the acknowledgement of `{}` gives no reason",
-                a.weakening
-            )));
+        for a in &acks.acks {
+            let line = a.weakening.trim();
+            let rule = line.split_once(':').map_or(line, |(rule, _)| rule.trim());
+            if Rule::parse(rule).is_none() {
+                return Err(AckError(format!(
+                    "the acknowledgement of `{}` names the unknown rule `{rule}`; the rules are {} (docs/review-rules.md)",
+                    a.weakening,
+                    Rule::ALL.map(Rule::name).join(", ")
+                )));
+            }
+            if a.reason.trim().is_empty() {
+                return Err(AckError(format!(
+                    "the acknowledgement of `{}` gives no reason",
+                    a.weakening
+                )));
+            }
         }
         Ok(acks)
     }
@@ -65,5 +78,63 @@ impl Acks {
     /// The acknowledgement of `line`, if there is one.
     pub fn find(&self, line: &str) -> Option<&Ack> {
         self.acks.iter().find(|a| a.weakening.trim() == line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Acks, AckError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("specs")).unwrap();
+        std::fs::write(dir.path().join(ACKS_FILE), text).unwrap();
+        Acks::load(dir.path())
+    }
+
+    #[test]
+    fn the_projects_acknowledgements_load() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let acks = Acks::load(root).unwrap();
+        assert!(!acks.acks.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_rule_is_an_error_naming_the_known_ones() {
+        let e = load(
+            "acks:\n  - weakening: 'sensitivity-lowerd: connector `crm_db`: confidential → public'\n    reason: typo\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{ACKS_FILE}: the acknowledgement of `sensitivity-lowerd: connector `crm_db`: confidential → public` names the unknown rule `sensitivity-lowerd`; the rules are new-capability, sensitivity-lowered, "
+            )),
+            "{e}"
+        );
+        for r in Rule::ALL {
+            assert!(e.contains(r.name()), "{e} does not name {r}");
+        }
+        let e = load("acks:\n  - weakening: anything goes\n    reason: none\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names the unknown rule `anything goes`"), "{e}");
+    }
+
+    #[test]
+    fn a_known_rule_with_a_reason_loads_and_is_found() {
+        let acks = load(
+            "acks:\n  - weakening: ' limit-raised: config.yaml: limits.max_calls 10 → 20 '\n    reason: TICKET-1\n",
+        )
+        .unwrap();
+        assert!(
+            acks.find("limit-raised: config.yaml: limits.max_calls 10 → 20")
+                .is_some()
+        );
+        let e =
+            load("acks:\n  - weakening: 'limit-raised: config.yaml: x 1 → 2'\n    reason: ' '\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.ends_with("gives no reason"), "{e}");
     }
 }

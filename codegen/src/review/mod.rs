@@ -9,6 +9,7 @@
 mod ack;
 mod config;
 mod policy;
+mod rule;
 mod rules;
 mod table;
 
@@ -16,5 +17,6 @@ pub use ack::{ACKS_FILE, Ack, AckError, Acks};
 pub use config::Identity;
 pub(crate) use policy::connector_policy;
 pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};
+pub use rule::Rule;
 pub use rules::{Review, Weakening, review};
 pub use table::policy_table;

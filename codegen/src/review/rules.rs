@@ -5,6 +5,7 @@
 
 use super::config::larger_is_looser;
 use super::policy::{Capability, ConnectorPolicy, InstancePolicy, Policy};
+use super::rule::Rule;
 use bulkhead_vocab::NetworkMode;
 use bulkhead_vocab::ranges::Cidr;
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// word for word, so a later, different widening of the same thing is not covered.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Weakening {
-    /// The rule (`sensitivity-lowered`, `egress-widened`, …).
-    pub rule: &'static str,
+    /// The rule it falls under; its name starts the [`line`](Weakening::line).
+    pub rule: Rule,
     /// What it concerns (`tool `template.read_file``).
     pub subject: String,
     /// The change, with the old and new values.
@@ -52,7 +53,7 @@ pub fn review(base: &Policy, head: &Policy) -> Review {
     r
 }
 
-fn push(r: &mut Review, rule: &'static str, subject: String, change: String, file: &str) {
+fn push(r: &mut Review, rule: Rule, subject: String, change: String, file: &str) {
     r.weakenings.push(Weakening {
         rule,
         subject,
@@ -130,7 +131,7 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
         if !covered {
             push(
                 r,
-                "new-capability",
+                Rule::NewCapability,
                 h.label(),
                 format!(
                     "{} {}, runs {}",
@@ -149,7 +150,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
     if h.sensitivity < b.sensitivity {
         push(
             r,
-            "sensitivity-lowered",
+            Rule::SensitivityLowered,
             s(),
             format!("{} → {}", b.sensitivity, h.sensitivity),
             &h.source,
@@ -158,7 +159,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
     if h.permission > b.permission {
         push(
             r,
-            "permission-widened",
+            Rule::PermissionWidened,
             s(),
             format!("{} → {}", b.permission, h.permission),
             &h.source,
@@ -167,7 +168,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
     if h.key != b.key {
         push(
             r,
-            "runs-changed",
+            Rule::RunsChanged,
             s(),
             format!("`{}` → `{}`", b.runs, h.runs),
             &h.source,
@@ -176,7 +177,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
     if h.context.0 != b.context.0 {
         push(
             r,
-            "context-changed",
+            Rule::ContextChanged,
             s(),
             format!("preset {} → {}", b.context.0, h.context.0),
             &h.source,
@@ -186,7 +187,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
             &b.context.1,
             &h.context.1,
             &format!("preset {}", h.context.0),
-            |c| push(r, "context-widened", s(), c, &h.source),
+            |c| push(r, Rule::ContextWidened, s(), c, &h.source),
         );
     }
     for (name, old) in &b.params {
@@ -216,7 +217,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
                 let (o, n) = (o.map_or("-", |v| v), n.map_or("none", |v| v));
                 push(
                     r,
-                    "argument-loosened",
+                    Rule::ArgumentLoosened,
                     s(),
                     format!("`{name}` {limit} {o} → {n}"),
                     &h.source,
@@ -229,7 +230,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
                 let (o, n) = (o.map_or("none", |v| v), n.map_or("none", |v| v));
                 push(
                     r,
-                    "argument-loosened",
+                    Rule::ArgumentLoosened,
                     s(),
                     format!("`{name}` {what} {o} → {n}"),
                     &h.source,
@@ -241,7 +242,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
         {
             push(
                 r,
-                "argument-loosened",
+                Rule::ArgumentLoosened,
                 s(),
                 format!(
                     "`{name}` pattern {p:?} → {}",
@@ -260,7 +261,7 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
             if !added.is_empty() {
                 push(
                     r,
-                    "argument-loosened",
+                    Rule::ArgumentLoosened,
                     s(),
                     format!("`{name}` values + {}", added.join(", ")),
                     &h.source,
@@ -316,7 +317,7 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
         if h.sensitivity < b.sensitivity {
             push(
                 r,
-                "sensitivity-lowered",
+                Rule::SensitivityLowered,
                 subject.clone(),
                 format!("{} → {}", b.sensitivity, h.sensitivity),
                 &h.source,
@@ -325,7 +326,7 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
         if h.location != b.location {
             push(
                 r,
-                "location-changed",
+                Rule::LocationChanged,
                 subject.clone(),
                 format!("{} → {}", b.location, h.location),
                 &h.source,
@@ -335,7 +336,7 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
         if !added.is_empty() {
             push(
                 r,
-                "reach-widened",
+                Rule::ReachWidened,
                 subject.clone(),
                 format!(
                     "+ {}",
@@ -351,7 +352,7 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
         if h.trust != b.trust {
             push(
                 r,
-                "trust-changed",
+                Rule::TrustChanged,
                 subject.clone(),
                 format!(
                     "CA bundle {} → {}",
@@ -372,7 +373,7 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
         for var in b.secrets.difference(&h.secrets) {
             push(
                 r,
-                "secret-unprotected",
+                Rule::SecretUnprotected,
                 subject.clone(),
                 format!("`{var}` no longer passed as a secret"),
                 &h.source,
@@ -446,7 +447,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 .map_or("", |h| h.source.as_str());
             push(
                 r,
-                "instance-removed",
+                Rule::InstanceRemoved,
                 format!("server `{server}`"),
                 format!("no `{mode}` instance any more (was `{}`)", b.service),
                 file,
@@ -475,7 +476,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         if (bs.is_empty() || bs.iter().all(|b| !b.unconfined)) && h.unconfined {
             push(
                 r,
-                "seccomp-off",
+                Rule::SeccompOff,
                 subject.clone(),
                 "its container runs without the engine's system-call filter (it runs jails, which install their own)".into(),
                 &h.source,
@@ -486,7 +487,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             if !h.egress.is_empty() || !h.internal_ranges.is_empty() {
                 push(
                     r,
-                    "egress-widened",
+                    Rule::EgressWidened,
                     subject,
                     format!("new instance reaches {}", list(&h.egress)),
                     &h.source,
@@ -504,7 +505,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         if !added.is_empty() {
             push(
                 r,
-                "egress-widened",
+                Rule::EgressWidened,
                 subject.clone(),
                 format!("+ {}", list(&added)),
                 &h.source,
@@ -515,7 +516,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             if !ranges.iter().any(|o| matches!((Cidr::parse(range), Cidr::parse(o)), (Some(r), Some(o)) if r.within(o))) {
                 push(
                     r,
-                    "internal-range-widened",
+                    Rule::InternalRangeWidened,
                     subject.clone(),
                     format!("+ {range}"),
                     &h.source,
@@ -527,7 +528,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             if !mounts.contains(m) {
                 push(
                     r,
-                    "mount-added",
+                    Rule::MountAdded,
                     subject.clone(),
                     format!("+ {m}"),
                     &h.source,
@@ -538,7 +539,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         if !domains.contains(h.trust_domain.as_str()) {
             push(
                 r,
-                "trust-domain-changed",
+                Rule::TrustDomainChanged,
                 subject.clone(),
                 format!(
                     "{} → {} (its sessions start over at public)",
@@ -551,7 +552,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         if bs.iter().all(|b| b.environment == "production") && h.environment != "production" {
             push(
                 r,
-                "environment-lowered",
+                Rule::EnvironmentLowered,
                 subject.clone(),
                 format!("production → {}", h.environment),
                 &h.source,
@@ -560,7 +561,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         if bs.iter().all(|b| b.pinned) && !h.pinned {
             push(
                 r,
-                "image-unpinned",
+                Rule::ImageUnpinned,
                 subject,
                 "the image digest was removed".into(),
                 &h.source,
@@ -583,7 +584,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
     if b.present && !h.present {
         push(
             r,
-            "config-removed",
+            Rule::ConfigRemoved,
             "config.yaml".into(),
             "removed: every setting falls back to the runtime's defaults".into(),
             file,
@@ -595,7 +596,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
     {
         push(
             r,
-            "environment-lowered",
+            Rule::EnvironmentLowered,
             "config.yaml".into(),
             format!(
                 "production → {}",
@@ -607,7 +608,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
     if b.auth != h.auth {
         push(
             r,
-            "auth-changed",
+            Rule::AuthChanged,
             "config.yaml auth".into(),
             format!(
                 "{} → {}",
@@ -621,7 +622,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
         if h.scopes.get(perm) != Some(scope) {
             push(
                 r,
-                "scope-dropped",
+                Rule::ScopeDropped,
                 format!("config.yaml auth.scopes.{perm}"),
                 format!(
                     "{scope} → {}",
@@ -643,7 +644,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
         match (old, new) {
             (Some(_), None) => push(
                 r,
-                "allowlist-widened",
+                Rule::AllowlistWidened,
                 subject,
                 "unset (the runtime default)".into(),
                 file,
@@ -655,7 +656,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
                 {
                     push(
                         r,
-                        "allowlist-widened",
+                        Rule::AllowlistWidened,
                         subject.clone(),
                         format!("holds a wildcard: {}", new.join(", ")),
                         file,
@@ -664,7 +665,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
                 if new.is_empty() && old.as_ref().is_none_or(|o| !o.is_empty()) {
                     push(
                         r,
-                        "allowlist-widened",
+                        Rule::AllowlistWidened,
                         subject.clone(),
                         "empty (every value passes)".into(),
                         file,
@@ -677,7 +678,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
                 if !added.is_empty() {
                     push(
                         r,
-                        "allowlist-widened",
+                        Rule::AllowlistWidened,
                         subject,
                         format!(
                             "+ {}",
@@ -700,7 +701,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
         if o != n {
             push(
                 r,
-                "config-changed",
+                Rule::ConfigChanged,
                 format!("config.yaml {key}"),
                 format!(
                     "{} → {}",
@@ -714,7 +715,7 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
     numbers_loosened(&b.numbers, &h.numbers, "", |c| {
         push(
             r,
-            "limit-raised",
+            Rule::LimitRaised,
             "config.yaml".into(),
             c.trim().to_string(),
             file,

@@ -1,8 +1,10 @@
 //! `generated/POLICY.md`: the effective policy as one table a reviewer reads to see who can reach
 //! what. Rendered from the same [`Policy`] the review compares, so the diff of this file in a
-//! pull request is the policy diff.
+//! pull request is the policy diff. Its last section is the legend of the review's [`Rule`]s.
 
+use super::config::Identity;
 use super::policy::Policy;
+use super::rule::Rule;
 use crate::emit::header;
 use std::fmt::Write as _;
 
@@ -108,10 +110,29 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
         );
     }
     t.push_str("\n## Identity (`config.yaml`)\n\n");
-    let id = &p.identity;
+    identity(&mut t, &p.identity);
+    legend(&mut t);
+    t
+}
+
+/// The review's rules, one row each, in [`Rule::ALL`]'s order.
+fn legend(t: &mut String) {
+    t.push_str(
+        "\n## Review rules\n\n\
+         `bulkhead check --against REV` prints each weakening as `rule: subject: change`, under one \
+         of these rules (examples in `docs/review-rules.md`).\n\n\
+         | rule | flags |\n|---|---|\n",
+    );
+    for r in Rule::ALL {
+        let _ = writeln!(t, "| `{}` | {} |", r.name(), cell(r.describe()));
+    }
+}
+
+/// The identity section's body.
+fn identity(t: &mut String, id: &Identity) {
     if !id.present {
         t.push_str("No `config.yaml`: the runtime's defaults apply.\n");
-        return t;
+        return;
     }
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(default)".into());
     let list = |v: &Option<Vec<String>>| match v {
@@ -138,5 +159,28 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
     for (k, v) in &id.numbers {
         let _ = writeln!(t, "| {k} | {v} |");
     }
-    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_lists_every_rule_in_order_last() {
+        for p in [Policy::default(), {
+            let mut p = Policy::default();
+            p.identity.present = true;
+            p
+        }] {
+            let t = policy_table(&p, &[]);
+            let legend = &t[t.find("\n## Review rules\n").expect("a legend")..];
+            let rows: Vec<&str> = legend.lines().filter(|l| l.starts_with("| `")).collect();
+            let expected: Vec<String> = Rule::ALL
+                .iter()
+                .map(|r| format!("| `{}` | {} |", r.name(), r.describe()))
+                .collect();
+            assert_eq!(rows, expected);
+            assert!(t.ends_with(&format!("{} |\n", Rule::LimitRaised.describe())));
+        }
+    }
 }

@@ -1,0 +1,285 @@
+//! The review's rules: each kind of weakening `bulkhead check --against` reports, by the name its
+//! lines (and the acknowledgements in `specs/policy-acks.yaml`) spell word for word.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// One kind of weakening. Its [`name`](Rule::name) starts every line the review prints
+/// (`rule: subject: change`); [`describe`](Rule::describe) says what it flags and why.
+///
+/// Ordered by name (the order the review has always sorted its lines in), not by declaration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// `new-capability`.
+    NewCapability,
+    /// `sensitivity-lowered`.
+    SensitivityLowered,
+    /// `permission-widened`.
+    PermissionWidened,
+    /// `runs-changed`.
+    RunsChanged,
+    /// `context-changed`.
+    ContextChanged,
+    /// `context-widened`.
+    ContextWidened,
+    /// `argument-loosened`.
+    ArgumentLoosened,
+    /// `location-changed`.
+    LocationChanged,
+    /// `reach-widened`.
+    ReachWidened,
+    /// `trust-changed`.
+    TrustChanged,
+    /// `secret-unprotected`.
+    SecretUnprotected,
+    /// `instance-removed`.
+    InstanceRemoved,
+    /// `seccomp-off`.
+    SeccompOff,
+    /// `egress-widened`.
+    EgressWidened,
+    /// `internal-range-widened`.
+    InternalRangeWidened,
+    /// `mount-added`.
+    MountAdded,
+    /// `trust-domain-changed`.
+    TrustDomainChanged,
+    /// `environment-lowered`.
+    EnvironmentLowered,
+    /// `image-unpinned`.
+    ImageUnpinned,
+    /// `config-removed`.
+    ConfigRemoved,
+    /// `auth-changed`.
+    AuthChanged,
+    /// `scope-dropped`.
+    ScopeDropped,
+    /// `allowlist-widened`.
+    AllowlistWidened,
+    /// `config-changed`.
+    ConfigChanged,
+    /// `limit-raised`.
+    LimitRaised,
+}
+
+impl Rule {
+    /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
+    /// instances, then `config.yaml`, as the review checks them.
+    pub const ALL: [Rule; 25] = [
+        Rule::NewCapability,
+        Rule::SensitivityLowered,
+        Rule::PermissionWidened,
+        Rule::RunsChanged,
+        Rule::ContextChanged,
+        Rule::ContextWidened,
+        Rule::ArgumentLoosened,
+        Rule::LocationChanged,
+        Rule::ReachWidened,
+        Rule::TrustChanged,
+        Rule::SecretUnprotected,
+        Rule::InstanceRemoved,
+        Rule::SeccompOff,
+        Rule::EgressWidened,
+        Rule::InternalRangeWidened,
+        Rule::MountAdded,
+        Rule::TrustDomainChanged,
+        Rule::EnvironmentLowered,
+        Rule::ImageUnpinned,
+        Rule::ConfigRemoved,
+        Rule::AuthChanged,
+        Rule::ScopeDropped,
+        Rule::AllowlistWidened,
+        Rule::ConfigChanged,
+        Rule::LimitRaised,
+    ];
+
+    /// The kebab-case name that starts the review's lines and their acknowledgements.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::NewCapability => "new-capability",
+            Rule::SensitivityLowered => "sensitivity-lowered",
+            Rule::PermissionWidened => "permission-widened",
+            Rule::RunsChanged => "runs-changed",
+            Rule::ContextChanged => "context-changed",
+            Rule::ContextWidened => "context-widened",
+            Rule::ArgumentLoosened => "argument-loosened",
+            Rule::LocationChanged => "location-changed",
+            Rule::ReachWidened => "reach-widened",
+            Rule::TrustChanged => "trust-changed",
+            Rule::SecretUnprotected => "secret-unprotected",
+            Rule::InstanceRemoved => "instance-removed",
+            Rule::SeccompOff => "seccomp-off",
+            Rule::EgressWidened => "egress-widened",
+            Rule::InternalRangeWidened => "internal-range-widened",
+            Rule::MountAdded => "mount-added",
+            Rule::TrustDomainChanged => "trust-domain-changed",
+            Rule::EnvironmentLowered => "environment-lowered",
+            Rule::ImageUnpinned => "image-unpinned",
+            Rule::ConfigRemoved => "config-removed",
+            Rule::AuthChanged => "auth-changed",
+            Rule::ScopeDropped => "scope-dropped",
+            Rule::AllowlistWidened => "allowlist-widened",
+            Rule::ConfigChanged => "config-changed",
+            Rule::LimitRaised => "limit-raised",
+        }
+    }
+
+    /// One sentence: the change the rule flags and why it weakens the policy.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Rule::NewCapability => {
+                "A tool or resource the base did not have and no existing capability covers (one of the same kind running the same thing, nowhere looser; a handler is never covered), so clients can reach something they could not."
+            }
+            Rule::SensitivityLowered => {
+                "A tool, resource or connector is declared less sensitive than before, so its data may be served by a less isolated instance and raises a session's level less (which may leave `connect` tools open to a session that read it)."
+            }
+            Rule::PermissionWidened => {
+                "A capability declares a wider permission than before (`read` < `write` < `connect`), so it may change data or reach outside the deployment where it could not."
+            }
+            Rule::RunsChanged => {
+                "A capability of the same name runs something else (another operation text, handler, parameters or connector target), so the name reviewers approved no longer stands for what runs."
+            }
+            Rule::ContextChanged => {
+                "A capability uses another context preset, so other limits decide how much of its results reaches the client."
+            }
+            Rule::ContextWidened => {
+                "A number the server's spec overrides in a capability's context preset is raised, or set or unset where the other revision leaves the default, so more of its results may reach the client."
+            }
+            Rule::ArgumentLoosened => {
+                "An argument admits more than before (a minimum lowered, a maximum raised or removed, a pattern changed or removed, allowed values added) or its type, item type or default changed, so callers can pass values the base refused."
+            }
+            Rule::LocationChanged => {
+                "A connector points somewhere else (another path, folder, URL or base URL), so its capabilities read or write data nobody reviewed."
+            }
+            Rule::ReachWidened => {
+                "A connector may reach a `host:port` it could not before (HTTP `allowed_hosts` or base URL, a database host, a sandbox's or upstream MCP server's egress), so its capabilities can send data there or fetch it from there."
+            }
+            Rule::TrustChanged => {
+                "A connector trusts another CA bundle (`ca_file`, or the system's instead), so certificates from other authorities are accepted for the hosts it reaches."
+            }
+            Rule::SecretUnprotected => {
+                "A variable a connector received as a secret (a file) is no longer passed as one, so its value may travel as plain environment, readable by the instance's processes and by anyone inspecting its container."
+            }
+            Rule::InstanceRemoved => {
+                "A deployed server no longer runs an instance in a network mode it ran before (its `proxied` or `none` instance), so the isolation that instance gave the sessions routed to it is gone."
+            }
+            Rule::SeccompOff => {
+                "An instance's container now runs without the container engine's system-call filter (it runs jails, which install their own), so more of the kernel is exposed outside the jails."
+            }
+            Rule::EgressWidened => {
+                "An instance may reach a `host:port` no instance it is compared with could (or a new instance reaches anything at all), so data can leave the deployment to more places."
+            }
+            Rule::InternalRangeWidened => {
+                "An instance's allowlisted names may resolve into a private range not within one the base allowed, so it can reach more of the internal network."
+            }
+            Rule::MountAdded => {
+                "An instance mounts connector data (a file or folder, read-only or read-write) the instance it is compared with did not, so that data is within reach of an instance, possibly a less isolated one, that could not read it before."
+            }
+            Rule::TrustDomainChanged => {
+                "An instance moved to another trust domain (the instances whose sessions share one level), so the level a session reached elsewhere no longer follows it and its sessions start over at public."
+            }
+            Rule::EnvironmentLowered => {
+                "A deployment's instance, or `config.yaml`'s `environment`, was `production` and no longer is, so the safeguards kept for production stop applying (a warning for each image without a digest, `bulkhead token` refusing to mint development tokens)."
+            }
+            Rule::ImageUnpinned => {
+                "An instance's image lost its digest, so what runs can change without any change to the specs."
+            }
+            Rule::ConfigRemoved => {
+                "`config.yaml` existed in the base and is gone, so auth, scopes, allowlists and limits all fall back to the runtime's defaults."
+            }
+            Rule::AuthChanged => {
+                "`config.yaml`'s `auth` (issuer, audience, keys, JWKS, discovery) changed in any way, so tokens from another issuer or signed with other keys may be accepted."
+            }
+            Rule::ScopeDropped => {
+                "A scope `config.yaml` required for a permission (`auth.scopes.<permission>`) changed or is gone, so tokens without the reviewed scope may call capabilities of that permission."
+            }
+            Rule::AllowlistWidened => {
+                "`http.allowed_hosts` or `http.allowed_origins` gained entries, holds a wildcard (`*`, `*:port`, `null`), became empty (every value passes) or was unset (the runtime's default), so requests naming more hosts or coming from more browser origins are accepted."
+            }
+            Rule::ConfigChanged => {
+                "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), so data or trust may now go elsewhere."
+            }
+            Rule::LimitRaised => {
+                "A number under `http`, `limits`, `workspace`, `audit` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve down, any change under `audit`) or is set or unset where the other revision leaves the default, so more requests, data or time are allowed than were reviewed."
+            }
+        }
+    }
+
+    /// The rule named `name`, exactly as [`name`](Rule::name) spells it.
+    pub fn parse(name: &str) -> Option<Rule> {
+        Rule::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialOrd for Rule {
+    fn partial_cmp(&self, other: &Rule) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Rule {
+    /// By name: the review's lines sort as text.
+    fn cmp(&self, other: &Rule) -> Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+/// `rule == "seccomp-off"`: compares the name.
+impl PartialEq<&str> for Rule {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn all_is_every_rule_in_order_with_distinct_names() {
+        for (i, r) in Rule::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r} is out of place in Rule::ALL");
+            assert_eq!(Rule::parse(r.name()), Some(r));
+            assert_eq!(r.to_string(), r.name());
+            assert!(r == r.name());
+        }
+        let names: BTreeSet<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names.len(), Rule::ALL.len());
+        assert_eq!(Rule::parse("Seccomp-Off"), None);
+        assert_eq!(Rule::parse("seccomp-off "), None);
+    }
+
+    #[test]
+    fn names_are_kebab_case_and_descriptions_one_sentence() {
+        for r in Rule::ALL {
+            let n = r.name();
+            assert!(
+                !n.starts_with('-')
+                    && !n.ends_with('-')
+                    && n.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "{n}"
+            );
+            let d = r.describe();
+            assert!(d.ends_with('.') && d.matches(". ").count() == 0, "{n}: {d}");
+            assert!(!d.contains('\n') && !d.contains('|'), "{n}: {d}");
+        }
+    }
+
+    #[test]
+    fn order_is_by_name() {
+        let mut sorted = Rule::ALL;
+        sorted.sort();
+        let names: Vec<&str> = sorted.iter().map(|r| r.name()).collect();
+        let mut expected = names.clone();
+        expected.sort();
+        assert_eq!(names, expected);
+        assert!(Rule::AllowlistWidened < Rule::NewCapability);
+    }
+}
