@@ -30,6 +30,7 @@ pub mod errors;
 pub mod handlers;
 pub mod identity;
 pub mod isolation;
+pub mod jail;
 pub mod metrics;
 pub mod policy;
 pub mod ratelog;

@@ -164,7 +164,7 @@ impl Runtime {
                 self.audit.healthy().map_err(|e| e.for_model().to_string()),
             ),
         ];
-        let isolation = if self.isolation.is_unchecked() && self.mode != NetworkMode::Full {
+        let isolation = if self.isolation.is_unchecked() && self.mode.is_isolated() {
             Err("started with --unisolated: its network is not checked".to_string())
         } else {
             crate::isolation::selfcheck::check(self.mode)

@@ -39,14 +39,14 @@ enum Transport {
     Stdio,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Mode {
-    /// Full network.
-    Full,
-    /// Egress through the proxy only (serves confidential sessions).
-    Proxied,
-    /// No network (serves secret sessions).
-    None,
+/// `--mode`: the vocabulary's [`NetworkMode`], its names offered as the possible values.
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = NetworkMode> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(NetworkMode::ALL.map(NetworkMode::as_str)).try_map(
+        |name: String| {
+            NetworkMode::parse(&name).ok_or_else(|| format!("`{name}` is not a network mode"))
+        },
+    )
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,8 +77,8 @@ enum Command {
         #[arg(long)]
         forward: Vec<bulkhead::relay::Route>,
         /// Network mode of this instance; it refuses sessions that need a more isolated one.
-        #[arg(long, value_enum, default_value = "full")]
-        mode: Mode,
+        #[arg(long, value_parser = mode_parser(), default_value = "full")]
+        mode: NetworkMode,
         /// Extra accepted `Host` values (added to `http.allowed_hosts`).
         #[arg(long = "allow-host")]
         allow_hosts: Vec<String>,
@@ -252,11 +252,6 @@ pub fn main() -> ExitCode {
             unisolated,
         } => load_config(cli.config).and_then(|mut c| {
             c.http.allowed_hosts.extend(allow_hosts);
-            let mode = match mode {
-                Mode::Full => NetworkMode::Full,
-                Mode::Proxied => NetworkMode::Proxied,
-                Mode::None => NetworkMode::None,
-            };
             serve::run(
                 &c,
                 serve::ServeArgs {

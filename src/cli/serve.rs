@@ -50,7 +50,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         let checks_stop = CancellationToken::new();
         if args.unisolated {
             rt.isolation().mark_unchecked();
-            if args.mode != NetworkMode::Full {
+            if args.mode.is_isolated() {
                 tracing::warn!(mode = %args.mode, "started with --unisolated: the network is not checked");
                 eprintln!("bulkhead: warning: `--mode {}` with --unisolated: this instance's network is not checked and may reach anything; /readyz answers 503", args.mode);
             }
@@ -59,7 +59,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             bulkhead::isolation::selfcheck::full_check(args.mode)
                 .await
                 .map_err(|e| anyhow::anyhow!("refusing to serve: {e} (for development on one host network, pass --unisolated)"))?;
-            if args.mode != NetworkMode::Full {
+            if args.mode.is_isolated() {
                 tokio::spawn(bulkhead::isolation::selfcheck::recheck_forever(
                     args.mode,
                     rt.isolation().clone(),

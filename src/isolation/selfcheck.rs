@@ -72,7 +72,7 @@ fn routes_out() -> Vec<String> {
 
 /// The routing part of the check (synchronous, reads `/proc` only).
 pub fn check(mode: NetworkMode) -> Result<(), String> {
-    if mode == NetworkMode::Full {
+    if !mode.is_isolated() {
         return Ok(());
     }
     let routes = routes_out();
@@ -124,7 +124,7 @@ pub async fn probe_proxy(proxy: &str) -> Result<(), String> {
 pub async fn full_check(mode: NetworkMode) -> Result<(), String> {
     check(mode)?;
     match crate::config::egress_proxy() {
-        Some(proxy) if mode == NetworkMode::Proxied => probe_proxy(&proxy).await,
+        Some(proxy) if mode.uses_proxy() => probe_proxy(&proxy).await,
         _ => Ok(()),
     }
 }

@@ -17,6 +17,6 @@ mod sensitivity;
 
 pub use endpoint::{HostPort, HostPortError};
 pub use layer::workspace_layer;
-pub use mode::NetworkMode;
+pub use mode::{Egress, NetworkMode};
 pub use permission::Permission;
 pub use sensitivity::Sensitivity;

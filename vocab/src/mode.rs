@@ -20,7 +20,47 @@ pub enum NetworkMode {
     None,
 }
 
+/// How an instance reaches what lies beyond the deployment, by its mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Straight out, on the network it runs in.
+    Direct,
+    /// Only through the deployment's egress proxy, to its allowlist.
+    Proxy,
+    /// Not at all.
+    Nothing,
+}
+
 impl NetworkMode {
+    /// How an instance in this mode reaches beyond the deployment. Every consequence of a mode
+    /// outside this crate is read from here or from [`NetworkMode::is_isolated`], never by
+    /// comparing modes, so a new mode is a compile error wherever it needs a decision.
+    pub fn egress(self) -> Egress {
+        match self {
+            NetworkMode::Full => Egress::Direct,
+            NetworkMode::Proxied => Egress::Proxy,
+            NetworkMode::None => Egress::Nothing,
+        }
+    }
+
+    /// Whether an instance in this mode runs behind the isolation: in a network of its own with
+    /// no route out but what its mode allows, reached over a Unix socket through a bridge, and
+    /// its network checked at start and while it runs (every mode but `full`).
+    pub fn is_isolated(self) -> bool {
+        match self {
+            NetworkMode::Full => false,
+            NetworkMode::Proxied | NetworkMode::None => true,
+        }
+    }
+
+    /// Whether an instance in this mode is given the deployment's egress proxy.
+    pub fn uses_proxy(self) -> bool {
+        match self.egress() {
+            Egress::Proxy => true,
+            Egress::Direct | Egress::Nothing => false,
+        }
+    }
+
     /// Every mode, least isolated first (`ALL[mode.index()] == mode`).
     pub const ALL: [NetworkMode; 3] = [NetworkMode::Full, NetworkMode::Proxied, NetworkMode::None];
 

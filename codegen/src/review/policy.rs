@@ -421,7 +421,7 @@ pub fn resolve(model: &Model) -> Policy {
                         NetworkMode::Proxied => p.allowed.iter().cloned().collect(),
                         NetworkMode::None => BTreeSet::new(),
                     },
-                    internal_ranges: if i.mode == NetworkMode::Proxied {
+                    internal_ranges: if i.mode.uses_proxy() {
                         p.server.internal_ranges.iter().cloned().collect()
                     } else {
                         BTreeSet::new()

@@ -17,12 +17,11 @@
 //! starts get one of their own: `processes` and `memory_mb` bound them (a fork or memory bomb
 //! kills the upstream, and the call in flight gets a retryable error).
 
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::connectors::sandbox::cgroup::{Parents, RunCgroup};
-use crate::connectors::sandbox::{egress, jail, seccomp};
+use crate::jail::{self, cgroup::RunCgroup, egress};
 use crate::policy::NetworkMode;
 use crate::workspace::SessionWorkspace;
 
@@ -31,18 +30,12 @@ const PROBE_WAIT: Duration = Duration::from_secs(10);
 
 /// The jail of one `mcp` connector's upstreams.
 pub(crate) struct Confine {
-    connector: &'static str,
-    bwrap: Option<PathBuf>,
-    host: jail::HostProbe,
-    filters: Vec<Vec<u8>>,
+    /// Host folders bound at the same path (the spec's, and the program's install folder).
     binds: Vec<jail::Bind>,
-    cgroups: Parents,
     /// Processes and bytes of memory one upstream (with everything it starts) may use.
     limits: (u64, u64),
-    /// Where an upstream may go (`egress:`; empty: nowhere).
-    egress: egress::Egress,
-    /// The forwarder of networked upstreams.
-    helper: Option<PathBuf>,
+    /// The jails of its upstreams.
+    jailer: jail::Jailer,
 }
 
 /// A launch command, the descriptors it needs kept open until it has started, and its cgroup
@@ -97,12 +90,8 @@ impl Confine {
         // earlier child (a read-only folder inside a writable one, or an install folder inside
         // a writable one, stays read-only).
         binds.sort_by_key(|b| b.path.components().count());
-        let filters = seccomp::programs().unwrap_or_else(|e| {
-            tracing::warn!(connector, error = %e, "upstream jails run without a system-call filter");
-            Vec::new()
-        });
-        let cgroups = Parents::detect();
-        if cgroups.describe() == "rlimits only" {
+        let jailer = jail::Jailer::new(connector, egress, helper);
+        if jailer.limits_described() == "rlimits only" {
             tracing::warn!(
                 connector,
                 "no cgroup can be made here: upstreams run without `processes` and `memory_mb` limits"
@@ -110,34 +99,25 @@ impl Confine {
         } else {
             tracing::info!(
                 connector,
-                limits = cgroups.describe(),
+                limits = jailer.limits_described(),
                 "upstream jail ready"
             );
         }
         Ok(Confine {
-            connector,
-            bwrap: jail::bwrap_path(),
-            host: jail::HostProbe::default(),
-            filters,
             binds,
-            cgroups,
             limits,
-            egress,
-            helper,
+            jailer,
         })
     }
 
     /// Whether a jail starts here (readiness).
     pub async fn host(&self) -> Result<jail::HostAllows, String> {
-        let Some(bwrap) = &self.bwrap else {
-            return Err(
-                "bubblewrap (`bwrap`) is not installed; an upstream runs only in a jail".into(),
-            );
-        };
-        self.host
-            .get(bwrap, PROBE_WAIT, self.connector)
-            .await
-            .map_err(|e| format!("a jail does not start on this host: {e}"))
+        self.jailer.host(PROBE_WAIT).await.map_err(|e| match e {
+            jail::LaunchError::NoBubblewrap => {
+                format!("{e}; an upstream runs only in a jail")
+            }
+            e => e.to_string(),
+        })
     }
 
     /// The command that starts `argv` in its jail on an instance in `mode`, with `env` as its
@@ -149,76 +129,32 @@ impl Confine {
         workspace: Option<&SessionWorkspace>,
         env: &[(String, String)],
     ) -> Result<Launch, String> {
-        let host = self.host().await?;
-        let bwrap = self.bwrap.as_ref().expect("host() found bubblewrap");
-        let mut keep: Vec<OwnedFd> = Vec::new();
-        let ws_fd = match workspace {
-            Some(ws) => Some(
-                ws.dir_fd()
-                    .try_clone_to_owned()
-                    .map_err(|e| format!("the session's folder: {e}"))?,
-            ),
-            None => None,
-        };
-        let filters = self
-            .filters
-            .iter()
-            .map(|b| jail::filter_pipe(b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("seccomp filter: {e}"))?;
-        let gate = self
-            .egress
-            .gate(mode)
-            .map_err(|e| format!("cannot open the upstream's egress gate: {e}"))?;
-        let helper = match (&gate, &self.helper) {
-            (None, _) => None,
-            (Some(_), Some(h)) => Some(h.as_path()),
-            (Some(_), None) => {
-                return Err("the forwarder of its `egress` (`bulkhead`, or BULKHEAD_JAIL_HELPER) is not found".into());
-            }
-        };
-        let layout = jail::Layout {
-            way_out: gate.as_ref().zip(helper).map(|(g, helper)| jail::Way {
-                socket_dir: g.dir(),
-                helper,
-            }),
-            host,
-            workspace: ws_fd.as_ref().map(|f| f.as_fd()),
-            info: false,
-            filters: filters.len(),
-            binds: &self.binds,
-            inherit_env: true,
-        };
+        self.host().await?;
         let mut argv = argv.to_vec();
         if let Some(abs) = resolve(&argv[0]) {
             argv[0] = abs.to_string_lossy().into_owned();
         }
-        let cgroup = self
-            .cgroups
-            .create(self.limits.0, self.limits.1)
-            .map_err(|e| format!("cannot make the upstream's cgroup: {e}"))?;
-        let pre = jail::PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref());
-        let mut cmd = tokio::process::Command::new(bwrap);
-        cmd.args(jail::args(&layout, &argv)).env_clear();
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        if layout.way_out.is_some() {
-            for (k, v) in jail::proxy_env() {
-                cmd.env(k, v);
-            }
-        }
-        // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
-        unsafe {
-            cmd.pre_exec(move || pre.apply());
-        }
-        keep.extend(ws_fd);
-        keep.extend(filters);
+        let prepared = self
+            .jailer
+            .prepare(
+                jail::Launch {
+                    argv: &argv,
+                    mode,
+                    workspace: workspace.map(SessionWorkspace::dir_fd),
+                    binds: &self.binds,
+                    run: None,
+                    cgroup: self.limits,
+                    env: Some(env),
+                },
+                PROBE_WAIT,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Launch {
-            command: cmd,
-            _keep: keep,
-            cgroup,
-            gate,
+            command: prepared.command,
+            _keep: prepared.keep,
+            cgroup: prepared.cgroup,
+            gate: prepared.gate,
         })
     }
 }

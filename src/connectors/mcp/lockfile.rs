@@ -42,7 +42,7 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
                 &s.read_only,
                 &s.read_write,
                 s.limits(),
-                crate::connectors::sandbox::egress::Egress::none(connector),
+                crate::jail::egress::Egress::none(connector),
                 None,
             )
             .map_err(|e| anyhow::anyhow!("settings of `{connector}`: {e}"))?,

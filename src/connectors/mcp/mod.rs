@@ -224,9 +224,8 @@ impl Mcp {
             connector: def.name,
             reason: reason.into(),
         };
-        let egress =
-            crate::connectors::sandbox::egress::Egress::new(def.name, &settings.egress, lookup)
-                .map_err(|e| bad(&e))?;
+        let egress = crate::jail::egress::Egress::new(def.name, &settings.egress, lookup)
+            .map_err(|e| bad(&e))?;
         let confine = match (&settings.command, &settings.url) {
             (Some(c), None) if !c.is_empty() && !c[0].is_empty() => Some(
                 confine::Confine::new(
@@ -236,7 +235,7 @@ impl Mcp {
                     &settings.read_write,
                     settings.limits(),
                     egress,
-                    crate::connectors::sandbox::jail::helper_path(lookup),
+                    crate::jail::helper_path(lookup),
                 )
                 .map_err(|e| bad(&e))?,
             ),

@@ -275,9 +275,9 @@ pub struct Live {
     _listen: Option<AbortOnDrop>,
     _child: Option<tokio::process::Child>,
     /// Removed after the process is gone (fields drop in order).
-    _cgroup: Option<crate::connectors::sandbox::cgroup::RunCgroup>,
+    _cgroup: Option<crate::jail::cgroup::RunCgroup>,
     /// The jail's way out, open as long as the upstream runs.
-    _gate: Option<crate::connectors::sandbox::egress::Gate>,
+    _gate: Option<crate::jail::egress::Gate>,
 }
 
 impl Live {

@@ -1,5 +1,5 @@
 //! The `sandbox` connector: a declared program (e.g. `python3 -I -c {code}`) run in a jail of
-//! the caller's session over its workspace (see [`jail`] for what the jail is).
+//! the caller's session over its workspace (see [`crate::jail`] for what the jail is).
 //!
 //! # Lifecycle (decided here)
 //!
@@ -19,15 +19,8 @@
 //! after the jail is dead. The next run happens wherever the session's new level sends it, with
 //! the workspace copied up (see `workspace::copyup`).
 
-pub(crate) mod cgroup;
-pub(crate) mod egress;
-pub mod forward;
-pub(crate) mod jail;
-pub(crate) mod seccomp;
-
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +30,7 @@ use tokio::io::AsyncReadExt as _;
 
 use super::{ConnectorError, settings};
 use crate::errors::ToolError;
+use crate::jail::{self, Limits, cgroup, egress};
 use crate::policy::NetworkMode;
 use crate::server::{BoxFuture, JsonObject, ToolOutput, ToolResult};
 use crate::signals::CallSignals;
@@ -90,38 +84,14 @@ impl EscalationWatch for NoPass {
     }
 }
 
-/// The limits of one run.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// CPU seconds.
-    pub cpu_seconds: u64,
-    /// Wall time.
-    pub wall: Duration,
-    /// Address space (rlimit, per process) and memory (cgroup, whole run), bytes.
-    pub memory_bytes: u64,
-    /// Processes and threads at once.
-    pub processes: u64,
-    /// Output bytes, stdout and stderr together.
-    pub output_bytes: u64,
-    /// Largest file written.
-    pub file_bytes: u64,
-}
-
 /// A built `sandbox` connector.
 pub struct Sandbox {
     name: &'static str,
     limits: Limits,
     max_runs: u64,
     runs: Arc<tokio::sync::Semaphore>,
-    bwrap: Option<PathBuf>,
-    cgroups: cgroup::Parents,
-    host: jail::HostProbe,
-    /// The compiled system-call filters (none on an architecture without them).
-    filters: Vec<Vec<u8>>,
-    /// Where its runs may go (`egress:`; empty: nowhere).
-    egress: egress::Egress,
-    /// The forwarder of networked runs.
-    helper: Option<PathBuf>,
+    /// The jails of its runs.
+    jailer: jail::Jailer,
 }
 
 impl Sandbox {
@@ -148,24 +118,14 @@ impl Sandbox {
             file_bytes: s.file_bytes().map_err(&invalid)?,
         };
         let max_runs = s.max_runs().map_err(&invalid)?;
-        let bwrap = jail::bwrap_path();
-        let cgroups = cgroup::Parents::detect();
-        let filters = seccomp::programs().unwrap_or_else(|e| {
-            tracing::warn!(connector = def.name, error = %e, "jails run without a system-call filter");
-            Vec::new()
-        });
-        tracing::info!(connector = def.name, limits = cgroups.describe(), bwrap = ?bwrap, "sandbox ready");
+        let jailer = jail::Jailer::new(def.name, egress, jail::helper_path(lookup));
+        tracing::info!(connector = def.name, limits = jailer.limits_described(), bwrap = ?jailer.bwrap(), "sandbox ready");
         Ok(Sandbox {
             name: def.name,
             limits,
             max_runs,
             runs: Arc::new(tokio::sync::Semaphore::new(max_runs as usize)),
-            bwrap,
-            cgroups,
-            host: jail::HostProbe::default(),
-            filters,
-            helper: jail::helper_path(lookup),
-            egress,
+            jailer,
         })
     }
 
@@ -179,14 +139,11 @@ impl Sandbox {
 
     /// What this host lets a jail do, found once by starting jails, strictest first.
     async fn host_allows(&self) -> Result<jail::HostAllows, String> {
-        let Some(bwrap) = &self.bwrap else {
-            return Err("bubblewrap (`bwrap`) is not installed".into());
-        };
-        self.host
-            .get(bwrap, JAIL_WAIT, &self.name)
-            .await
+        self.jailer.host(JAIL_WAIT).await.map_err(|e| match e {
+            jail::LaunchError::NoBubblewrap => e.to_string(),
             // The reason is in the server log; the model gets no host detail.
-            .map_err(|_| "a jail does not start on this host (see the server log)".to_string())
+            _ => "a jail does not start on this host (see the server log)".to_string(),
+        })
     }
 
     /// Runs `command` (with `{param}` elements filled from `args`) in a jail of the session.
@@ -198,12 +155,12 @@ impl Sandbox {
         cx: &JailContext<'_>,
         signals: &CallSignals,
     ) -> ToolResult {
-        let Some(bwrap) = &self.bwrap else {
+        if self.jailer.bwrap().is_none() {
             return Err(ToolError::fatal(format!(
                 "`{}` cannot run: bubblewrap (`bwrap`) is not installed on this server",
                 self.name
             )));
-        };
+        }
         let argv = fill(command, args)?;
         let _slot = self.runs.clone().try_acquire_owned().map_err(|_| {
             ToolError::retry(format!(
@@ -224,76 +181,39 @@ impl Sandbox {
                     }
                 })?;
         }
-        let host = self
-            .host_allows()
+        // What the host allows is probed first, so its failure reads as the sandbox's (no host
+        // detail for the model).
+        self.host_allows()
             .await
             .map_err(|e| ToolError::fatal(format!("`{}` cannot run here: {e}", self.name)))?;
-        let cgroup = self
-            .cgroups
-            .create(self.limits.processes, self.limits.memory_bytes)
-            .map_err(|e| {
-                ToolError::fatal(format!(
-                    "`{}`: cannot make the run's cgroup: {e}",
-                    self.name
-                ))
-            })?;
         let (info_reader, info_writer) =
             std::io::pipe().map_err(|e| ToolError::fatal(format!("`{}`: pipe: {e}", self.name)))?;
         let info_writer = OwnedFd::from(info_writer);
-        let filters = self
-            .filters
-            .iter()
-            .map(|bytes| jail::filter_pipe(bytes))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ToolError::fatal(format!("`{}`: seccomp filter: {e}", self.name)))?;
-        let gate = self.egress.gate(cx.mode).map_err(|e| {
-            ToolError::fatal(format!(
-                "`{}`: cannot open the run's egress gate: {e}",
-                self.name
-            ))
-        })?;
-        let helper = match (&gate, &self.helper) {
-            (None, _) => None,
-            (Some(_), Some(h)) => Some(h.as_path()),
-            (Some(_), None) => {
-                return Err(ToolError::fatal(format!(
-                    "`{}` cannot reach its `egress` hosts: the forwarder (`bulkhead`, or BULKHEAD_JAIL_HELPER) is not found",
-                    self.name
-                )));
-            }
-        };
-        let layout = jail::Layout {
-            way_out: gate.as_ref().zip(helper).map(|(g, helper)| jail::Way {
-                socket_dir: g.dir(),
-                helper,
-            }),
-            host,
-            workspace: Some(ws.dir_fd()),
-            info: true,
-            filters: filters.len(),
-            binds: &[],
-            inherit_env: false,
-        };
-        let pre = jail::PreExec::new(
-            &self.limits,
-            layout.workspace,
-            &info_writer,
-            &filters,
-            cgroup.as_ref(),
-        );
-        let mut cmd = tokio::process::Command::new(bwrap);
-        // bubblewrap is the jail's PID 1, and its environment is readable in the jail: it
-        // starts with none (the jail's program gets what `jail::args` sets).
-        cmd.args(jail::args(&layout, &argv))
-            .env_clear()
-            .stdin(std::process::Stdio::null())
+        let jail::Prepared {
+            command: mut cmd,
+            keep,
+            cgroup,
+            gate: _gate,
+        } = self
+            .jailer
+            .prepare(
+                jail::Launch {
+                    argv: &argv,
+                    mode: cx.mode,
+                    workspace: Some(ws.dir_fd()),
+                    binds: &[],
+                    run: Some((&self.limits, &info_writer)),
+                    cgroup: (self.limits.processes, self.limits.memory_bytes),
+                    env: None,
+                },
+                JAIL_WAIT,
+            )
+            .await
+            .map_err(|e| ToolError::fatal(format!("`{}`: {e}", self.name)))?;
+        cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
-        unsafe {
-            cmd.pre_exec(move || pre.apply());
-        }
         let started = std::time::Instant::now();
         let mut child = cmd.spawn().map_err(|e| match e.raw_os_error() {
             Some(libc_e2big) if libc_e2big == nix::libc::E2BIG => ToolError::retry(format!(
@@ -303,7 +223,7 @@ impl Sandbox {
             _ => ToolError::fatal(format!("`{}`: cannot start the jail: {e}", self.name)),
         })?;
         drop(info_writer);
-        drop(filters);
+        drop(keep);
         let init = tokio::task::spawn_blocking(move || read_init_pid(info_reader));
         let init = match tokio::time::timeout(JAIL_WAIT, init).await {
             Ok(Ok(Some(pid))) => rustix::process::Pid::from_raw(pid).and_then(|p| {

@@ -137,7 +137,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
         );
         service_secrets.push(json!(s.name));
     }
-    if mode == NetworkMode::Proxied {
+    if mode.uses_proxy() {
         let proxy = format!("http://{EGRESS_FORWARD}");
         for var in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             env.insert(var.into(), json!(proxy));
@@ -158,7 +158,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
         json!("--mode"),
         json!(mode.as_str()),
     ];
-    if mode == NetworkMode::Proxied {
+    if mode.uses_proxy() {
         command.push(json!("--forward"));
         command.push(json!(format!("{EGRESS_FORWARD}=unix:{EGRESS_SOCKET}")));
     }
@@ -169,7 +169,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
         "command": command,
         "environment": env,
     });
-    if mode == NetworkMode::Full {
+    if !mode.is_isolated() {
         svc["networks"] = json!([AGENTS_NET, EGRESS_NET]);
         // Desktop clients on this machine reach the full instance; agents use `agents`.
         svc["ports"] = json!([format!("127.0.0.1:{port}:{port}")]);
@@ -191,7 +191,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
         )));
     }
     mounts.push(json!(format!("{COMPLIANCE_VOLUME}:{STATE_DIR}")));
-    if mode != NetworkMode::Full {
+    if mode.is_isolated() {
         mounts.push(json!(format!(
             "{}:{SOCKET_DIR}",
             socket_volume(&p.server.name, mode)
@@ -264,7 +264,7 @@ fn relay(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
     ];
     let mut depends = Map::new();
     depends.insert(instance.clone(), json!({ "condition": "service_healthy" }));
-    if let Some(proxy) = p.proxy_service().filter(|_| mode == NetworkMode::Proxied) {
+    if let Some(proxy) = p.proxy_service().filter(|_| mode.uses_proxy()) {
         command.push(json!("--route"));
         command.push(json!(format!("unix:{EGRESS_SOCKET}={proxy}:{PROXY_PORT}")));
         depends.insert(proxy, json!({ "condition": "service_started" }));

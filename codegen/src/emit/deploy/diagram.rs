@@ -54,7 +54,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     }
     let _ = writeln!(m, "  end");
     for p in &plans {
-        for i in p.instances.iter().filter(|i| i.mode != NetworkMode::Full) {
+        for i in p.instances.iter().filter(|i| i.mode.is_isolated()) {
             let _ = writeln!(
                 m,
                 "  {}[\"{}<br/>--mode {}, network_mode none\"]",

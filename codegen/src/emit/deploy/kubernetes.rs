@@ -258,7 +258,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         );
         secret_items.push(json!({"key": s.name, "path": s.name}));
     }
-    if mode == NetworkMode::Proxied {
+    if mode.uses_proxy() {
         let proxy = format!(
             "http://{}:{PROXY_PORT}",
             dns(&p.proxy_service().unwrap_or_default())

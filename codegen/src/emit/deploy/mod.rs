@@ -304,7 +304,7 @@ impl<'a> ServerPlan<'a> {
     /// network in compose: agents reach them through it).
     pub fn relay_service(&self, mode: NetworkMode) -> Option<String> {
         self.instance(mode)
-            .filter(|i| i.mode != NetworkMode::Full)
+            .filter(|i| i.mode.is_isolated())
             .map(|i| format!("{}-relay", i.service))
     }
 

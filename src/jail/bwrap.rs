@@ -1,30 +1,5 @@
-//! The jail one run happens in: bubblewrap's arguments and the process it starts.
-//!
-//! What the jail is (and the one place it is decided):
-//! - new user, mount, PID, IPC, UTS and cgroup namespaces; no capabilities; no new privileges
-//!   (bubblewrap always sets `PR_SET_NO_NEW_PRIVS`, so a setuid binary gains nothing); no further
-//!   user namespaces inside;
-//! - a read-only system (`/usr` and the links into it, the dynamic loader's cache, the public CA
-//!   certificates and the time zone), a fresh `/dev`, a private size-bounded `/tmp`, and a fresh
-//!   `/proc` of its own PID namespace when the host allows one: nothing of the host's processes,
-//!   state store, audit log, secrets or other sessions is in view;
-//! - the session's folder of this instance's layer at `/workspace`, bound by descriptor, the
-//!   only writable place that outlives the run;
-//! - a network namespace of its own with only loopback, on every mode and even on an instance
-//!   started `--unisolated`: no host address (not the host's 127.0.0.1), no host abstract Unix
-//!   socket, no name resolution files. A jail whose connector declares `egress:` also gets its
-//!   gate's socket folder at `/run/bulkhead` and the forwarder ([`super::forward`]) as its first
-//!   program, so its only way out is the gate ([`super::egress`]);
-//! - an environment of exactly what its caller sets: bubblewrap itself is started with an
-//!   empty one (the jail's PID 1 is bubblewrap, and `/proc/1/environ` is readable in the jail),
-//!   so nothing of the server's environment (signing keys, connector secrets, the state
-//!   store's URL) is in view of any process of the jail;
-//! - read-only (or, when a spec says so, writable) binds of named host folders at the same path,
-//!   for a program installed outside `/usr` (an upstream MCP server's virtualenv or
-//!   `node_modules`);
-//! - limits set on the bubblewrap process before it starts, inherited by everything in the jail
-//!   (rlimits: CPU seconds, address space, file size, open files, processes, no core dumps) and,
-//!   where the host lets this process write cgroups, a cgroup of its own (processes, memory).
+//! bubblewrap's arguments for a [`Layout`], the set-up of its process before exec
+//! ([`PreExec`]), and what the host lets a jail do ([`HostProbe`]).
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd};

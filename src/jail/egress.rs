@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use crate::policy::NetworkMode;
+use bulkhead_vocab::Egress as ModeEgress;
 
 /// Largest request head a jail may send before the gate decides.
 const MAX_HEAD: usize = 16 * 1024;
@@ -92,12 +93,13 @@ impl Egress {
     /// Opens a gate for one jail on an instance in `mode`, or `None` when the connector
     /// declares no egress or the instance has no network (`none`).
     pub fn gate(&self, mode: NetworkMode) -> std::io::Result<Option<Gate>> {
-        if self.allowed.is_empty() || mode == NetworkMode::None {
+        if self.allowed.is_empty() {
             return Ok(None);
         }
-        let via = match mode {
-            NetworkMode::Full => Via::Direct,
-            _ => match &self.proxy {
+        let via = match mode.egress() {
+            ModeEgress::Nothing => return Ok(None),
+            ModeEgress::Direct => Via::Direct,
+            ModeEgress::Proxy => match &self.proxy {
                 Some(p) => Via::Proxy(p.clone()),
                 None => Via::Nowhere(
                     "this proxied instance has no egress proxy (HTTPS_PROXY is not set)".into(),

@@ -1,0 +1,248 @@
+//! The jail: one mechanism for every process we run but did not write (a `sandbox` run, a
+//! launched upstream MCP server), and one launch sequence ([`Jailer::prepare`]).
+//!
+//! What the jail is (and the one place it is decided):
+//! - new user, mount, PID, IPC, UTS and cgroup namespaces; no capabilities; no new privileges
+//!   (bubblewrap always sets `PR_SET_NO_NEW_PRIVS`, so a setuid binary gains nothing); no further
+//!   user namespaces inside;
+//! - a read-only system (`/usr` and the links into it, the dynamic loader's cache, the public CA
+//!   certificates and the time zone), a fresh `/dev`, a private size-bounded `/tmp`, and a fresh
+//!   `/proc` of its own PID namespace when the host allows one: nothing of the host's processes,
+//!   state store, audit log, secrets or other sessions is in view;
+//! - the session's folder of this instance's layer at `/workspace`, bound by descriptor, the
+//!   only writable place that outlives the run;
+//! - a network namespace of its own with only loopback, on every mode and even on an instance
+//!   started `--unisolated`: no host address (not the host's 127.0.0.1), no host abstract Unix
+//!   socket, no name resolution files. A jail whose connector declares `egress:` also gets its
+//!   gate's socket folder at `/run/bulkhead` and the forwarder ([`super::forward`]) as its first
+//!   program, so its only way out is the gate ([`super::egress`]);
+//! - an environment of exactly what its caller sets: bubblewrap itself is started with an
+//!   empty one (the jail's PID 1 is bubblewrap, and `/proc/1/environ` is readable in the jail),
+//!   so nothing of the server's environment (signing keys, connector secrets, the state
+//!   store's URL) is in view of any process of the jail;
+//! - read-only (or, when a spec says so, writable) binds of named host folders at the same path,
+//!   for a program installed outside `/usr` (an upstream MCP server's virtualenv or
+//!   `node_modules`);
+//! - limits set on the bubblewrap process before it starts, inherited by everything in the jail
+//!   (rlimits: CPU seconds, address space, file size, open files, processes, no core dumps) and,
+//!   where the host lets this process write cgroups, a cgroup of its own (processes, memory).
+
+pub mod bwrap;
+pub mod cgroup;
+pub mod egress;
+pub mod forward;
+pub mod seccomp;
+
+pub use bwrap::{
+    Bind, HELPER_IN_JAIL, HostAllows, HostProbe, Layout, MAX_FILTERS, PreExec, Way, args,
+    bwrap_path, filter_pipe, helper_path, probe, proxy_env,
+};
+
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::policy::NetworkMode;
+
+/// The limits of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// CPU seconds.
+    pub cpu_seconds: u64,
+    /// Wall time.
+    pub wall: Duration,
+    /// Address space (rlimit, per process) and memory (cgroup, whole run), bytes.
+    pub memory_bytes: u64,
+    /// Processes and threads at once.
+    pub processes: u64,
+    /// Output bytes, stdout and stderr together.
+    pub output_bytes: u64,
+    /// Largest file written.
+    pub file_bytes: u64,
+}
+
+/// What one jail runs, and with what.
+pub struct Launch<'a> {
+    /// The program and its arguments.
+    pub argv: &'a [String],
+    /// The network mode of the instance it runs on (its way out follows it).
+    pub mode: NetworkMode,
+    /// The session's folder, bound at `/workspace`, when the jail has one.
+    pub workspace: Option<BorrowedFd<'a>>,
+    /// Host folders bound at the same path.
+    pub binds: &'a [Bind],
+    /// A run's limits (rlimits) and the pipe bubblewrap reports the jail's first process on; a
+    /// long-lived jail (an upstream) has neither and is bounded by its cgroup.
+    pub run: Option<(&'a Limits, &'a OwnedFd)>,
+    /// Processes and bytes of memory of the whole jail (its cgroup, where one can be made).
+    pub cgroup: (u64, u64),
+    /// The program's whole environment, when the caller decides it; else a fresh minimal one.
+    pub env: Option<&'a [(String, String)]>,
+}
+
+/// A jail ready to start: its command, the descriptors it needs until it has started, its
+/// cgroup and its way out (both kept as long as the jail runs).
+pub struct Prepared {
+    /// bubblewrap with its arguments, environment and pre-exec set-up (stdio is the caller's).
+    pub command: tokio::process::Command,
+    /// Descriptors the command reads at start.
+    pub keep: Vec<OwnedFd>,
+    /// The jail's cgroup.
+    pub cgroup: Option<cgroup::RunCgroup>,
+    /// The jail's egress gate.
+    pub gate: Option<egress::Gate>,
+}
+
+/// Why a jail cannot be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// bubblewrap is not installed.
+    #[error("bubblewrap (`bwrap`) is not installed")]
+    NoBubblewrap,
+    /// No jail starts on this host.
+    #[error("a jail does not start on this host: {0}")]
+    Host(String),
+    /// The session's folder cannot be handed over.
+    #[error("the session's folder: {0}")]
+    Workspace(std::io::Error),
+    /// A system-call filter cannot be handed over.
+    #[error("seccomp filter: {0}")]
+    Filter(std::io::Error),
+    /// The egress gate cannot be opened.
+    #[error("cannot open the jail's egress gate: {0}")]
+    Gate(std::io::Error),
+    /// The jail may go out but its forwarder is missing.
+    #[error("the forwarder of its `egress` (`bulkhead`, or BULKHEAD_JAIL_HELPER) is not found")]
+    NoForwarder,
+    /// The cgroup cannot be made.
+    #[error("cannot make the jail's cgroup: {0}")]
+    Cgroup(std::io::Error),
+}
+
+/// What every jail of one connector shares: bubblewrap, what the host allows (probed once),
+/// the compiled system-call filters, where cgroups are made, and the declared way out.
+pub struct Jailer {
+    connector: &'static str,
+    bwrap: Option<PathBuf>,
+    host: HostProbe,
+    filters: Vec<Vec<u8>>,
+    cgroups: cgroup::Parents,
+    egress: egress::Egress,
+    helper: Option<PathBuf>,
+}
+
+impl Jailer {
+    /// The jails of `connector`, reaching `egress` through the forwarder `helper`.
+    pub fn new(connector: &'static str, egress: egress::Egress, helper: Option<PathBuf>) -> Jailer {
+        let filters = seccomp::programs().unwrap_or_else(|e| {
+            tracing::warn!(connector, error = %e, "jails run without a system-call filter");
+            Vec::new()
+        });
+        Jailer {
+            connector,
+            bwrap: bwrap_path(),
+            host: HostProbe::default(),
+            filters,
+            cgroups: cgroup::Parents::detect(),
+            egress,
+            helper,
+        }
+    }
+
+    /// bubblewrap, when installed.
+    pub fn bwrap(&self) -> Option<&Path> {
+        self.bwrap.as_deref()
+    }
+
+    /// What bounds a jail here (cgroups, or rlimits only).
+    pub fn limits_described(&self) -> &'static str {
+        self.cgroups.describe()
+    }
+
+    /// What this host lets a jail do (probed once, each try bounded by `wait`).
+    pub async fn host(&self, wait: Duration) -> Result<HostAllows, LaunchError> {
+        let bwrap = self.bwrap.as_ref().ok_or(LaunchError::NoBubblewrap)?;
+        self.host
+            .get(bwrap, wait, self.connector)
+            .await
+            .map_err(LaunchError::Host)
+    }
+
+    /// The one launch sequence: host allowances, filters, the way out, the cgroup, the layout,
+    /// the pre-exec set-up and bubblewrap's command, started with an empty environment
+    /// (bubblewrap is the jail's PID 1 and its environment is readable in the jail).
+    pub async fn prepare(
+        &self,
+        launch: Launch<'_>,
+        wait: Duration,
+    ) -> Result<Prepared, LaunchError> {
+        let host = self.host(wait).await?;
+        let bwrap = self.bwrap.as_ref().ok_or(LaunchError::NoBubblewrap)?;
+        let mut keep: Vec<OwnedFd> = Vec::new();
+        let workspace = match launch.workspace {
+            Some(fd) => Some(fd.try_clone_to_owned().map_err(LaunchError::Workspace)?),
+            None => None,
+        };
+        let filters = self
+            .filters
+            .iter()
+            .map(|bytes| filter_pipe(bytes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(LaunchError::Filter)?;
+        let gate = self.egress.gate(launch.mode).map_err(LaunchError::Gate)?;
+        let helper = match (&gate, &self.helper) {
+            (None, _) => None,
+            (Some(_), Some(h)) => Some(h.as_path()),
+            (Some(_), None) => return Err(LaunchError::NoForwarder),
+        };
+        let cgroup = self
+            .cgroups
+            .create(launch.cgroup.0, launch.cgroup.1)
+            .map_err(LaunchError::Cgroup)?;
+        let layout = Layout {
+            way_out: gate.as_ref().zip(helper).map(|(g, helper)| Way {
+                socket_dir: g.dir(),
+                helper,
+            }),
+            host,
+            workspace: workspace.as_ref().map(|f| {
+                use std::os::fd::AsFd as _;
+                f.as_fd()
+            }),
+            info: launch.run.is_some(),
+            filters: filters.len(),
+            binds: launch.binds,
+            inherit_env: launch.env.is_some(),
+        };
+        let pre = match launch.run {
+            Some((limits, info)) => {
+                PreExec::new(limits, layout.workspace, info, &filters, cgroup.as_ref())
+            }
+            None => PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref()),
+        };
+        let mut command = tokio::process::Command::new(bwrap);
+        command.args(args(&layout, launch.argv)).env_clear();
+        if let Some(env) = launch.env {
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            if layout.way_out.is_some() {
+                for (k, v) in proxy_env() {
+                    command.env(k, v);
+                }
+            }
+        }
+        // SAFETY: `apply` makes only async-signal-safe system calls on values prepared above.
+        unsafe {
+            command.pre_exec(move || pre.apply());
+        }
+        keep.extend(workspace);
+        keep.extend(filters);
+        Ok(Prepared {
+            command,
+            keep,
+            cgroup,
+            gate,
+        })
+    }
+}
