@@ -15,7 +15,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The header rmcp uses for transport sessions.
@@ -43,14 +43,22 @@ struct SessionBook {
     use_of: HashMap<String, (Instant, usize)>,
 }
 
+/// Evictions queued at once before the idle reaper is left to close them.
+const EVICTED_QUEUE: usize = 1024;
+
+/// The ids of transport sessions the auth layer evicted, to be closed in the transport.
+pub struct Evicted(pub tokio::sync::mpsc::Receiver<String>);
+
 /// Shared state of the auth layer.
 pub struct AuthState {
     verifier: Arc<Verifier>,
     metadata_url: String,
     limits: SessionLimits,
     book: Mutex<SessionBook>,
-    /// The transport's session manager (set once it exists): closes evicted sessions.
-    sessions: OnceLock<Arc<super::sessions::Sessions>>,
+    /// Where evicted sessions go to be closed in the transport (by [`close_evicted`]'s task;
+    /// bounded: one that does not fit is closed by the idle reaper, which ends sessions the
+    /// book no longer holds).
+    evicted: tokio::sync::mpsc::Sender<String>,
 }
 
 /// Marks a session busy while a response of it is in flight (dropped with the response body,
@@ -116,20 +124,22 @@ impl AuthState {
     }
 
     /// Auth state with `verifier`, session limits, and `metadata_url`: the absolute URL of
-    /// `/.well-known/oauth-protected-resource` (sent in `WWW-Authenticate`).
-    pub fn new(verifier: Verifier, metadata_url: String, limits: SessionLimits) -> AuthState {
-        AuthState {
+    /// `/.well-known/oauth-protected-resource` (sent in `WWW-Authenticate`). The receiver gets
+    /// the ids of sessions the book evicted, for the transport to close.
+    pub fn new(
+        verifier: Verifier,
+        metadata_url: String,
+        limits: SessionLimits,
+    ) -> (AuthState, Evicted) {
+        let (evicted, rx) = tokio::sync::mpsc::channel(EVICTED_QUEUE);
+        let state = AuthState {
             verifier: Arc::new(verifier),
             metadata_url,
             limits,
             book: Mutex::new(SessionBook::default()),
-            sessions: OnceLock::new(),
-        }
-    }
-
-    /// Hands over the session manager, so that evicted sessions are closed in it too.
-    pub fn set_sessions(&self, sessions: Arc<super::sessions::Sessions>) {
-        let _ = self.sessions.set(sessions);
+            evicted,
+        };
+        (state, Evicted(rx))
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
@@ -240,14 +250,11 @@ impl AuthState {
         true
     }
 
-    /// Closes session `sid` in the transport, in a task of its own: a caller that goes away
-    /// cannot leave it half closed.
+    /// Has session `sid` closed in the transport, by the task that reads [`Evicted`]: a
+    /// caller that goes away cannot leave it half closed.
     fn close_later(&self, sid: String) {
-        if let Some(sessions) = self.sessions.get().cloned() {
-            tokio::spawn(async move {
-                use rmcp::transport::streamable_http_server::session::SessionManager;
-                let _ = sessions.close_session(&sid.as_str().into()).await;
-            });
+        if self.evicted.try_send(sid).is_err() {
+            tracing::debug!("eviction queue full: the idle reaper closes the session");
         }
     }
 
@@ -354,10 +361,7 @@ pub async fn require_token(
     let creating = state.limits.stateful
         && session.is_none()
         && req.method() == axum::http::Method::POST
-        && req
-            .headers()
-            .get("mcp-protocol-version")
-            .is_none_or(|v| v.as_bytes() != b"2026-07-28");
+        && !super::protocol::is_sessionless(req.headers().get("mcp-protocol-version"));
     // The reservation is given back if this future is dropped before the answer (a client that
     // resets the stream), so counts cannot drift.
     let mut reservation = None;

@@ -31,8 +31,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     ErrorData, JsonObject, JsonRpcError, JsonRpcNotification, JsonRpcResponse, JsonRpcVersion2_0,
-    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam, ProtocolVersion,
-    RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
+    LoggingLevel, LoggingMessageNotification, RequestId, ServerJsonRpcMessage, ServerNotification,
+    ServerResult,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -116,11 +116,7 @@ fn eligible_headers(headers: &HeaderMap, stateful: bool) -> bool {
             sse |= e.eq_ignore_ascii_case("text/event-stream");
         }
     }
-    let version_with_handshake = headers.get(PROTOCOL_VERSION).is_none_or(|v| {
-        ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .any(|k| k.has_initialize() && k.as_str().as_bytes() == v.as_bytes())
-    });
+    let version_with_handshake = super::protocol::has_handshake(headers.get(PROTOCOL_VERSION));
     let has_session = headers.contains_key(SESSION);
     let other_mcp_header = headers.keys().any(|k| {
         let k = k.as_str();
@@ -208,7 +204,7 @@ async fn answer(
         }
         Err(e) => error_message(call.id, e),
     };
-    let warnings = if notify::rank(level) <= notify::rank(LoggingLevel::Warning) {
+    let warnings = if notify::wants_warnings(level) {
         signals.take_warnings()
     } else {
         Vec::new()
@@ -218,14 +214,10 @@ async fn answer(
     }
     let mut events = String::new();
     for text in warnings {
-        let data = serde_json::json!({ "tool": call.params.name, "message": text });
         let note = ServerJsonRpcMessage::Notification(JsonRpcNotification {
             jsonrpc: JsonRpcVersion2_0,
             notification: ServerNotification::LoggingMessageNotification(
-                LoggingMessageNotification::new(
-                    LoggingMessageNotificationParam::new(LoggingLevel::Warning, data)
-                        .with_logger(notify::LOGGER),
-                ),
+                LoggingMessageNotification::new(notify::warning(&call.params.name, text)),
             ),
         });
         push_event(&mut events, &note);

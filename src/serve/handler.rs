@@ -119,7 +119,7 @@ impl McpServer {
             .unwrap_or(notify::DEFAULT_LEVEL);
         Wanted {
             progress: ctx.meta.get_progress_token(),
-            warnings: notify::rank(level) <= notify::rank(LoggingLevel::Warning),
+            warnings: notify::wants_warnings(level),
         }
     }
 

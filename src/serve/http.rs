@@ -41,7 +41,7 @@ pub fn router(
     // handler sends anything before its result (progress notifications).
     config.json_response = !http.stateful && http.json_response;
     let handler = McpServer::new(rt.clone());
-    let auth = Arc::new(AuthState::new(
+    let (auth, evicted) = AuthState::new(
         verifier,
         metadata_url,
         SessionLimits {
@@ -49,7 +49,8 @@ pub fn router(
             max_per_identity: http.max_sessions_per_identity.max(1),
             stateful: http.stateful,
         },
-    ));
+    );
+    let auth = Arc::new(auth);
     // The identity provider's keys (when configured) are fetched now and kept fresh.
     let verifier = auth.verifier();
     let stop = shutdown.clone();
@@ -65,7 +66,7 @@ pub fn router(
         }),
     );
     let sessions = Arc::new(sessions);
-    auth.set_sessions(sessions.clone());
+    tokio::spawn(super::sessions::close_evicted(evicted, sessions.clone()));
     if http.stateful {
         tokio::spawn(super::sessions::reap_idle(
             sessions.clone(),

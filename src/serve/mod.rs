@@ -10,6 +10,7 @@ pub mod http;
 pub mod inflight;
 pub mod listener;
 pub mod notify;
+mod protocol;
 pub mod sessions;
 pub mod stdio;
 

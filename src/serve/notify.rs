@@ -26,6 +26,19 @@ pub const LOGGER: &str = "bulkhead";
 /// The level below which nothing is sent when the client set none.
 pub const DEFAULT_LEVEL: LoggingLevel = LoggingLevel::Warning;
 
+/// Whether a caller whose log level is `level` gets a call's warnings (the one rule of both
+/// paths, rmcp's and the direct one).
+pub fn wants_warnings(level: LoggingLevel) -> bool {
+    rank(level) <= rank(LoggingLevel::Warning)
+}
+
+/// The notification that carries one warning of a call of `tool` (the one payload of both
+/// paths): `{tool, message}` at level `warning` from logger [`LOGGER`].
+pub fn warning(tool: &str, text: String) -> LoggingMessageNotificationParam {
+    let data = serde_json::json!({ "tool": tool, "message": text });
+    LoggingMessageNotificationParam::new(LoggingLevel::Warning, data).with_logger(LOGGER)
+}
+
 /// Severity order of MCP log levels (syslog's).
 pub fn rank(level: LoggingLevel) -> u8 {
     match level {
@@ -67,10 +80,11 @@ struct Last {
 /// Sends the warnings recorded since the last call; `false` once the client is gone.
 async fn send_warnings(peer: &Peer<RoleServer>, tool: &str, signals: &CallSignals) -> bool {
     for text in signals.take_warnings() {
-        let data = serde_json::json!({ "tool": tool, "message": text });
-        let param =
-            LoggingMessageNotificationParam::new(LoggingLevel::Warning, data).with_logger(LOGGER);
-        if peer.notify_logging_message(param).await.is_err() {
+        if peer
+            .notify_logging_message(warning(tool, text))
+            .await
+            .is_err()
+        {
             return false;
         }
     }

@@ -74,6 +74,13 @@ impl Sessions {
     }
 }
 
+/// Closes each session the auth layer evicts, until the auth layer is gone.
+pub async fn close_evicted(mut evicted: super::auth::Evicted, sessions: Arc<Sessions>) {
+    while let Some(sid) = evicted.0.recv().await {
+        let _ = sessions.close_session(&sid.as_str().into()).await;
+    }
+}
+
 /// Ends the sessions that stayed idle for `idle` (per the auth layer's book), and sessions rmcp
 /// holds that never made it into the book (an `initialize` whose answer was lost) after
 /// `idle` or a minute, whichever is longer; every `idle / 4` (within 100 ms – 30 s) until `stop`.

@@ -256,3 +256,139 @@ async fn a_direct_call_is_cancelled_by_notifications_cancelled() {
         );
     }
 }
+
+/// One POST; every JSON-RPC message of the answer, in order (each `data:` event of an SSE
+/// answer, or the one JSON body).
+async fn post_all(url: &str, tok: &str, session: Option<&str>, body: &Value) -> Vec<Value> {
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("accept", ACCEPT)
+        .header("content-type", "application/json")
+        .bearer_auth(tok)
+        .json(body);
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let resp = req.send().await.expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = resp.text().await.unwrap_or_default();
+    if sse {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .collect()
+    } else {
+        vec![serde_json::from_str(&text).unwrap_or(Value::Null)]
+    }
+}
+
+/// The `notifications/message` events of a session's standalone stream (GET), read by a task
+/// until the stream ends or the receiver is dropped.
+async fn session_messages(url: &str, tok: &str, sid: &str) -> tokio::sync::mpsc::Receiver<Value> {
+    use futures::StreamExt as _;
+    let resp = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", sid)
+        .bearer_auth(tok)
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(resp.status().as_u16(), 200);
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut body = resp.bytes_stream();
+        let mut buf = String::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find('\n') {
+                let line: String = buf.drain(..=end).collect();
+                if let Some(data) = line.trim_end().strip_prefix("data:")
+                    && let Ok(m) = serde_json::from_str::<Value>(data.trim())
+                    && m["method"] == "notifications/message"
+                    && tx.send(m).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// A call that warns (a log search over a folder with a link leading out of it) brings the
+/// caller the same warning on the direct path and on rmcp's, in both modes: the decision and
+/// the payload have one home (`serve::notify`). Stateless, the answers are the same messages in
+/// the same order. Stateful, the direct path sends the warning in the call's own stream, and
+/// rmcp on the session's stream (it routes a notification to a request's stream only for
+/// progress and cancellation). Progress needs a `progressToken` in `_meta`, and every call with
+/// `_meta` is rmcp's: progress has one path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_reach_the_caller_the_same_way_on_both_paths() {
+    for stateful in [false, true] {
+        let d = crate::procs::Deployment::new(crate::procs::Store::Sqlite, "direct-warnings").await;
+        if !stateful {
+            d.set_stateless();
+        }
+        let outside = d.path().join("outside.log");
+        std::fs::write(&outside, "2026-11-22T08:00:00Z ERROR outside\n").unwrap();
+        std::os::unix::fs::symlink(&outside, d.path().join("logs/zz-link.log")).unwrap();
+        let proc = d.start("full", None);
+        let tok = token("alice", "direct-warn");
+        let sid = if stateful {
+            Some(open_session(&proc.url, &tok).await)
+        } else {
+            None
+        };
+        let mut on_session = match &sid {
+            Some(sid) => Some(session_messages(&proc.url, &tok, sid).await),
+            None => None,
+        };
+        let args = json!({"pattern": "INFO"});
+        let direct = post_all(
+            &proc.url,
+            &tok,
+            sid.as_deref(),
+            &call(7, "search_logs", args.clone(), false),
+        )
+        .await;
+        let mut routed = post_all(
+            &proc.url,
+            &tok,
+            sid.as_deref(),
+            &call(7, "search_logs", args, true),
+        )
+        .await;
+        let warnings: Vec<&Value> = direct
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .collect();
+        assert_eq!(warnings.len(), 1, "stateful={stateful}: {direct:?}");
+        assert_eq!(warnings[0]["params"]["level"], "warning");
+        assert_eq!(warnings[0]["params"]["data"]["tool"], "search_logs");
+        assert!(
+            warnings[0]["params"]["data"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("zz-link.log")),
+            "{direct:?}"
+        );
+        assert!(direct.last().is_some_and(|m| m.get("result").is_some()));
+        if let Some(rx) = on_session.as_mut() {
+            let warning = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .ok()
+                .flatten()
+                .expect("rmcp sends the warning on the session's stream");
+            routed.insert(0, warning);
+        }
+        assert_eq!(
+            direct, routed,
+            "stateful={stateful}: direct and rmcp answers differ"
+        );
+    }
+}
