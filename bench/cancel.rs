@@ -191,7 +191,7 @@ async fn once(exe: &str, dir: &Path, how: How, n: usize) -> anyhow::Result<f64> 
         .windows(2)
         .filter(|w| w[1].1 > w[0].1)
         .map(|w| w[1].0)
-        .last()
+        .next_back()
         .unwrap_or(cancel_at);
     anyhow::ensure!(
         samples

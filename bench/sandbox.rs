@@ -15,6 +15,9 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// One measured round: every call's latency and the calls per second.
+type Round = (Vec<Duration>, f64);
+
 const SECRET: &str = "sandbox-bench-secret-0123456789abcdef0123456";
 const SCRIPT: &str = "print(1)";
 
@@ -24,7 +27,7 @@ async fn jailed(rt: Arc<bulkhead::call::Runtime>, runs: usize, c: usize) -> (Vec
     for w in 0..c {
         let rt = rt.clone();
         tasks.push(tokio::spawn(async move {
-            let id = Identity::new("bench", &format!("s{w}")).unwrap();
+            let id = Identity::new("bench", format!("s{w}")).unwrap();
             let mut times = Vec::with_capacity(runs / c);
             for _ in 0..runs / c {
                 let t = Instant::now();
@@ -99,8 +102,7 @@ fn main() -> anyhow::Result<()> {
         let mut out = Vec::new();
         for c in [1usize, 4] {
             // Alternate rounds; keep the better of three for each.
-            let (mut bj, mut bb): (Option<(Vec<Duration>, f64)>, Option<(Vec<Duration>, f64)>) =
-                (None, None);
+            let (mut bj, mut bb): (Option<Round>, Option<Round>) = (None, None);
             for _ in 0..3 {
                 let j = jailed(rt.clone(), runs, c).await;
                 let b = bare(runs, c).await;

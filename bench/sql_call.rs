@@ -20,6 +20,9 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// One measured round: every call's latency and the calls per second.
+type Round = (Vec<Duration>, f64);
+
 const SECRET: &str = "sql-call-bench-secret-0123456789abcdef0123";
 
 async fn measure(
@@ -34,7 +37,7 @@ async fn measure(
     for w in 0..concurrency {
         let (rt, args) = (rt.clone(), args.clone());
         tasks.push(tokio::spawn(async move {
-            let id = Identity::new("bench", &format!("s{w}")).unwrap();
+            let id = Identity::new("bench", format!("s{w}")).unwrap();
             // The first call raises the session; the measured ones only read its level.
             let warm = rt.call(&id, tool, args.as_object().cloned()).await;
             assert!(!warm.is_error, "{tool}: {}", warm.text);
@@ -103,7 +106,7 @@ fn main() -> anyhow::Result<()> {
         let mut out = Vec::new();
         for c in [1usize, 8] {
             // Alternate rounds so drift on the machine hits both alike; keep the better round.
-            let mut best: Option<((Vec<Duration>, f64), (Vec<Duration>, f64))> = None;
+            let mut best: Option<(Round, Round)> = None;
             for _ in 0..3 {
                 let s = measure(sqlite.clone(), "search_records", q.clone(), calls, c).await;
                 let p = measure(postgres.clone(), "search_accounts", q.clone(), calls, c).await;

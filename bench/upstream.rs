@@ -16,6 +16,9 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// One measured round: every call's latency and the calls per second.
+type Round = (Vec<Duration>, f64);
+
 const SECRET: &str = "upstream-bench-secret-0123456789abcdef0123456";
 
 fn main() -> anyhow::Result<()> {
@@ -77,8 +80,7 @@ fn main() -> anyhow::Result<()> {
             through(rt.clone()).await;
             call_direct().await;
         }
-        let (mut best_b, mut best_d): (Option<(Vec<Duration>, f64)>, Option<(Vec<Duration>, f64)>) =
-            (None, None);
+        let (mut best_b, mut best_d): (Option<Round>, Option<Round>) = (None, None);
         for _ in 0..3 {
             let started = Instant::now();
             let mut b = Vec::with_capacity(calls);

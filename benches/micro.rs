@@ -180,7 +180,7 @@ fn workspace(c: &mut Criterion) {
         b.iter_batched(
             || {
                 n += 1;
-                Identity::new("bench", &format!("n{n}")).expect("id")
+                Identity::new("bench", format!("n{n}")).expect("id")
             },
             |id| root.session(&id).expect("open"),
             BatchSize::SmallInput,

@@ -1,5 +1,5 @@
--- The database role for a `postgres` connector whose tools only read (README, "PostgreSQL
--- connector"). Run it as a superuser in the connector's database, after replacing
+-- The database role for a `postgres` connector whose tools only read (docs/specs.md, "PostgreSQL
+-- connector: the read role"). Run it as a superuser in the connector's database, after replacing
 -- `bulkhead_read` (and giving the role a password, or your provider's authentication).
 --
 -- READ ONLY transactions stop writes to tables, not these functions: a notification other

@@ -19,15 +19,24 @@ pub struct Identity {
 pub enum IdentityError {
     /// The identifier is empty.
     #[error("{field} is empty")]
-    Empty { field: &'static str },
+    Empty {
+        /// Which identifier (`sub`, `session_id`, …).
+        field: &'static str,
+    },
     /// The identifier is longer than [`MAX_ID_LEN`].
     #[error("{field} is longer than {MAX_ID_LEN} bytes")]
-    TooLong { field: &'static str },
+    TooLong {
+        /// Which identifier (`sub`, `session_id`, …).
+        field: &'static str,
+    },
     /// The identifier holds a character outside `[A-Za-z0-9._@+-]` or starts with one of `.-+@`.
     #[error(
         "{field} contains a character that is not allowed (allowed: letters, digits, `.`, `_`, `@`, `+`, `-`; first must be a letter or digit)"
     )]
-    BadChar { field: &'static str },
+    BadChar {
+        /// Which identifier (`sub`, `session_id`, …).
+        field: &'static str,
+    },
 }
 
 impl Identity {

@@ -5,7 +5,7 @@
 //! administrative effects. One home for the rule: `bulkhead check` and the build refuse such a
 //! read operation, and the runtime's postgres connector refuses to start with one. A function
 //! that wraps them is beyond a text check: the database role of a read connector is the real
-//! boundary (README, "PostgreSQL connector").
+//! boundary (docs/specs.md, "PostgreSQL connector: the read role").
 //!
 //! Also the one home of "does this statement write": [`writes`] decides whether an operation is
 //! a read (a `read` tool may use it) from the statement's words, not its first word only, so a

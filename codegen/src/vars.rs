@@ -96,6 +96,24 @@ fn scan(s: &str, pointer: &str, out: &mut Vec<VarRef>) {
     }
 }
 
+/// `text` as it reads when its variables keep their defaults: a whole `${VAR:-default}` gives
+/// `default` (empty without one); plain text is itself.
+pub fn with_defaults(text: &str) -> String {
+    match references(&serde_json::json!(text)).first() {
+        Some(r) if r.whole => r.default().unwrap_or_default().to_string(),
+        _ => text.to_string(),
+    }
+}
+
+/// Whether `program` is a program name the image can put on `PATH`: letters, digits and
+/// `._+-`, not starting with `-`.
+pub fn is_program_name(program: &str) -> bool {
+    program.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && program
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,22 +143,4 @@ mod tests {
         assert_eq!(r[0].default(), Some("data/records.db"));
         assert_eq!(r[0].written(), "${RECORDS_DB:-data/records.db}");
     }
-}
-
-/// `text` as it reads when its variables keep their defaults: a whole `${VAR:-default}` gives
-/// `default` (empty without one); plain text is itself.
-pub fn with_defaults(text: &str) -> String {
-    match references(&serde_json::json!(text)).first() {
-        Some(r) if r.whole => r.default().unwrap_or_default().to_string(),
-        _ => text.to_string(),
-    }
-}
-
-/// Whether `program` is a program name the image can put on `PATH`: letters, digits and
-/// `._+-`, not starting with `-`.
-pub fn is_program_name(program: &str) -> bool {
-    program.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && program
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
 }

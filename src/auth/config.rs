@@ -238,49 +238,92 @@ pub enum AuthConfigError {
     Remote(String),
     /// An HS256 secret is shorter than [`MIN_HS256_SECRET_BYTES`].
     #[error("{key}: HS256 secret is {len} bytes, at least {MIN_HS256_SECRET_BYTES} are required")]
-    SecretTooShort { key: String, len: usize },
+    SecretTooShort {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// A key has more than one of `secret`, `public_key_pem`, `public_key_file`.
     #[error("{key}: give exactly one of `secret`, `public_key_pem`, `public_key_file`")]
-    ConflictingMaterial { key: String },
+    ConflictingMaterial {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+    },
     /// A key has none of `secret`, `public_key_pem`, `public_key_file`.
     #[error("{key}: no key material: give `secret` (HS256) or `public_key_pem`/`public_key_file`")]
-    MissingMaterial { key: String },
+    MissingMaterial {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+    },
     /// An HS256 key with a public key, or an RS256/ES256 key with a secret instead of a public key.
     #[error("{key}: {alg} needs {needs}")]
     WrongMaterial {
+        /// Which key (`keys[i]`, with its kid when it has one).
         key: String,
+        /// Its algorithm.
         alg: KeyAlg,
+        /// What the algorithm needs instead.
         needs: &'static str,
     },
     /// The PEM holds a private key; only public keys belong in the server's configuration.
     #[error("{key}: the PEM holds a private key; configure the public key only")]
-    PrivateKeyGiven { key: String },
+    PrivateKeyGiven {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+    },
     /// The public key does not parse or does not fit the algorithm.
     #[error("{key}: invalid {alg} public key: {reason}")]
     BadPublicKey {
+        /// Which key (`keys[i]`, with its kid when it has one).
         key: String,
+        /// Its algorithm.
         alg: KeyAlg,
+        /// What is wrong.
         reason: String,
     },
     /// An RSA modulus shorter than [`MIN_RSA_BITS`].
     #[error("{key}: RSA key has {bits} bits, at least {MIN_RSA_BITS} are required")]
-    RsaKeyTooSmall { key: String, bits: usize },
+    RsaKeyTooSmall {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+        /// Its modulus size in bits.
+        bits: usize,
+    },
     /// A key file (PEM or JWKS) could not be read.
     #[error("{key}: cannot read {path}: {source}")]
     ReadFile {
+        /// Which key (`keys[i]`, with its kid when it has one).
         key: String,
+        /// Where.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     /// The JWKS file is not a JWK set.
     #[error("jwks_file {path}: not a JWK set: {reason}")]
-    BadJwks { path: PathBuf, reason: String },
+    BadJwks {
+        /// Where.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A JWKS entry is unusable (unsupported algorithm or curve, missing fields).
     #[error("{key}: {reason}")]
-    BadJwk { key: String, reason: String },
+    BadJwk {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Two keys share a kid, so a token's kid would be ambiguous.
     #[error("{key}: kid {kid:?} is used by another key too")]
-    DuplicateKid { key: String, kid: String },
+    DuplicateKid {
+        /// Which key (`keys[i]`, with its kid when it has one).
+        key: String,
+        /// The kid both keys have.
+        kid: String,
+    },
 }
 
 /// Names a configured key for error messages: `keys[2] (kid "a")`.

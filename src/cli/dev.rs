@@ -95,8 +95,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     );
     let mut child = serve(&args)?;
     let mut rebuilds = 0;
-    loop {
-        let Ok(first) = rx.recv() else { break };
+    while let Ok(first) = rx.recv() {
         let mut changed: Vec<PathBuf> = first;
         // Let a burst of writes (an editor's save, a git checkout) settle into one rebuild.
         while let Ok(more) = rx.recv_timeout(SETTLE) {

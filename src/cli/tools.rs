@@ -85,16 +85,13 @@ fn from_specs(policy: &bulkhead_codegen::review::Policy, servers: &[&str]) -> St
                     c.permission.to_string(),
                     c.sensitivity.to_string(),
                     c.context.0.clone(),
-                    c.connector.clone().map_or_else(
-                        || {
-                            if c.runs.starts_with("handler") {
-                                "handler (rust)".into()
-                            } else {
-                                "fixed text".into()
-                            }
-                        },
-                        |conn| conn,
-                    ),
+                    c.connector.clone().unwrap_or_else(|| {
+                        if c.runs.starts_with("handler") {
+                            "handler (rust)".into()
+                        } else {
+                            "fixed text".into()
+                        }
+                    }),
                     c.from_mode().to_string(),
                 ]
             })

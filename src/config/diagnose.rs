@@ -85,7 +85,8 @@ pub(super) fn invalid(
             format!("`{at}` is invalid: {inner}"),
             pointer.clone(),
             "this value".to_string(),
-            "see config.yaml's comments and the README's Configuration section for the expected shape".to_string(),
+            "see config.yaml's comments and docs/configuration.md for the expected shape"
+                .to_string(),
         )
     };
     let file = SourceFile::in_memory(origin, text);

@@ -94,6 +94,7 @@ mod tests {
         let f = dir.path().join("token");
         std::fs::write(&f, "s3cret\n").unwrap();
         // Names no other test uses; set once (tests in this binary share the environment).
+        // SAFETY: no other thread reads or writes these variables (names used nowhere else).
         unsafe {
             std::env::set_var("BH_ENVTEST_TOKEN_FILE", &f);
             std::env::set_var("BH_ENVTEST_BOTH", "direct");

@@ -72,33 +72,50 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read {}: {source}", .path.display())]
     Read {
+        /// Where.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
     /// The YAML is malformed or holds something JSON cannot (a non-string key, `.inf`, a tag).
     #[error("{origin}:{line}:{col}: {message}")]
     Yaml {
+        /// The file (or `embedded defaults`).
         origin: String,
         /// 1-based line.
         line: usize,
         /// 1-based column.
         col: usize,
+        /// What is wrong.
         message: String,
     },
     /// `${VAR}` names a variable that is not set.
     #[error("{path}: environment variable {var} is not set")]
-    Unset { var: String, path: String },
+    Unset {
+        /// The variable.
+        var: String,
+        /// Where.
+        path: String,
+    },
     /// `${VAR:?message}` / `${VAR?message}` with the variable unset (or empty for `:?`).
     #[error("{path}: environment variable {var}: {message}")]
     Required {
+        /// The variable.
         var: String,
+        /// Where.
         path: String,
+        /// What is wrong.
         message: String,
     },
     /// A malformed `${…}` expression.
     #[error("{path}: {message}")]
-    Syntax { path: String, message: String },
+    Syntax {
+        /// Where.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A key or value that does not fit the configuration (unknown key, wrong type, missing
     /// key), rendered like rustc: `file:line:col`, the line, a caret and a help line.
     #[error("{rendered}")]

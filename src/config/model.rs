@@ -575,6 +575,14 @@ impl Config {
     }
 }
 
+/// The origins a browser on this machine uses: `http://localhost:*`, `http://127.0.0.1:*`,
+/// `http://[::1]:*`.
+pub fn default_origins() -> Vec<String> {
+    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .map(String::from)
+        .to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,12 +605,4 @@ mod tests {
         let bad = format!("{EMBEDDED}\nsurprise: 1\n");
         assert!(Config::parse(&bad, "x", &|_| None).is_err());
     }
-}
-
-/// The origins a browser on this machine uses: `http://localhost:*`, `http://127.0.0.1:*`,
-/// `http://[::1]:*`.
-pub fn default_origins() -> Vec<String> {
-    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
-        .map(String::from)
-        .to_vec()
 }

@@ -151,12 +151,12 @@ impl AuthState {
     pub fn forget_session(&self, sid: &str) {
         let mut book = self.book();
         book.use_of.remove(sid);
-        if let Some(id) = book.owner.remove(sid) {
-            if let Some(n) = book.per_identity.get_mut(&id) {
-                *n -= 1;
-                if *n == 0 {
-                    book.per_identity.remove(&id);
-                }
+        if let Some(id) = book.owner.remove(sid)
+            && let Some(n) = book.per_identity.get_mut(&id)
+        {
+            *n -= 1;
+            if *n == 0 {
+                book.per_identity.remove(&id);
             }
         }
     }
@@ -185,6 +185,10 @@ impl AuthState {
     /// Reserves room for one new session of `id`, or says which limit refuses it. At the
     /// per-identity limit, the identity's least recently used idle session is taken out of the
     /// book and returned, for the caller to close.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refusal is the HTTP answer itself, built only when a limit refuses"
+    )]
     fn reserve(&self, id: &Identity) -> Result<Option<String>, Response> {
         let mut book = self.book();
         if book.owner.len() + book.pending_total >= self.limits.max_total {

@@ -8,6 +8,10 @@ use std::sync::Arc;
 
 /// Why serving over stdio ended with an error.
 #[derive(Debug, thiserror::Error)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once, when a stdio session ends; never stored"
+)]
 pub enum StdioError {
     /// The client's initialisation failed (closed early, or not MCP).
     #[error("stdio session did not start: {0}")]

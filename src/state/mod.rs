@@ -66,6 +66,10 @@ pub use pass::{Pass, PassMode};
 /// A backend's hold on a session's lock, carried by a [`Pass`]; releasing it (explicitly or by
 /// drop) ends the pass. Here, beside both backends, so that neither the pass nor a backend
 /// reaches into the other.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per call in flight, moved rarely; boxing would allocate on every call"
+)]
 pub(crate) enum Hold {
     Sqlite(sqlite::slots::SlotHold),
     Postgres(postgres::PgHold),

@@ -36,8 +36,7 @@ async fn post(url: &str, tok: &str, session: Option<&str>, body: &Value) -> (u16
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .filter(|m| m.get("id").is_some())
-            .last()
+            .rfind(|m| m.get("id").is_some())
             .unwrap_or(Value::Null)
     } else {
         serde_json::from_str(&text).unwrap_or(Value::Null)

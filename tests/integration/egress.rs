@@ -8,8 +8,7 @@ use bulkhead_codegen::emit::deploy::proxy::squid_policy;
 use bulkhead_vocab::HostPort;
 use serde_json::json;
 
-#[path = "../support/tls.rs"]
-mod tls;
+use crate::tls;
 
 fn policy(pairs: &[(&str, u16)]) -> String {
     let allowed: Vec<HostPort> = pairs

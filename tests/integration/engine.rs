@@ -8,9 +8,12 @@
 //! and through `bulkhead connect` on the host; isolation is checked from inside the containers.
 
 #[path = "../support/engine.rs"]
+#[expect(
+    clippy::module_inception,
+    reason = "the shared engine helpers, by path"
+)]
 mod engine;
-#[path = "../support/tls.rs"]
-mod tls;
+use crate::tls;
 
 use engine::{Project, docker, output, run};
 use rmcp::ServiceExt;
@@ -28,7 +31,7 @@ fn root() -> PathBuf {
 
 fn yaml(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
-    let file = bulkhead_codegen::source::SourceFile::in_memory(&path.display().to_string(), &text);
+    let file = bulkhead_codegen::source::SourceFile::in_memory(path.display().to_string(), &text);
     bulkhead_codegen::yaml::parse(&file)
         .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
         .to_json()

@@ -20,8 +20,7 @@ use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../support/tls.rs"]
-mod tls;
+use crate::tls;
 
 const SUBNET: u8 = 241;
 

@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-#[path = "../support/tls.rs"]
-mod tls;
+use crate::tls;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/auth");
 const RSA_KID: &str = "jwks-rs-1";

@@ -32,4 +32,6 @@ mod scopes;
 mod soak;
 mod stdio;
 mod telemetry;
+#[path = "../support/tls.rs"]
+mod tls;
 mod upstream;

@@ -6,8 +6,7 @@
 use super::procs::{Deployment, Store, call, client};
 use serde_json::json;
 
-#[path = "../support/tls.rs"]
-mod tls;
+use crate::tls;
 
 /// A new database holding the `crm` example's `accounts` table with three accounts; its URL.
 pub async fn crm_database(tag: &str) -> String {
@@ -131,7 +130,7 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_read_role_reads_and_has_no_side_effects() {
-    // scripts/postgres-read-role.sql, as the README tells an operator to run it.
+    // scripts/postgres-read-role.sql, as docs/specs.md tells an operator to run it.
     let url = crm_database("readrole").await;
     let role = format!("bh_read_{}", std::process::id());
     let script = std::fs::read_to_string(

@@ -118,7 +118,7 @@ fn reads_around(samples: &[(f64, u64)], from: f64, at: f64, window_end: f64) -> 
         .windows(2)
         .filter(|w| w[1].1 > w[0].1)
         .map(|w| w[1].0)
-        .last()
+        .next_back()
         .unwrap();
     (
         last_increase,

@@ -2,6 +2,7 @@
 //! sees no error, a bounded p99, and the server stays within its memory bound.
 
 #[path = "../support/soak.rs"]
+#[expect(clippy::module_inception, reason = "the shared soak driver, by path")]
 mod soak;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

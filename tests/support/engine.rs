@@ -73,6 +73,10 @@ pub fn ensure_engine() {
     );
     let log = std::fs::File::create(work_dir().join("dockerd.log")).unwrap();
     // Detached: it outlives this test process (the next test binary reuses it).
+    #[expect(
+        clippy::zombie_processes,
+        reason = "dockerd is left running for the next test binary"
+    )]
     Command::new("setsid")
         .args(["/usr/sbin/dockerd", "--log-level=warn"])
         .stdin(Stdio::null())

@@ -242,7 +242,7 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let r = if i % 2 == 0 {
+                let r = if i.is_multiple_of(2) {
                     call(
                         &c,
                         "write_file",

@@ -132,8 +132,10 @@ fn audit_writer_child() {
 async fn an_intent_is_on_disk_when_append_durable_returns() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.jsonl");
-    let mut opts = AuditOptions::default();
-    opts.sync_interval = Duration::from_secs(3600);
+    let opts = AuditOptions {
+        sync_interval: Duration::from_secs(3600),
+        ..AuditOptions::default()
+    };
     let log = AuditLog::open_file(&path, opts).unwrap();
     log.append_durable(&record("connect_tool", None))
         .await

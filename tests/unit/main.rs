@@ -1,4 +1,5 @@
 //! Unit-level tests of runtime modules (one file per module).
+mod architecture;
 mod audit;
 mod auth;
 mod call;

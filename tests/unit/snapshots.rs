@@ -58,13 +58,16 @@ pub mod deploy {
     include!("../../codegen/tests/snapshots/deploy/rust/mod.rs");
 }
 
+/// A generated registry: its servers, and the function that builds one by name.
+type Registry = (
+    &'static [&'static bulkhead::serverdef::ServerDef],
+    fn(&str) -> Option<bulkhead::codegen::Server>,
+);
+
 /// Every fixture's registry names its servers and builds each of them.
 #[test]
 fn every_snapshot_registry_builds_its_servers() {
-    let registries: [(
-        &[&bulkhead::serverdef::ServerDef],
-        fn(&str) -> Option<bulkhead::codegen::Server>,
-    ); 4] = [
+    let registries: [Registry; 4] = [
         (minimal::SERVERS, minimal::server),
         (kitchen::SERVERS, kitchen::server),
         (connectors::SERVERS, connectors::server),

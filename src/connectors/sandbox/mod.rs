@@ -279,7 +279,7 @@ impl Sandbox {
                     if exited.is_none() && cx.watch.waiting().await {
                         break Some(Stop::Escalation);
                     }
-                    if ticks % 4 == 0 && exited.is_none()
+                    if ticks.is_multiple_of(4) && exited.is_none()
                         && let Some(over) = over_quota(ws).await
                     {
                         break Some(Stop::Quota(over));

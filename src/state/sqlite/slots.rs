@@ -62,12 +62,12 @@ pub struct SlotHold {
 
 impl Drop for SlotHold {
     fn drop(&mut self) {
-        if let Some(file) = self.file.take() {
-            if set_lock(&file, libc::F_UNLCK, self.offset, 8).is_ok() {
-                self.owner.give_back(file);
-            }
-            // On failure the descriptor is closed, which releases its locks.
+        if let Some(file) = self.file.take()
+            && set_lock(&file, libc::F_UNLCK, self.offset, 8).is_ok()
+        {
+            self.owner.give_back(file);
         }
+        // On failure the descriptor is closed, which releases its locks.
     }
 }
 

@@ -58,6 +58,10 @@ pub enum ConnectorKind {
 
 /// A connector's settings, typed by its kind.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per connector, read at start and at build time"
+)]
 #[serde(untagged)]
 pub enum Settings {
     /// `files`

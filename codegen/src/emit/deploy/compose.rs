@@ -206,7 +206,7 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode) -> Value {
     harden(&mut svc);
     if p.sandbox {
         // Docker's default profile refuses the user namespace bubblewrap makes; the jail
-        // installs its own, narrower filter on the code it runs (see the README).
+        // installs its own, narrower filter on the code it runs (see docs/sandbox.md, "Deployments").
         svc["security_opt"] = json!(["no-new-privileges:true", "seccomp=unconfined"]);
     }
     let probe = match mode {
