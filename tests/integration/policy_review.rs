@@ -424,7 +424,7 @@ fn an_acknowledged_weakening_passes_and_a_different_one_does_not() {
     let (code, text) = review(
         &root,
         &format!(
-            "{lower}\nprintf 'acks:\\n  - weakening: x\\n    reason: \" \"\\n' > specs/policy-acks.yaml"
+            "{lower}\nprintf 'acks:\\n  - weakening: \"sensitivity-lowered: x\"\\n    reason: \" \"\\n' > specs/policy-acks.yaml"
         ),
     );
     assert_eq!(code, HEAD_ERRORS, "{text}");
