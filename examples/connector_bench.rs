@@ -27,10 +27,7 @@ static DEFS: &[ConnectorDef] = &[
         operations: &[OperationDef {
             name: "all",
             params_schema: r#"{"type":"object","properties":{"min_size":{"type":"integer"}}}"#,
-            body: OperationBody::Sql {
-                sql: "SELECT id, title, size FROM records WHERE size >= :min_size ORDER BY id",
-                writes: false,
-            },
+            body: r#"{"sql": {"sql": "SELECT id, title, size FROM records WHERE size >= :min_size ORDER BY id", "writes": false}}"#,
         }],
     },
     ConnectorDef {
@@ -42,7 +39,7 @@ static DEFS: &[ConnectorDef] = &[
         operations: &[OperationDef {
             name: "search",
             params_schema: "{}",
-            body: OperationBody::Logs { action: "search" },
+            body: r#"{"logs": {"action": "search"}}"#,
         }],
     },
 ];

@@ -10,9 +10,9 @@ pub use crate::server::{
 };
 pub use crate::serverdef::ServerDef;
 pub use crate::tooldef::{
-    Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationBody, OperationDef,
-    PresetDef, Target, ToolDef,
+    Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationDef, PresetDef, Target,
+    ToolDef,
 };
-pub use bulkhead_vocab::connector::ConnectorKind;
+pub use bulkhead_vocab::connector::{ConnectorKind, OperationBody};
 pub use serde;
 pub use serde::{Deserialize, Serialize};

@@ -101,64 +101,8 @@ pub struct OperationDef {
     pub name: &'static str,
     /// JSON Schema of its parameters.
     pub params_schema: &'static str,
-    /// What it does.
-    pub body: OperationBody,
-}
-
-/// Kind-specific operation body.
-#[derive(Debug)]
-pub enum OperationBody {
-    /// A workspace file action: `read`, `write`, `list`, `search`.
-    Files {
-        /// The action.
-        action: &'static str,
-    },
-    /// Parameterised SQL (`sqlite` and `postgres` connectors).
-    Sql {
-        /// The statement, with `:name` placeholders.
-        sql: &'static str,
-        /// Whether it writes.
-        writes: bool,
-    },
-    /// An HTTP request.
-    Http {
-        /// Method.
-        method: &'static str,
-        /// Path template with `{param}` placeholders.
-        path: &'static str,
-        /// Params sent as query.
-        query: &'static [&'static str],
-        /// Params sent as JSON body.
-        body: &'static [&'static str],
-    },
-    /// A log search.
-    Logs {
-        /// The action (`search`).
-        action: &'static str,
-    },
-    /// A program run in the session's jail; `{param}` elements are replaced by values.
-    Sandbox {
-        /// The program and its arguments.
-        command: &'static [&'static str],
-    },
-    /// A call of one upstream MCP tool, pinned by the hash of its definition.
-    Mcp {
-        /// The upstream tool's name.
-        tool: &'static str,
-        /// `sha256:<hex>` of its canonical definition, from the reviewed lock.
-        pin: &'static str,
-        /// The pinned definition (JSON), to name the fields that drifted.
-        definition: &'static str,
-        /// The pinned upstream, `name@version`.
-        server: &'static str,
-        /// Whether the upstream is reached over the network.
-        remote: bool,
-        /// Parameters the upstream names otherwise: (spec name, upstream name).
-        renames: &'static [(&'static str, &'static str)],
-    },
-    /// Test-only: the arguments back.
-    #[cfg(feature = "fixture-kind")]
-    Echo,
+    /// What it does: the vocabulary's `OperationBody` as JSON (read once at start).
+    pub body: &'static str,
 }
 
 /// A deployment: which servers run, on which port, with which egress allowlists.

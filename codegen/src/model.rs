@@ -1,7 +1,8 @@
 //! The one model every emitter reads: validated, resolved, sorted. No YAML in here.
 
-use crate::spec::{ConnectorKind, FileAction, HttpMethod, ParamType, Permission, Sensitivity};
+use crate::spec::{ConnectorKind, ParamType, Permission, Sensitivity};
 use bulkhead_vocab::HostPort;
+pub use bulkhead_vocab::connector::OperationBody;
 use serde_json::Value;
 
 /// Everything the specs describe, after validation.
@@ -324,88 +325,6 @@ pub struct Operation {
     pub params: Vec<Param>,
     /// Kind-specific body.
     pub body: OperationBody,
-}
-
-impl Operation {
-    /// Whether the operation changes data.
-    pub fn writes(&self) -> bool {
-        match &self.body {
-            OperationBody::Files { action } => *action == FileAction::Write,
-            OperationBody::Sql { writes, .. } => *writes,
-            OperationBody::Http { method, .. } => *method != HttpMethod::Get,
-            OperationBody::Logs { .. } => false,
-            OperationBody::Sandbox { .. } => true,
-            // What an upstream tool does is the author's declaration (`permission`), not the
-            // upstream's say: it is untrusted.
-            OperationBody::Mcp { .. } => false,
-            #[cfg(feature = "fixture-kind")]
-            OperationBody::Echo => false,
-        }
-    }
-
-    /// Whether the operation reaches the network outside the deployment.
-    pub fn reaches_network(&self) -> bool {
-        matches!(
-            self.body,
-            OperationBody::Http { .. } | OperationBody::Mcp { remote: true, .. }
-        )
-    }
-}
-
-/// What an operation does, per connector kind.
-#[derive(Clone, Debug)]
-pub enum OperationBody {
-    /// A built-in workspace file action.
-    Files {
-        /// The action.
-        action: FileAction,
-    },
-    /// Parameterised SQL (`sqlite` and `postgres` connectors).
-    Sql {
-        /// The statement.
-        sql: String,
-        /// Whether it writes (anything but SELECT/WITH … SELECT/EXPLAIN).
-        writes: bool,
-    },
-    /// An HTTP request.
-    Http {
-        /// Method.
-        method: HttpMethod,
-        /// Path template.
-        path: String,
-        /// Params sent as query.
-        query: Vec<String>,
-        /// Params sent as JSON body.
-        body: Vec<String>,
-    },
-    /// A log search.
-    Logs {
-        /// The action (search).
-        action: FileAction,
-    },
-    /// A program run in the session's jail.
-    Sandbox {
-        /// The program and its arguments (`{param}` elements are replaced by values).
-        command: Vec<String>,
-    },
-    /// A call of one upstream MCP tool.
-    Mcp {
-        /// The upstream tool's name.
-        tool: String,
-        /// Its pinned definition hash (`sha256:…`) from the lock.
-        pin: String,
-        /// The pinned definition's canonical text (to name what drifted).
-        definition: String,
-        /// The pinned upstream (`name@version`).
-        server: String,
-        /// Whether the upstream is reached over the network (`url`) rather than launched.
-        remote: bool,
-        /// Parameters the upstream names otherwise: (spec name, upstream name), sorted.
-        renames: Vec<(String, String)>,
-    },
-    /// Test-only: the arguments back.
-    #[cfg(feature = "fixture-kind")]
-    Echo,
 }
 
 /// A deployment.

@@ -32,7 +32,7 @@ fn a_spec_over_the_fixture_kind_passes_check_and_generates() {
         .map(|(_, text)| text.clone())
         .expect("Rust is generated");
     assert!(rust.contains("kind: bh::ConnectorKind::Echo"), "{rust}");
-    assert!(rust.contains("body: bh::OperationBody::Echo"), "{rust}");
+    assert!(rust.contains(r##"body: r#""echo""#"##), "{rust}");
 }
 
 #[test]

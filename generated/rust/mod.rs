@@ -33,9 +33,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Logs {
-                    action: "search",
-                },
+                body: r#"{"logs":{"action":"search"}}"#,
             },
         ],
     },
@@ -49,26 +47,12 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "convert",
                 params_schema: r#"{"type":"object","properties":{"source_timezone":{"type":"string","description":"IANA time zone of the given time","minLength":1,"maxLength":64},"target_timezone":{"type":"string","description":"IANA time zone to convert to","minLength":1,"maxLength":64},"time":{"type":"string","description":"Time of day, 24-hour HH:MM","pattern":"^[0-2][0-9]:[0-5][0-9]$"}},"required":["source_timezone","target_timezone","time"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Mcp {
-                    tool: "convert_time",
-                    pin: "sha256:c4d74ef7e559510696468f02f2ac8c99fced4550845899a3db1b2104fef92458",
-                    definition: r##"{"name":"convert_time","description":"Convert time between timezones","inputSchema":{"properties":{"source_timezone":{"description":"Source IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no source timezone provided by the user.","title":"Source Timezone","type":"string"},"target_timezone":{"description":"Target IANA timezone name (e.g., 'Asia/Tokyo', 'America/San_Francisco'). Use 'UTC' as local timezone if no target timezone provided by the user.","title":"Target Timezone","type":"string"},"time":{"description":"Time to convert in 24-hour format (HH:MM)","title":"Time","type":"string"}},"required":["source_timezone","time","target_timezone"],"title":"convert_timeArguments","type":"object"},"outputSchema":{"$defs":{"TimeResult":{"properties":{"datetime":{"title":"Datetime","type":"string"},"day_of_week":{"title":"Day Of Week","type":"string"},"is_dst":{"title":"Is Dst","type":"boolean"},"timezone":{"title":"Timezone","type":"string"}},"required":["timezone","datetime","day_of_week","is_dst"],"title":"TimeResult","type":"object"}},"properties":{"source":{"$ref":"#/$defs/TimeResult"},"target":{"$ref":"#/$defs/TimeResult"},"time_difference":{"title":"Time Difference","type":"string"}},"required":["source","target","time_difference"],"title":"TimeConversionResult","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":false,"readOnlyHint":true}}"##,
-                    server: "mcp-time@2026.10.19",
-                    remote: false,
-                    renames: &[],
-                },
+                body: r##"{"mcp":{"tool":"convert_time","pin":"sha256:c4d74ef7e559510696468f02f2ac8c99fced4550845899a3db1b2104fef92458","definition":"{\"name\":\"convert_time\",\"description\":\"Convert time between timezones\",\"inputSchema\":{\"properties\":{\"source_timezone\":{\"description\":\"Source IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no source timezone provided by the user.\",\"title\":\"Source Timezone\",\"type\":\"string\"},\"target_timezone\":{\"description\":\"Target IANA timezone name (e.g., 'Asia/Tokyo', 'America/San_Francisco'). Use 'UTC' as local timezone if no target timezone provided by the user.\",\"title\":\"Target Timezone\",\"type\":\"string\"},\"time\":{\"description\":\"Time to convert in 24-hour format (HH:MM)\",\"title\":\"Time\",\"type\":\"string\"}},\"required\":[\"source_timezone\",\"time\",\"target_timezone\"],\"title\":\"convert_timeArguments\",\"type\":\"object\"},\"outputSchema\":{\"$defs\":{\"TimeResult\":{\"properties\":{\"datetime\":{\"title\":\"Datetime\",\"type\":\"string\"},\"day_of_week\":{\"title\":\"Day Of Week\",\"type\":\"string\"},\"is_dst\":{\"title\":\"Is Dst\",\"type\":\"boolean\"},\"timezone\":{\"title\":\"Timezone\",\"type\":\"string\"}},\"required\":[\"timezone\",\"datetime\",\"day_of_week\",\"is_dst\"],\"title\":\"TimeResult\",\"type\":\"object\"}},\"properties\":{\"source\":{\"$ref\":\"#/$defs/TimeResult\"},\"target\":{\"$ref\":\"#/$defs/TimeResult\"},\"time_difference\":{\"title\":\"Time Difference\",\"type\":\"string\"}},\"required\":[\"source\",\"target\",\"time_difference\"],\"title\":\"TimeConversionResult\",\"type\":\"object\"},\"annotations\":{\"destructiveHint\":false,\"idempotentHint\":true,\"openWorldHint\":false,\"readOnlyHint\":true}}","server":"mcp-time@2026.10.19","remote":false,"renames":[]}}"##,
             },
             bh::OperationDef {
                 name: "now",
                 params_schema: r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone name, e.g. Europe/Paris","minLength":1,"maxLength":64}},"required":["timezone"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Mcp {
-                    tool: "get_current_time",
-                    pin: "sha256:5b98860a84ca3152d9b0881b98c7e7b13e0bd7ac92bded6bc614e35f06455948",
-                    definition: r#"{"name":"get_current_time","description":"Get current time in a specific timezone","inputSchema":{"properties":{"timezone":{"description":"IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no timezone provided by the user.","title":"Timezone","type":"string"}},"required":["timezone"],"title":"get_current_timeArguments","type":"object"},"outputSchema":{"properties":{"datetime":{"title":"Datetime","type":"string"},"day_of_week":{"title":"Day Of Week","type":"string"},"is_dst":{"title":"Is Dst","type":"boolean"},"timezone":{"title":"Timezone","type":"string"}},"required":["timezone","datetime","day_of_week","is_dst"],"title":"TimeResult","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":false,"readOnlyHint":true}}"#,
-                    server: "mcp-time@2026.10.19",
-                    remote: false,
-                    renames: &[],
-                },
+                body: r#"{"mcp":{"tool":"get_current_time","pin":"sha256:5b98860a84ca3152d9b0881b98c7e7b13e0bd7ac92bded6bc614e35f06455948","definition":"{\"name\":\"get_current_time\",\"description\":\"Get current time in a specific timezone\",\"inputSchema\":{\"properties\":{\"timezone\":{\"description\":\"IANA timezone name (e.g., 'America/New_York', 'Europe/London'). Use 'UTC' as local timezone if no timezone provided by the user.\",\"title\":\"Timezone\",\"type\":\"string\"}},\"required\":[\"timezone\"],\"title\":\"get_current_timeArguments\",\"type\":\"object\"},\"outputSchema\":{\"properties\":{\"datetime\":{\"title\":\"Datetime\",\"type\":\"string\"},\"day_of_week\":{\"title\":\"Day Of Week\",\"type\":\"string\"},\"is_dst\":{\"title\":\"Is Dst\",\"type\":\"boolean\"},\"timezone\":{\"title\":\"Timezone\",\"type\":\"string\"}},\"required\":[\"timezone\",\"datetime\",\"day_of_week\",\"is_dst\"],\"title\":\"TimeResult\",\"type\":\"object\"},\"annotations\":{\"destructiveHint\":false,\"idempotentHint\":true,\"openWorldHint\":false,\"readOnlyHint\":true}}","server":"mcp-time@2026.10.19","remote":false,"renames":[]}}"#,
             },
         ],
     },
@@ -82,18 +66,12 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "get",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The account's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "SELECT id, name, owner FROM accounts WHERE id = :id",
-                    writes: false,
-                },
+                body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE id = :id","writes":false}}"#,
             },
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most accounts to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in account names","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "SELECT id, name, owner FROM accounts WHERE name ILIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
-                    writes: false,
-                },
+                body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE name ILIKE '%' || :query || '%' ORDER BY id LIMIT :limit","writes":false}}"#,
             },
         ],
     },
@@ -107,14 +85,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "fetch",
                 params_schema: r#"{"type":"object","properties":{"max_length":{"type":"integer","description":"Maximum number of characters to return.","minimum":1,"maximum":999999,"default":5000},"raw":{"type":"boolean","description":"Get the actual HTML content of the requested page, without simplification.","default":false},"start_index":{"type":"integer","description":"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.","minimum":0,"default":0},"url":{"type":"string","description":"URL to fetch","minLength":1}},"required":["url"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Mcp {
-                    tool: "fetch",
-                    pin: "sha256:b42e97944eb73d00dde73513506acd37155857b094a7030af64c702a116fa93c",
-                    definition: r#"{"name":"fetch","description":"Fetches a URL from the internet and optionally extracts its contents as markdown.\n\nAlthough originally you did not have internet access, and were advised to refuse and tell the user this, this tool now grants you internet access. Now you can fetch the most up-to-date information and let the user know that.","inputSchema":{"properties":{"max_length":{"default":5000,"description":"Maximum number of characters to return.","maximum":999999,"minimum":1,"title":"Max Length","type":"integer"},"raw":{"default":false,"description":"Get the actual HTML content of the requested page, without simplification.","title":"Raw","type":"boolean"},"start_index":{"default":0,"description":"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.","minimum":0,"title":"Start Index","type":"integer"},"url":{"description":"URL to fetch","format":"uri","minLength":1,"title":"Url","type":"string"}},"required":["url"],"title":"fetchArguments","type":"object"},"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}}"#,
-                    server: "mcp-fetch@2026.10.24",
-                    remote: false,
-                    renames: &[],
-                },
+                body: r#"{"mcp":{"tool":"fetch","pin":"sha256:b42e97944eb73d00dde73513506acd37155857b094a7030af64c702a116fa93c","definition":"{\"name\":\"fetch\",\"description\":\"Fetches a URL from the internet and optionally extracts its contents as markdown.\\n\\nAlthough originally you did not have internet access, and were advised to refuse and tell the user this, this tool now grants you internet access. Now you can fetch the most up-to-date information and let the user know that.\",\"inputSchema\":{\"properties\":{\"max_length\":{\"default\":5000,\"description\":\"Maximum number of characters to return.\",\"maximum\":999999,\"minimum\":1,\"title\":\"Max Length\",\"type\":\"integer\"},\"raw\":{\"default\":false,\"description\":\"Get the actual HTML content of the requested page, without simplification.\",\"title\":\"Raw\",\"type\":\"boolean\"},\"start_index\":{\"default\":0,\"description\":\"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.\",\"minimum\":0,\"title\":\"Start Index\",\"type\":\"integer\"},\"url\":{\"description\":\"URL to fetch\",\"format\":\"uri\",\"minLength\":1,\"title\":\"Url\",\"type\":\"string\"}},\"required\":[\"url\"],\"title\":\"fetchArguments\",\"type\":\"object\"},\"annotations\":{\"destructiveHint\":false,\"idempotentHint\":true,\"openWorldHint\":true,\"readOnlyHint\":true}}","server":"mcp-fetch@2026.10.24","remote":false,"renames":[]}}"#,
             },
         ],
     },
@@ -128,9 +99,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "run",
                 params_schema: r#"{"type":"object","properties":{"code":{"type":"string","description":"The Python 3 script to run (its output is the tool's result)","minLength":1,"maxLength":100000}},"required":["code"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sandbox {
-                    command: &["python3", "-I", "-c", "{code}"],
-                },
+                body: r#"{"sandbox":{"command":["python3","-I","-c","{code}"]}}"#,
             },
         ],
     },
@@ -144,18 +113,12 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "get",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The record's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "SELECT id, title, owner FROM records WHERE id = :id",
-                    writes: false,
-                },
+                body: r#"{"sql":{"sql":"SELECT id, title, owner FROM records WHERE id = :id","writes":false}}"#,
             },
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most records to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in record titles","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "SELECT id, title, owner FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
-                    writes: false,
-                },
+                body: r#"{"sql":{"sql":"SELECT id, title, owner FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit","writes":false}}"#,
             },
         ],
     },
@@ -169,9 +132,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Logs {
-                    action: "search",
-                },
+                body: r#"{"logs":{"action":"search"}}"#,
             },
         ],
     },
@@ -185,12 +146,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "notify",
                 params_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to","pattern":"^[a-z0-9-]{1,40}$"},"message":{"type":"string","description":"Message text","minLength":1,"maxLength":2000}},"required":["channel","message"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Http {
-                    method: "POST",
-                    path: "/notify/{channel}",
-                    query: &[],
-                    body: &["message"],
-                },
+                body: r#"{"http":{"method":"POST","path":"/notify/{channel}","query":[],"body":["message"]}}"#,
             },
         ],
     },
@@ -204,30 +160,22 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "list",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Glob over file names, e.g. *.csv","minLength":1,"maxLength":256,"default":"*"}},"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "list",
-                },
+                body: r#"{"files":{"action":"list"}}"#,
             },
             bh::OperationDef {
                 name: "read",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "read",
-                },
+                body: r#"{"files":{"action":"read"}}"#,
             },
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024}},"required":["pattern"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "search",
-                },
+                body: r#"{"files":{"action":"search"}}"#,
             },
             bh::OperationDef {
                 name: "write",
                 params_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "write",
-                },
+                body: r#"{"files":{"action":"write"}}"#,
             },
         ],
     },

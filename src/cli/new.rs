@@ -107,9 +107,9 @@ fn declared_for(root: &Path, op: &str) -> anyhow::Result<Declared> {
     })?;
     use bulkhead_codegen::model::OperationBody;
     Ok(Declared {
-        permission: if o.reaches_network() {
+        permission: if o.body.reaches_network() {
             "connect"
-        } else if o.writes() {
+        } else if o.body.writes() {
             "write"
         } else {
             "read"

@@ -12,8 +12,9 @@ use super::{ConnectorError, settings};
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
-use crate::tooldef::{ConnectorDef, OperationBody};
+use crate::tooldef::ConnectorDef;
 use bulkhead_vocab::connector::HttpSettings;
+use bulkhead_vocab::connector::OperationBody;
 
 /// A built `http` connector: base URL, allowed hosts, limits and one pooled client.
 pub struct Http {
@@ -138,13 +139,13 @@ impl Http {
                 self.name
             )));
         }
-        let method = Method::from_bytes(method.as_bytes())
-            .map_err(|_| ToolError::bug(format!("bad HTTP method `{method}`")))?;
+        let method = Method::from_bytes(method.as_str().as_bytes())
+            .map_err(|_| ToolError::bug(format!("bad HTTP method `{}`", method.as_str())))?;
         let mut req = self.client.request(method, url);
         if !body.is_empty() {
             let obj: JsonObject = body
                 .iter()
-                .filter_map(|k| args.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                .filter_map(|k| args.get(k).map(|v| (k.clone(), v.clone())))
                 .collect();
             let bytes = serde_json::to_vec(&obj).map_err(ToolError::bug)?;
             req = req.header(CONTENT_TYPE, "application/json").body(bytes);
@@ -215,7 +216,7 @@ impl Http {
     }
 
     /// The base URL with the path template appended segment by segment and query params added.
-    fn url(&self, template: &str, query: &[&str], args: &JsonObject) -> Result<Url, ToolError> {
+    fn url(&self, template: &str, query: &[String], args: &JsonObject) -> Result<Url, ToolError> {
         let mut url = self.base.clone();
         {
             let mut segs = url
@@ -233,7 +234,7 @@ impl Http {
             }
         }
         for key in query {
-            let values: Vec<String> = match args.get(*key) {
+            let values: Vec<String> = match args.get(key) {
                 None | Some(Value::Null) => continue,
                 Some(Value::Array(items)) => items.iter().map(scalar).collect(),
                 Some(v) => vec![scalar(v)],

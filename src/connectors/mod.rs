@@ -24,8 +24,9 @@ use std::collections::HashMap;
 use crate::errors::ToolError;
 use crate::server::{JsonObject, ToolResult};
 use crate::signals::CallSignals;
-use crate::tooldef::{ConnectorDef, OperationBody};
+use crate::tooldef::ConnectorDef;
 use crate::workspace::WorkspaceSource;
+use bulkhead_vocab::connector::OperationBody;
 use bulkhead_vocab::connector::Settings;
 
 /// Why the connectors could not be built (a bad or missing setting).
@@ -39,6 +40,12 @@ pub enum ConnectorError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// One operation of a built connector: its generated definition and its body.
+pub struct Operation {
+    def: &'static crate::tooldef::OperationDef,
+    body: OperationBody,
 }
 
 /// One built connector.
@@ -59,6 +66,8 @@ pub struct Connectors {
     by_name: HashMap<&'static str, (&'static ConnectorDef, Instance)>,
     /// Each connector's settings as expanded at start (what its facts are read from).
     settings: HashMap<&'static str, Settings>,
+    /// Each connector's operations with their bodies, read once at start.
+    operations: HashMap<&'static str, Vec<Operation>>,
     budget: stream::StreamBudget,
 }
 
@@ -78,25 +87,43 @@ impl Connectors {
     ) -> Result<Connectors, ConnectorError> {
         let mut by_name = HashMap::new();
         let mut typed = HashMap::new();
+        let mut operations = HashMap::new();
         for def in defs {
             let settings = settings::typed(def, env)?;
+            let ops = def
+                .operations
+                .iter()
+                .map(|op| {
+                    serde_json::from_str(op.body)
+                        .map(|body| Operation { def: op, body })
+                        .map_err(|e| ConnectorError::Settings {
+                            connector: def.name,
+                            reason: format!(
+                                "operation `{}` is not one this runtime knows: {e}",
+                                op.name
+                            ),
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let instance = match settings.clone() {
                 Settings::Files(_) => Instance::Files,
                 Settings::Sqlite(s) => Instance::Sqlite(sqlite::Sqlite::new(def, s)?),
-                Settings::Postgres(s) => Instance::Postgres(postgres::Postgres::new(def, s)?),
+                Settings::Postgres(s) => Instance::Postgres(postgres::Postgres::new(def, s, &ops)?),
                 Settings::Http(s) => Instance::Http(http::Http::new(def, s)?),
                 Settings::Logs(s) => Instance::Logs(logs::Logs::new(def, s)?),
                 Settings::Sandbox(s) => Instance::Sandbox(sandbox::Sandbox::new(def, s, env)?),
-                Settings::Mcp(s) => Instance::Mcp(Box::new(mcp::Mcp::new(def, s, env)?)),
+                Settings::Mcp(s) => Instance::Mcp(Box::new(mcp::Mcp::new(def, s, &ops, env)?)),
                 #[cfg(feature = "fixture-kind")]
                 Settings::Echo(s) => Instance::Echo(echo::Echo::new(s)),
             };
             by_name.insert(def.name, (def, instance));
             typed.insert(def.name, settings);
+            operations.insert(def.name, ops);
         }
         Ok(Connectors {
             by_name,
             settings: typed,
+            operations,
             budget: stream::StreamBudget::default(),
         })
     }
@@ -202,18 +229,26 @@ pub async fn call_in(
         .by_name
         .get(connector)
         .ok_or_else(|| ToolError::bug(format!("connector `{connector}` is not built")))?;
-    let op = def.operation(operation).ok_or_else(|| {
-        ToolError::bug(format!(
-            "operation `{connector}.{operation}` is not compiled in"
-        ))
-    })?;
+    let ops: &[Operation] = connectors
+        .operations
+        .get(connector)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let op = ops
+        .iter()
+        .find(|o| o.def.name.eq(operation))
+        .ok_or_else(|| {
+            ToolError::bug(format!(
+                "operation `{connector}.{operation}` is not compiled in"
+            ))
+        })?;
     let budget = connectors.budget;
     match (&op.body, instance) {
         (OperationBody::Files { action }, Instance::Files) => {
-            files::run(action, ws.workspace()?, &args, budget, signals).await
+            files::run(action.as_str(), ws.workspace()?, &args, budget, signals).await
         }
         (OperationBody::Sql { sql, writes }, Instance::Sqlite(db)) => {
-            db.run(sql, *writes, op.params_schema, args, budget, signals)
+            db.run(sql, *writes, op.def.params_schema, args, budget, signals)
                 .await
         }
         (OperationBody::Sql { sql, writes }, Instance::Postgres(db)) => {
@@ -221,7 +256,7 @@ pub async fn call_in(
         }
         (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
         (OperationBody::Logs { action }, Instance::Logs(l)) => {
-            l.run(action, args, budget, signals).await
+            l.run(action.as_str(), args, budget, signals).await
         }
         (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
             s.run(command, &args, ws.workspace()?, jail, signals).await

@@ -18,7 +18,7 @@ use crate::errors::ToolError;
 use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
-use bulkhead_vocab::connector::PostgresSettings;
+use bulkhead_vocab::connector::{OperationBody, PostgresSettings};
 
 /// A built `postgres` connector: its connection pool and limits.
 pub struct Postgres {
@@ -53,19 +53,20 @@ impl Postgres {
     pub fn new(
         def: &'static ConnectorDef,
         s: PostgresSettings,
+        ops: &[super::Operation],
     ) -> Result<Postgres, ConnectorError> {
         let err = |reason: String| ConnectorError::Settings {
             connector: def.name,
             reason,
         };
         // The build refuses these too; a tampered or hand-written definition is refused here.
-        for op in def.operations {
-            if let crate::tooldef::OperationBody::Sql { sql, writes: false } = op.body {
+        for op in ops {
+            if let OperationBody::Sql { sql, writes: false } = &op.body {
                 let calls = bulkhead_codegen::sql::side_effects(sql);
                 if !calls.is_empty() {
                     return Err(err(format!(
                         "operation `{}` reads but calls {}, whose effect outlives its read-only transaction",
-                        op.name,
+                        op.def.name,
                         calls.join(", ")
                     )));
                 }
@@ -132,7 +133,7 @@ impl Postgres {
     /// streams its rows (header first) in a read-only transaction.
     pub async fn run(
         &self,
-        sql: &'static str,
+        sql: &str,
         writes: bool,
         args: JsonObject,
         budget: stream::StreamBudget,
@@ -548,14 +549,11 @@ mod tests {
 
     #[test]
     fn a_reading_operation_with_an_effect_outside_its_transaction_is_refused_at_start() {
-        use crate::tooldef::{ConnectorDef, OperationBody, OperationDef};
+        use crate::tooldef::{ConnectorDef, OperationDef};
         static OPS: [OperationDef; 1] = [OperationDef {
             name: "search",
             params_schema: "{}",
-            body: OperationBody::Sql {
-                sql: "SELECT id FROM t WHERE pg_notify('c', 'x') IS NULL",
-                writes: false,
-            },
+            body: r#"{"sql": {"sql": "SELECT id FROM t WHERE pg_notify('c', 'x') IS NULL", "writes": false}}"#,
         }];
         static DEF: ConnectorDef = ConnectorDef {
             secrets: &[],
@@ -565,10 +563,7 @@ mod tests {
             settings: r#"{"url": "postgres://u@127.0.0.1:1/x"}"#,
             operations: &OPS,
         };
-        let settings =
-            serde_json::from_value(serde_json::json!({"url": "postgres://u@127.0.0.1:1/x"}))
-                .expect("postgres settings");
-        let err = super::Postgres::new(&DEF, settings).err().expect("refused");
+        let err = crate::connectors::Connectors::new([&DEF], &|_| None).expect_err("refused");
         assert!(err.to_string().contains("pg_notify"), "{err}");
     }
 

@@ -54,13 +54,15 @@ impl Sqlite {
     /// Runs `sql` with the arguments bound by name.
     pub async fn run(
         &self,
-        sql: &'static str,
+        sql: &str,
         writes: bool,
         params_schema: &'static str,
         args: JsonObject,
         budget: stream::StreamBudget,
         signals: &CallSignals,
     ) -> ToolResult {
+        // The statement goes to a blocking thread with the call.
+        let sql = sql.to_owned();
         let name = self.name;
         let path = self.path.clone();
         let busy = self.busy_timeout;
@@ -69,7 +71,7 @@ impl Sqlite {
             let changed = tokio::task::spawn_blocking(move || {
                 let conn = open(name, &path, false, busy)?;
                 interrupt_when_stopped(&conn, &signals);
-                let mut stmt = conn.prepare(sql).map_err(|e| classify(name, e))?;
+                let mut stmt = conn.prepare(&sql).map_err(|e| classify(name, e))?;
                 bind(name, &mut stmt, params_schema, &args)?;
                 stmt.raw_execute().map_err(|e| {
                     if signals.is_stopped() {
@@ -85,7 +87,7 @@ impl Sqlite {
             return Ok(ToolOutput::Text(format!("{changed} {noun} changed")));
         }
         stream::run_blocking(budget, signals, move |sink| {
-            query(name, &path, busy, sql, params_schema, &args, sink)
+            query(name, &path, busy, &sql, params_schema, &args, sink)
         })
         .await
     }

@@ -8,11 +8,12 @@
 //! stand-in "outside" address, 198.18.99.1 (benchmarking range) on that loopback: nothing can
 //! leave the machine even while a test fails.
 
+use bulkhead::codegen::OperationBody;
 use bulkhead::connectors::{self, Connectors};
 use bulkhead::policy::NetworkMode;
 use bulkhead::server::ToolOutput;
 use bulkhead::signals::CallSignals;
-use bulkhead::tooldef::{ConnectorDef, OperationBody, OperationDef};
+use bulkhead::tooldef::{ConnectorDef, OperationDef};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -120,6 +121,11 @@ impl Outside {
     }
 }
 
+/// An operation body as generated code carries it (JSON), for a definition made at run time.
+fn body(b: OperationBody) -> &'static str {
+    Box::leak(serde_json::to_string(&b).expect("JSON").into_boxed_str())
+}
+
 fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
@@ -131,9 +137,9 @@ fn python(egress: &[String], proxy: Option<String>) -> Connectors {
     let ops = vec![OperationDef {
         name: "run",
         params_schema: r#"{"type":"object","properties":{"code":{"type":"string"}},"required":["code"]}"#,
-        body: OperationBody::Sandbox {
-            command: leak(["python3", "-I", "-c", "{code}"]),
-        },
+        body: body(OperationBody::Sandbox {
+            command: ["python3", "-I", "-c", "{code}"].map(String::from).to_vec(),
+        }),
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],

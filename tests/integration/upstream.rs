@@ -4,10 +4,11 @@
 //! garbage, huge messages, 10,000 tools and requests the policy does not allow.
 
 use super::procs::{Deployment, Store, call, client, notify};
+use bulkhead::codegen::OperationBody;
 use bulkhead::connectors::{self, Connectors};
 use bulkhead::policy::NetworkMode;
 use bulkhead::signals::CallSignals;
-use bulkhead::tooldef::{ConnectorDef, OperationBody, OperationDef};
+use bulkhead::tooldef::{ConnectorDef, OperationDef};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -207,6 +208,11 @@ fn leak<T>(v: T) -> &'static T {
     Box::leak(Box::new(v))
 }
 
+/// An operation body as generated code carries it (JSON), for a definition made at run time.
+fn body(b: OperationBody) -> &'static str {
+    Box::leak(serde_json::to_string(&b).expect("JSON").into_boxed_str())
+}
+
 fn s(v: String) -> &'static str {
     Box::leak(v.into_boxed_str())
 }
@@ -241,14 +247,14 @@ fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
     let ops = vec![OperationDef {
         name: "echo",
         params_schema: r#"{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}"#,
-        body: OperationBody::Mcp {
-            tool: "echo",
-            pin: s(pin),
-            definition: s(definition),
-            server: "misbehaving@1.0.0",
+        body: body(OperationBody::Mcp {
+            tool: "echo".into(),
+            pin,
+            definition,
+            server: "misbehaving@1.0.0".into(),
             remote: false,
-            renames: &[],
-        },
+            renames: Vec::new(),
+        }),
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
@@ -897,14 +903,14 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
     let ops = vec![OperationDef {
         name: "read",
         params_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#,
-        body: OperationBody::Mcp {
-            tool: "read_file",
-            pin: s(pin),
-            definition: s(read.1.to_string()),
-            server: s(listing.server.clone()),
+        body: body(OperationBody::Mcp {
+            tool: "read_file".into(),
+            pin,
+            definition: read.1.to_string(),
+            server: listing.server.clone(),
             remote: true,
-            renames: &[],
-        },
+            renames: Vec::new(),
+        }),
     }];
     let def: &'static ConnectorDef = leak(ConnectorDef {
         secrets: &[],
@@ -985,14 +991,14 @@ async fn pinned(
             OperationDef {
                 name,
                 params_schema: s(serde_json::to_string(&tool.input_schema).unwrap()),
-                body: OperationBody::Mcp {
-                    tool: name,
-                    pin: s(bulkhead::connectors::mcp::pin::pin_of(definition)),
-                    definition: s(definition.to_string()),
-                    server: s(listing.server.clone()),
+                body: body(OperationBody::Mcp {
+                    tool: name.into(),
+                    pin: bulkhead::connectors::mcp::pin::pin_of(definition),
+                    definition: definition.to_string(),
+                    server: listing.server.clone(),
                     remote: false,
-                    renames: &[],
-                },
+                    renames: Vec::new(),
+                }),
             }
         })
         .collect();
@@ -1212,14 +1218,17 @@ async fn a_camel_case_parameter_reaches_the_upstream_under_its_own_name() {
         let ops = vec![OperationDef {
             name: "annotated",
             params_schema: r#"{"type":"object","properties":{"message_type":{"type":"string"},"include_image":{"type":"boolean"}},"required":["message_type"]}"#,
-            body: OperationBody::Mcp {
-                tool: "get-annotated-message",
-                pin: s(bulkhead::connectors::mcp::pin::pin_of(definition)),
-                definition: s(definition.to_string()),
-                server: s(listing.server.clone()),
+            body: body(OperationBody::Mcp {
+                tool: "get-annotated-message".into(),
+                pin: bulkhead::connectors::mcp::pin::pin_of(definition),
+                definition: definition.to_string(),
+                server: listing.server.clone(),
                 remote: false,
-                renames,
-            },
+                renames: renames
+                    .iter()
+                    .map(|(o, t)| (o.to_string(), t.to_string()))
+                    .collect(),
+            }),
         }];
         let def: &'static ConnectorDef = leak(ConnectorDef {
             secrets: &[],

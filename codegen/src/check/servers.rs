@@ -398,7 +398,7 @@ fn resolve_uses(
                 connector.source
             )),
         );
-    } else if op.reaches_network() && spec.permission != Permission::Connect {
+    } else if op.body.reaches_network() && spec.permission != Permission::Connect {
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),
@@ -424,7 +424,7 @@ fn resolve_uses(
             .label("every call would fail there")
             .help("declare it at most `confidential` (a proxied instance reaches the upstream through its egress proxy), or launch the upstream over stdio (`command`) so it runs inside the isolated instance"),
         );
-    } else if op.writes() && spec.permission == Permission::Read {
+    } else if op.body.writes() && spec.permission == Permission::Read {
         errors.push(
             l.error_at_value(
                 &format!("{at}/permission"),

@@ -5,7 +5,7 @@ use super::{
     Output, header,
     input_schema::{input_schema, output_schema},
 };
-use crate::model::{Connector, Model, OperationBody, Param, Server, Target, Tool};
+use crate::model::{Connector, Model, Param, Server, Target, Tool};
 use crate::spec::{ParamType, Permission, Sensitivity};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
@@ -385,30 +385,8 @@ fn connector_def(c: &Connector) -> TokenStream {
     let ops = c.operations.iter().map(|op| {
         let oname = &op.name;
         let schema = raw_str(&input_schema(&op.params).to_string());
-        let body = match &op.body {
-            OperationBody::Files { action } => {
-                let a = action.as_str();
-                quote!(bh::OperationBody::Files { action: #a })
-            }
-            OperationBody::Logs { action } => {
-                let a = action.as_str();
-                quote!(bh::OperationBody::Logs { action: #a })
-            }
-            OperationBody::Sql { sql, writes } => quote!(bh::OperationBody::Sql { sql: #sql, writes: #writes }),
-            OperationBody::Http { method, path, query, body } => {
-                let m = format!("{method:?}").to_ascii_uppercase();
-                quote!(bh::OperationBody::Http { method: #m, path: #path, query: &[#(#query),*], body: &[#(#body),*] })
-            }
-            OperationBody::Sandbox { command } => quote!(bh::OperationBody::Sandbox { command: &[#(#command),*] }),
-            OperationBody::Mcp { tool, pin, definition, server, remote, renames } => {
-                let definition = raw_str(definition);
-                let ours = renames.iter().map(|(o, _)| o);
-                let theirs = renames.iter().map(|(_, t)| t);
-                quote!(bh::OperationBody::Mcp { tool: #tool, pin: #pin, definition: #definition, server: #server, remote: #remote, renames: &[#((#ours, #theirs)),*] })
-            }
-            #[cfg(feature = "fixture-kind")]
-            OperationBody::Echo => quote!(bh::OperationBody::Echo),
-        };
+        // The body as JSON (the vocabulary's `OperationBody`), read back once at start.
+        let body = raw_str(&serde_json::to_string(&op.body).expect("an operation body is JSON"));
         quote!(bh::OperationDef { name: #oname, params_schema: #schema, body: #body })
     });
     quote! {

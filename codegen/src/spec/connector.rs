@@ -2,8 +2,8 @@
 
 use super::{ParamSpec, Sensitivity};
 pub use bulkhead_vocab::connector::{
-    ConnectorKind, Count, FilesSettings, HttpSettings, LogsSettings, McpSettings, PostgresSettings,
-    SandboxSettings, SqliteSettings,
+    ConnectorKind, Count, FileAction, FilesSettings, HttpMethod, HttpSettings, LogsSettings,
+    McpSettings, PostgresSettings, SandboxSettings, SqliteSettings,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -69,48 +69,6 @@ pub struct OperationSpec {
     /// `mcp`: the upstream tool this operation calls (pinned in the connector's lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-}
-
-/// Built-in actions of the `files` and `logs` kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum FileAction {
-    /// Read one file (`path`).
-    Read,
-    /// Write one file (`path`, `content`).
-    Write,
-    /// List files (`path`, `pattern`).
-    List,
-    /// Search with a regex (`pattern`, `path`, `context_lines`, and for logs `since`/`until`).
-    Search,
-}
-
-impl FileAction {
-    /// The spec spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FileAction::Read => "read",
-            FileAction::Write => "write",
-            FileAction::List => "list",
-            FileAction::Search => "search",
-        }
-    }
-}
-
-/// HTTP methods an `http` operation may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum HttpMethod {
-    /// GET
-    Get,
-    /// POST
-    Post,
-    /// PUT
-    Put,
-    /// PATCH
-    Patch,
-    /// DELETE
-    Delete,
 }
 
 /// The lock of an `mcp` connector (`<connector>.lock.json` beside its spec): who the upstream

@@ -52,8 +52,9 @@ use crate::errors::ToolError;
 use crate::policy::NetworkMode;
 use crate::server::{JsonObject, ToolOutput, ToolResult};
 use crate::signals::CallSignals;
-use crate::tooldef::{ConnectorDef, OperationBody};
+use crate::tooldef::ConnectorDef;
 use crate::workspace::SessionWorkspace;
+use bulkhead_vocab::connector::OperationBody;
 
 /// An `mcp` connector's settings (the vocabulary's type, expanded) with each bound read once.
 #[derive(Clone, Debug)]
@@ -133,7 +134,7 @@ impl Settings {
 
 /// A pinned upstream tool, as the generated code declares it.
 struct Pinned {
-    pin: &'static str,
+    pin: String,
     definition: Value,
 }
 
@@ -141,8 +142,8 @@ struct Pinned {
 pub struct Mcp {
     name: &'static str,
     settings: Settings,
-    server: &'static str,
-    pinned: HashMap<&'static str, Pinned>,
+    server: String,
+    pinned: HashMap<String, Pinned>,
     /// The jail of a stdio upstream (none for a URL).
     confine: Option<confine::Confine>,
     /// The shared upstream (key `None`) or one per session (key `user/session`).
@@ -167,10 +168,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The arguments as the upstream names them: each (spec name, upstream name) of `renames`
 /// renamed; everything else as given (the wrapper validated them against the spec's schema).
-pub fn upstream_args(mut args: JsonObject, renames: &[(&str, &str)]) -> JsonObject {
+pub fn upstream_args(mut args: JsonObject, renames: &[(String, String)]) -> JsonObject {
     for (ours, theirs) in renames {
-        if let Some(v) = args.remove(*ours) {
-            args.insert((*theirs).to_string(), v);
+        if let Some(v) = args.remove(ours) {
+            args.insert(theirs.clone(), v);
         }
     }
     args
@@ -217,6 +218,7 @@ impl Mcp {
     pub fn new(
         def: &'static ConnectorDef,
         given: McpSettings,
+        ops: &[crate::connectors::Operation],
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Mcp, ConnectorError> {
         let settings = Settings::read(given).map_err(settings::invalid(def))?;
@@ -253,20 +255,26 @@ impl Mcp {
             ));
         }
         let mut pinned = HashMap::new();
-        let mut server = "";
-        for op in def.operations {
+        let mut server = String::new();
+        for op in ops {
             if let OperationBody::Mcp {
                 tool,
                 pin,
                 definition,
                 server: s,
                 ..
-            } = op.body
+            } = &op.body
             {
                 let definition = serde_json::from_str(definition)
                     .map_err(|e| bad(&format!("the pinned definition of `{tool}`: {e}")))?;
-                pinned.insert(tool, Pinned { pin, definition });
-                server = s;
+                pinned.insert(
+                    tool.clone(),
+                    Pinned {
+                        pin: pin.clone(),
+                        definition,
+                    },
+                );
+                server.clone_from(s);
             }
         }
         Ok(Mcp {
@@ -307,8 +315,8 @@ impl Mcp {
         }
     }
 
-    fn sorted_tools(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> = self.pinned.keys().copied().collect();
+    fn sorted_tools(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.pinned.keys().map(String::as_str).collect();
         v.sort_unstable();
         v
     }

@@ -149,7 +149,7 @@ impl Sandbox {
     /// Runs `command` (with `{param}` elements filled from `args`) in a jail of the session.
     pub async fn run(
         &self,
-        command: &[&str],
+        command: &[String],
         args: &JsonObject,
         ws: &Arc<SessionWorkspace>,
         cx: &JailContext<'_>,
@@ -514,12 +514,12 @@ fn read_init_pid(mut reader: std::io::PipeReader) -> Option<i32> {
 }
 
 /// The command with every `{param}` element replaced by its argument's value.
-fn fill(command: &[&str], args: &JsonObject) -> Result<Vec<String>, ToolError> {
+fn fill(command: &[String], args: &JsonObject) -> Result<Vec<String>, ToolError> {
     command
         .iter()
         .map(|part| {
             let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) else {
-                return Ok((*part).to_string());
+                return Ok(part.clone());
             };
             let value = match args.get(name) {
                 Some(Value::String(s)) => s.clone(),

@@ -13,7 +13,7 @@ static ECHO: ConnectorDef = ConnectorDef {
     operations: &[OperationDef {
         name: "say",
         params_schema: "{}",
-        body: OperationBody::Echo,
+        body: r#""echo""#,
     }],
 };
 

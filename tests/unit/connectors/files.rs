@@ -15,7 +15,7 @@ static WS: ConnectorDef = ConnectorDef {
     operations: &[OperationDef {
         name: "search",
         params_schema: SEARCH,
-        body: OperationBody::Files { action: "search" },
+        body: r#"{"files":{"action":"search"}}"#,
     }],
 };
 

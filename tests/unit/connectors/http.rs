@@ -77,12 +77,11 @@ macro_rules! get_op {
         OperationDef {
             name: $name,
             params_schema: NO_PARAMS,
-            body: OperationBody::Http {
-                method: "GET",
-                path: $path,
-                query: &[],
-                body: &[],
-            },
+            body: concat!(
+                r#"{"http":{"method":"GET","path":""#,
+                $path,
+                r#"","query":[],"body":[]}}"#
+            ),
         }
     };
 }
@@ -91,22 +90,12 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "item",
         params_schema: r#"{"type":"object","properties":{"id":{"type":"string"},"tag":{},"q":{}}}"#,
-        body: OperationBody::Http {
-            method: "GET",
-            path: "/items/{id}",
-            query: &["q", "tag"],
-            body: &[],
-        },
+        body: r#"{"http": {"method": "GET", "path": "/items/{id}", "query": ["q", "tag"], "body": []}}"#,
     },
     OperationDef {
         name: "notify",
         params_schema: r#"{"type":"object","properties":{"channel":{"type":"string"},"message":{"type":"string"}}}"#,
-        body: OperationBody::Http {
-            method: "POST",
-            path: "/notify/{channel}",
-            query: &[],
-            body: &["message"],
-        },
+        body: r#"{"http": {"method": "POST", "path": "/notify/{channel}", "query": [], "body": ["message"]}}"#,
     },
     get_op!("text", "/text"),
     get_op!("missing", "/missing"),

@@ -13,7 +13,7 @@ static LOGS: ConnectorDef = ConnectorDef {
     operations: &[OperationDef {
         name: "search",
         params_schema: "{}",
-        body: OperationBody::Logs { action: "search" },
+        body: r#"{"logs":{"action":"search"}}"#,
     }],
 };
 

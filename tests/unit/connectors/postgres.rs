@@ -15,50 +15,32 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "search",
         params_schema: SEARCH_SCHEMA,
-        body: OperationBody::Sql {
-            sql: "SELECT id, title, size, active, score FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id, title, size, active, score FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit", "writes": false}}"#,
     },
     OperationDef {
         name: "sneaky_delete",
         params_schema: NONE,
-        body: OperationBody::Sql {
-            sql: "DELETE FROM records",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "DELETE FROM records", "writes": false}}"#,
     },
     OperationDef {
         name: "add",
         params_schema: ADD_SCHEMA,
-        body: OperationBody::Sql {
-            sql: "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)",
-            writes: true,
-        },
+        body: r#"{"sql": {"sql": "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)", "writes": true}}"#,
     },
     OperationDef {
         name: "stamped",
         params_schema: NONE,
-        body: OperationBody::Sql {
-            sql: "SELECT id, created FROM records ORDER BY id LIMIT 1",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id, created FROM records ORDER BY id LIMIT 1", "writes": false}}"#,
     },
     OperationDef {
         name: "stamped_text",
         params_schema: NONE,
-        body: OperationBody::Sql {
-            sql: "SELECT id, created::text AS created FROM records ORDER BY id LIMIT 1",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id, created::text AS created FROM records ORDER BY id LIMIT 1", "writes": false}}"#,
     },
     OperationDef {
         name: "slow",
         params_schema: NONE,
-        body: OperationBody::Sql {
-            sql: "SELECT pg_sleep(120)::text",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT pg_sleep(120)::text", "writes": false}}"#,
     },
 ];
 

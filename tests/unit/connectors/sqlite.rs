@@ -13,51 +13,33 @@ static OPS: &[OperationDef] = &[
     OperationDef {
         name: "search",
         params_schema: SEARCH_SCHEMA,
-        body: OperationBody::Sql {
-            sql: "SELECT id, title, size FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id, title, size FROM records WHERE title LIKE '%' || :query || '%' ORDER BY id LIMIT :limit", "writes": false}}"#,
     },
     OperationDef {
         name: "all",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sql {
-            sql: "SELECT id FROM records ORDER BY id",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id FROM records ORDER BY id", "writes": false}}"#,
     },
     OperationDef {
         name: "sneaky_delete",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sql {
-            sql: "DELETE FROM records",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "DELETE FROM records", "writes": false}}"#,
     },
     OperationDef {
         name: "add",
         params_schema: ADD_SCHEMA,
-        body: OperationBody::Sql {
-            sql: "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)",
-            writes: true,
-        },
+        body: r#"{"sql": {"sql": "INSERT INTO records (id, title, size) VALUES (:id, :title, :size)", "writes": true}}"#,
     },
     OperationDef {
         name: "endless",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sql {
-            // Minutes of work that produces no row until the end.
-            sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000) SELECT count(*) FROM c",
-            writes: false,
-        },
+        // Minutes of work that produces no row until the end.
+        body: r#"{"sql": {"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000000000) SELECT count(*) FROM c", "writes": false}}"#,
     },
     OperationDef {
         name: "undeclared",
         params_schema: r#"{"type":"object","properties":{}}"#,
-        body: OperationBody::Sql {
-            sql: "SELECT id FROM records WHERE id = :secret_id",
-            writes: false,
-        },
+        body: r#"{"sql": {"sql": "SELECT id FROM records WHERE id = :secret_id", "writes": false}}"#,
     },
 ];
 

@@ -21,9 +21,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Logs {
-                    action: "search",
-                },
+                body: r#"{"logs":{"action":"search"}}"#,
             },
         ],
     },
@@ -37,18 +35,12 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "rename",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"Record id"},"title":{"type":"string","description":"New title"}},"required":["id","title"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "UPDATE records SET title = :title WHERE id = :id",
-                    writes: true,
-                },
+                body: r#"{"sql":{"sql":"UPDATE records SET title = :title WHERE id = :id","writes":true}}"#,
             },
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most rows","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for","minLength":1}},"required":["query"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Sql {
-                    sql: "SELECT id, title FROM records WHERE title LIKE '%' || :query || '%' LIMIT :limit",
-                    writes: false,
-                },
+                body: r#"{"sql":{"sql":"SELECT id, title FROM records WHERE title LIKE '%' || :query || '%' LIMIT :limit","writes":false}}"#,
             },
         ],
     },
@@ -62,12 +54,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "notify",
                 params_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to"},"message":{"type":"string","description":"Message text"},"urgent":{"type":"boolean","description":"Page people","default":false}},"required":["channel","message"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Http {
-                    method: "POST",
-                    path: "/channels/{channel}/messages",
-                    query: &["urgent"],
-                    body: &["message"],
-                },
+                body: r#"{"http":{"method":"POST","path":"/channels/{channel}/messages","query":["urgent"],"body":["message"]}}"#,
             },
         ],
     },
@@ -81,30 +68,22 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "list",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Glob over file names, e.g. *.csv","minLength":1,"maxLength":256,"default":"*"}},"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "list",
-                },
+                body: r#"{"files":{"action":"list"}}"#,
             },
             bh::OperationDef {
                 name: "read",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "read",
-                },
+                body: r#"{"files":{"action":"read"}}"#,
             },
             bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024}},"required":["pattern"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "search",
-                },
+                body: r#"{"files":{"action":"search"}}"#,
             },
             bh::OperationDef {
                 name: "write",
                 params_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "write",
-                },
+                body: r#"{"files":{"action":"write"}}"#,
             },
         ],
     },

@@ -21,9 +21,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "read",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
-                body: bh::OperationBody::Files {
-                    action: "read",
-                },
+                body: r#"{"files":{"action":"read"}}"#,
             },
         ],
     },
