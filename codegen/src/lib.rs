@@ -6,6 +6,7 @@
 pub mod check;
 pub mod diag;
 pub mod emit;
+mod handlers;
 pub mod load;
 pub mod model;
 pub mod review;
@@ -176,46 +177,7 @@ pub fn spec_schemas() -> Output {
     out
 }
 
-/// In a project with `src/handlers/mod.rs`, every server with `handler: rust` tools needs its
-/// module (`src/handlers/<server>.rs`, declared with `pub mod <server>;`): reported here, at the
-/// spec, rather than by rustc inside `OUT_DIR`.
-pub fn check_handler_modules(root: &Path, model: &model::Model) -> Result<(), BuildError> {
-    let registry = root.join("src/handlers/mod.rs");
-    let Ok(mods) = std::fs::read_to_string(&registry) else {
-        return Ok(());
-    };
-    let mut errors = Vec::new();
-    for s in &model.servers {
-        let Some(site) = &s.handler_site else {
-            continue;
-        };
-        let file = root.join("src/handlers").join(format!("{}.rs", s.name));
-        let declared = mods
-            .lines()
-            .any(|l| l.trim() == format!("pub mod {};", s.name));
-        let missing = match (file.exists(), declared) {
-            (true, true) => continue,
-            (false, _) => format!("src/handlers/{}.rs does not exist", s.name),
-            (true, false) => format!("src/handlers/mod.rs does not declare `pub mod {};`", s.name),
-        };
-        let mut d = site.clone();
-        d.message = format!(
-            "server `{}` has `handler: rust` tools, but {missing}",
-            s.name
-        );
-        d.label = "implemented in Rust".into();
-        d.help = Some(format!(
-            "create src/handlers/{}.rs with `pub fn handlers()` and `impl Handlers for …` (like src/handlers/template.rs) and add `pub mod {};` to src/handlers/mod.rs; `bulkhead new server|tool` writes both for you",
-            s.name, s.name
-        ));
-        errors.push(d);
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(BuildError::Specs(Diagnostics(errors).sorted()))
-    }
-}
+pub use handlers::check_handler_modules;
 
 /// Why a build could not produce servers.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,15 @@ pub enum What {
         #[arg(long)]
         uses: Option<String>,
     },
+    /// A connector: `specs/connectors/<name>.yaml` of one kind, with its settings and one
+    /// operation to adapt (an `mcp` connector comes from `bulkhead import mcp`).
+    Connector {
+        /// Connector name (lowercase letters, digits, `_`).
+        name: String,
+        /// Its kind: files, sqlite, http, logs, postgres, sandbox.
+        #[arg(long)]
+        kind: String,
+    },
 }
 
 /// Runs one scaffolding command in the project at `root`.
@@ -31,12 +40,50 @@ pub fn run(root: &Path, what: What) -> anyhow::Result<ExitCode> {
     let written = match what {
         What::Server { name } => new_server(root, &name)?,
         What::Tool { server, tool, uses } => new_tool(root, &server, &tool, uses.as_deref())?,
+        What::Connector { name, kind } => new_connector(root, &name, &kind)?,
     };
     for (path, what) in &written {
         println!("{what:<8} {}", path.display());
     }
     println!("next: edit the spec (the choices are in its comments), then `cargo build`");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `specs/connectors/<name>.yaml` from the kind's example (the vocabulary's).
+fn new_connector(
+    root: &Path,
+    name: &str,
+    kind: &str,
+) -> anyhow::Result<Vec<(PathBuf, &'static str)>> {
+    use bulkhead_vocab::connector::ConnectorKind;
+    check_name("connector", name)?;
+    let known: Vec<&str> = ConnectorKind::ALL
+        .iter()
+        .filter(|k| !k.is_fixture() || cfg!(feature = "fixture-kind"))
+        .map(|k| k.as_str())
+        .collect();
+    let k = ConnectorKind::parse(kind)
+        .ok_or_else(|| anyhow::anyhow!("kind `{kind}`: one of {}", known.join(", ")))?;
+    let example = k.example().ok_or_else(|| {
+        anyhow::anyhow!(
+            "an `{kind}` connector is imported, not written: `bulkhead import mcp --name {name} -- <the command that starts the server>` lists its tools and pins them in a lock"
+        )
+    })?;
+    let path = root.join(format!("specs/connectors/{name}.yaml"));
+    anyhow::ensure!(
+        !path.exists(),
+        "{} exists; remove it or choose another name",
+        path.display()
+    );
+    std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+    let text = format!(
+        "# yaml-language-server: $schema=../schema/connector.schema.json\nname: {name}\nkind: {kind}\n{}",
+        example
+            .replace("data/NAME", &format!("data/{name}"))
+            .replace("NAME", &name.to_ascii_uppercase())
+    );
+    std::fs::write(&path, text)?;
+    Ok(vec![(path, "spec")])
 }
 
 fn check_name(kind: &str, name: &str) -> anyhow::Result<()> {
@@ -345,6 +392,32 @@ mod tests {
             "LoadSensitiveDatasetArgs"
         );
         assert_eq!(args_struct("hello"), "HelloArgs");
+    }
+
+    #[test]
+    fn a_connector_of_every_written_kind_passes_check() {
+        use bulkhead_vocab::connector::ConnectorKind;
+        for kind in ConnectorKind::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            let made = new_connector(root, "stock", kind.as_str());
+            if kind.example().is_none() {
+                let e = made.expect_err("imported, not written").to_string();
+                assert!(e.contains("bulkhead import mcp"), "{e}");
+                continue;
+            }
+            made.unwrap();
+            let text = std::fs::read_to_string(root.join("specs/connectors/stock.yaml")).unwrap();
+            assert!(!text.contains("NAME"), "{text}");
+            if let Err(e) = bulkhead_codegen::load(&root.join("specs"), root) {
+                panic!("`new connector --kind {kind}` does not pass check:\n{e}\n{text}");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let e = new_connector(dir.path(), "stock", "ftp")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one of files, sqlite"), "{e}");
     }
 
     #[test]

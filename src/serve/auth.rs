@@ -321,7 +321,8 @@ pub async fn require_token(
         Err(e) => {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
             if let Some(more) = SITE.allow() {
-                tracing::info!(error = %e, suppressed = more, "token refused");
+                // At the default level: an operator whose clients all get 401 must see why.
+                tracing::warn!(error = %e, suppressed = more, "token refused (401)");
             }
             return state.unauthorized(Some(
                 "the token is invalid, expired, or not for this resource",

@@ -286,3 +286,35 @@ fn the_spec_check_runs_while_a_spec_is_broken() {
     assert!(err.contains("specs/servers/template.yaml:"), "{err}");
     assert_eq!(err.matches("unknown key `permision`").count(), 1, "{err}");
 }
+
+/// A refused token is answered 401 and said in the server's log at its default level (warn), so
+/// an operator whose clients all get 401 sees why without turning on debugging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_is_logged_at_the_default_level() {
+    let mut d = crate::procs::Deployment::new(crate::procs::Store::Sqlite, "bad-token-log").await;
+    d.unset_env("BULKHEAD_LOG");
+    let proc = d.start("full", None);
+    let resp = reqwest::Client::new()
+        .post(&proc.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .bearer_auth("not-a-token")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&proc.log).unwrap_or_default();
+        if log.contains("token refused (401)") {
+            assert!(
+                !log.contains("not-a-token"),
+                "the log holds the token: {log}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no log line: {log}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

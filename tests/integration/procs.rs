@@ -204,6 +204,11 @@ impl Deployment {
         .unwrap();
     }
 
+    /// Leaves a variable out of the instances started from now on (they get this process's).
+    pub fn unset_env(&mut self, key: &str) {
+        self.env.retain(|(k, _)| k != key);
+    }
+
     /// Sets (or replaces) a variable of the instances started from now on.
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.env.retain(|(k, _)| k != key);

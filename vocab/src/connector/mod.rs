@@ -166,6 +166,66 @@ impl ConnectorKind {
         })
     }
 
+    /// What `bulkhead new connector` writes after `name:` and `kind:` for this kind: the least
+    /// sensitivity, settings with their variables and one operation, each a choice to review
+    /// (`NAME` is the connector's name in capitals). `None`: the kind is not written by hand
+    /// (an `mcp` connector comes from `bulkhead import mcp`, which pins its tools).
+    pub fn example(self) -> Option<&'static str> {
+        match self {
+            ConnectorKind::Files => Some(
+                "description: Files of the caller's workspace.\n\
+                 sensitivity: internal\n\
+                 operations:\n  read:\n    description: Read one file.\n    action: read\n",
+            ),
+            ConnectorKind::Sqlite => Some(
+                "description: An SQLite database.\n\
+                 # The least sensitivity of what it holds: tools over it declare at least this.\n\
+                 sensitivity: confidential\n\
+                 settings:\n  path: \"${NAME_DB:-data/NAME.db}\"\n\
+                 operations:\n  get:\n    description: One row by its id.\n\
+                 \x20   params:\n      id:\n        type: integer\n        description: The row's id\n\
+                 \x20   sql: SELECT id FROM items WHERE id = :id\n",
+            ),
+            ConnectorKind::Http => Some(
+                "description: An HTTP API.\n\
+                 sensitivity: internal\n\
+                 settings:\n  base_url: \"${NAME_URL:-https://api.example.com}\"\n\
+                 \x20 # The API's token, passed to deployments as a file: name it in `secrets`.\n\
+                 \x20 headers:\n    Authorization: \"Bearer ${NAME_TOKEN:-}\"\n\
+                 secrets: [NAME_TOKEN]\n\
+                 operations:\n  get_item:\n    description: One item by its id.\n    method: GET\n    path: /items/{id}\n\
+                 \x20   params:\n      id:\n        type: string\n        description: The item's id\n        pattern: \"^[A-Za-z0-9-]{1,64}$\"\n",
+            ),
+            ConnectorKind::Logs => Some(
+                "description: A folder of log files.\n\
+                 sensitivity: internal\n\
+                 settings:\n  dir: \"${NAME_DIR:-data/NAME}\"\n\
+                 operations:\n  search:\n    description: Search the logs with a regular expression.\n    action: search\n",
+            ),
+            ConnectorKind::Postgres => Some(
+                "description: A PostgreSQL database.\n\
+                 sensitivity: confidential\n\
+                 settings:\n  url: \"${NAME_DATABASE_URL}\"\n\
+                 secrets: [NAME_DATABASE_URL]\n\
+                 operations:\n  get:\n    description: One row by its id.\n\
+                 \x20   params:\n      id:\n        type: integer\n        description: The row's id\n\
+                 \x20   sql: SELECT id FROM items WHERE id = :id\n",
+            ),
+            ConnectorKind::Sandbox => Some(
+                "description: Code run in a jail over the session's workspace.\n\
+                 sensitivity: internal\n\
+                 operations:\n  run:\n    description: Run a Python program.\n\
+                 \x20   params:\n      code:\n        type: string\n        description: The program\n        max_length: 100000\n\
+                 \x20   command: [python3, -I, -c, \"{code}\"]\n",
+            ),
+            ConnectorKind::Mcp => None,
+            #[cfg(feature = "fixture-kind")]
+            ConnectorKind::Echo => Some(
+                "sensitivity: public\nsettings:\n  prefix: \"echo: \"\noperations:\n  say:\n    description: The arguments back.\n",
+            ),
+        }
+    }
+
     /// The keys an operation of this kind may have (besides `description`).
     pub fn operation_fields(self) -> &'static [&'static str] {
         match self {

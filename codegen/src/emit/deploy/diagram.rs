@@ -267,10 +267,12 @@ pub(super) fn tables(p: &ServerPlan) -> String {
     let _ = write!(t, "\n| instance | network out |\n|---|---|\n");
     for i in &p.instances {
         let out = match i.mode {
+            // The same words as POLICY.md's reach: a full instance may reach any host; what the
+            // deployment declares is informational there.
             NetworkMode::Full => format!(
-                "network `{EGRESS_NET}` (deployment egress: {})",
+                "network `{EGRESS_NET}`: any host (declared: {})",
                 if p.server.egress.is_empty() {
-                    "not declared".to_string()
+                    "none".to_string()
                 } else {
                     p.server
                         .egress
