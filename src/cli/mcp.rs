@@ -185,6 +185,18 @@ pub fn import(root: &Path, what: Import) -> anyhow::Result<ExitCode> {
     if !bulkhead_codegen::check::is_snake_ident(&name) {
         anyhow::bail!("--name `{name}`: use lowercase letters, digits and `_`");
     }
+    // `npx -y <package>` / `uvx <package>`: installed here first, at one exact version.
+    let installed = super::runner::install(root, &name, &command)?;
+    let (command, package) = match installed {
+        Some(i) => {
+            println!(
+                "installed {} into .bulkhead/upstreams/{name} (the lock records it; the image installs it the same way)",
+                i.package
+            );
+            (i.command, package.or(Some(i.package)))
+        }
+        None => (command, package),
+    };
     let settings = match (&url, command.is_empty()) {
         (Some(u), true) => serde_json::json!({ "url": u }),
         (None, false) => serde_json::json!({ "command": command }),
@@ -390,12 +402,6 @@ fn params_yaml(schema: &Value) -> String {
             let _ = writeln!(y, "        default: {d}");
         } else if !required.contains(&pname.as_str()) {
             let _ = writeln!(y, "        optional: true");
-        }
-        if ident(pname) != *pname {
-            let _ = writeln!(
-                y,
-                "        # the upstream calls it `{pname}`: rename it back by hand"
-            );
         }
     }
     y

@@ -7,6 +7,7 @@ mod dev;
 mod mcp;
 mod new;
 mod relay;
+mod runner;
 mod samples;
 mod serve;
 mod state;

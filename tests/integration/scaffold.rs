@@ -114,6 +114,43 @@ async fn a_new_server_builds_and_its_tool_answers() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A real third-party server, imported the way its README says to start it, each tool then
+    // decided by a person (here: all read, public), built with the rest.
+    let out = bulkhead(
+        &root,
+        &exe,
+        &[
+            "import",
+            "mcp",
+            "--name",
+            "everything",
+            "--",
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-everything@2026.8.31",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "import by npx: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock = std::fs::read_to_string(root.join("specs/connectors/everything.lock.json")).unwrap();
+    assert!(
+        lock.contains(r#""package": "npm:@modelcontextprotocol/server-everything@2026.8.31""#),
+        "{lock}"
+    );
+    let installed = root.join(".bulkhead/upstreams/everything/node_modules/.bin/mcp-server-everything");
+    assert!(installed.exists(), "installed into the project's cache");
+    let server = root.join("specs/servers/everything.yaml");
+    let decided = std::fs::read_to_string(&server)
+        .unwrap()
+        .replace(
+            "    context: default\n",
+            "    context: default\n    permission: read\n    sensitivity: public\n",
+        );
+    std::fs::write(&server, decided).unwrap();
     // A target folder of its own: the copy's build script output must not clobber ours.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -174,6 +211,44 @@ async fn a_new_server_builds_and_its_tool_answers() {
     let (err, text, _) =
         super::harness::call(&c, "lookup", serde_json::json!({"text": "T-1"})).await;
     assert!(!err && text == "lookup: T-1", "{text}");
+    let _ = child.kill();
+    let _ = child.wait();
+    // The imported server, its upstream started from the project's cache: `message_type` in the
+    // spec reaches the upstream as `messageType`.
+    let port = free_port();
+    let mut child = Command::new(&new_exe)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "everything",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("MCP_EVERYTHING", &installed)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_healthy(port, Duration::from_secs(60)),
+        "the imported server did not start"
+    );
+    let c = super::harness::client(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &super::harness::token("ana", "s2"),
+    )
+    .await;
+    let (err, text, _) = super::harness::call(
+        &c,
+        "get_annotated_message",
+        serde_json::json!({"message_type": "error", "include_image": false}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert!(text.contains("Error"), "the upstream read `messageType`: {text}");
     let _ = child.kill();
     let _ = child.wait();
 }
