@@ -10,6 +10,27 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
     presets: &[],
     tools: &[
         bh::ToolDef {
+            name: "annotated_message",
+            title: ::std::option::Option::None,
+            description: "An example message of the chosen type (error, success, debug) with content annotations, from the reference MCP test server.",
+            permission: bh::Permission::Read,
+            context: "default",
+            sensitivity: bh::Sensitivity::Public,
+            annotations: bh::Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            input_schema: r#"{"type":"object","properties":{"include_image":{"type":"boolean","description":"Whether to include an example image","default":false},"message_type":{"type":"string","description":"Type of message to demonstrate different annotation patterns","enum":["error","success","debug"]}},"required":["message_type"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "everything:get_annotated_message",
+            target: bh::Target::Connector {
+                connector: "everything",
+                operation: "get_annotated_message",
+            },
+        },
+        bh::ToolDef {
             name: "convert_meeting_time",
             title: ::std::option::Option::None,
             description: "Convert the time of a customer meeting between time zones. Meeting times are customer data: the session becomes confidential and moves to the proxied instance.",

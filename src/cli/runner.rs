@@ -114,7 +114,13 @@ fn npm(dir: &Path, spec: &str, args: &[String]) -> anyhow::Result<Installed> {
         Command::new("npm")
             .args(["install", "--prefix"])
             .arg(dir)
-            .args(["--omit=dev", "--no-audit", "--no-fund", "--save-exact", &exact]),
+            .args([
+                "--omit=dev",
+                "--no-audit",
+                "--no-fund",
+                "--save-exact",
+                &exact,
+            ]),
         &format!("npm install {exact}"),
     )?;
     let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
@@ -126,7 +132,9 @@ fn npm(dir: &Path, spec: &str, args: &[String]) -> anyhow::Result<Installed> {
         Some(serde_json::Value::Object(bins)) if bins.len() == 1 => {
             bins.keys().next().cloned().unwrap_or_default()
         }
-        Some(serde_json::Value::Object(bins)) if bins.contains_key(unscoped) => unscoped.to_string(),
+        Some(serde_json::Value::Object(bins)) if bins.contains_key(unscoped) => {
+            unscoped.to_string()
+        }
         Some(serde_json::Value::Object(bins)) => anyhow::bail!(
             "{exact} provides several programs ({}): import with the one to run, e.g. `-- {}/node_modules/.bin/<program>`",
             bins.keys().cloned().collect::<Vec<_>>().join(", "),
@@ -204,7 +212,10 @@ mod tests {
         assert_eq!(args, v(&["stdio", "--port", "1"]));
         assert!(package_and_args(&v(&["--package", "x", "y"]), &["-y"]).is_err());
         assert!(package_and_args(&v(&["-y"]), &["-y"]).is_err());
-        assert_eq!(npm_name("@scope/server@1.2.3"), ("@scope/server", Some("1.2.3")));
+        assert_eq!(
+            npm_name("@scope/server@1.2.3"),
+            ("@scope/server", Some("1.2.3"))
+        );
         assert_eq!(npm_name("@scope/server"), ("@scope/server", None));
         assert_eq!(npm_name("server@^2"), ("server", Some("^2")));
     }
@@ -212,7 +223,11 @@ mod tests {
     #[test]
     fn other_commands_are_not_installed() {
         let dir = tempfile::tempdir().unwrap();
-        let got = install(dir.path(), "x", &v(&["mcp-server-time", "--local-timezone", "UTC"]));
+        let got = install(
+            dir.path(),
+            "x",
+            &v(&["mcp-server-time", "--local-timezone", "UTC"]),
+        );
         assert!(got.unwrap().is_none());
         assert!(!dir.path().join(".bulkhead").exists());
     }

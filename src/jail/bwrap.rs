@@ -30,6 +30,10 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// util-linux's `prlimit`, seen in every jail through the read-only `/usr`: it sets a run's
+/// process limit from inside the jail's user namespace, then runs the program in its place.
+pub const PRLIMIT: &str = "/usr/bin/prlimit";
+
 /// Where a jail's forwarder is inside it.
 pub const HELPER_IN_JAIL: &str = "/run/bulkhead-net";
 
@@ -67,6 +71,11 @@ pub struct Layout<'a> {
     pub filters: usize,
     /// Host folders bound at the same path.
     pub binds: &'a [Bind],
+    /// The most processes (threads included) the jail may have at once, set by `prlimit` inside
+    /// the jail's own user namespace ([`PRLIMIT`]): the kernel then counts only the jail's
+    /// processes against it, not every process of this user on the host (other containers of the
+    /// same uid included, which this process cannot see). `None`: no such limit here.
+    pub processes: Option<u64>,
     /// Whether the jail's first program gets bubblewrap's environment (set by the caller, who
     /// then decides every variable) instead of a fresh minimal one. Values never go on
     /// bubblewrap's command line, which other processes of the host can read.
@@ -185,6 +194,15 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         push(&["--add-seccomp-fd", &fd]);
     }
     let mut command: Vec<String> = command.to_vec();
+    if let Some(n) = layout.processes {
+        let mut first = vec![
+            PRLIMIT.to_string(),
+            format!("--nproc={n}:{n}"),
+            "--".to_string(),
+        ];
+        first.append(&mut command);
+        command = first;
+    }
     if layout.way_out.is_some() {
         let mut first = vec![
             HELPER_IN_JAIL.to_string(),
@@ -250,13 +268,15 @@ pub struct PreExec {
 }
 
 impl PreExec {
-    /// The set-up for one run of `limits`, joining `cgroup` when there is one.
+    /// The set-up for one run of `limits`, joining `cgroup` when there is one; `nproc_in_jail`:
+    /// the jail sets its own process limit ([`Layout::processes`]).
     pub fn new(
         limits: &Limits,
         workspace: Option<BorrowedFd<'_>>,
         info_writer: &OwnedFd,
         filters: &[OwnedFd],
         cgroup: Option<&RunCgroup>,
+        nproc_in_jail: bool,
     ) -> PreExec {
         let mut rlimits = vec![
             (
@@ -269,9 +289,10 @@ impl PreExec {
             (libc::RLIMIT_NOFILE, 256, 256),
             (libc::RLIMIT_CORE, 0, 0),
         ];
-        // RLIMIT_NPROC counts every process of the user (this server's threads included) and
-        // the kernel ignores it for root, where the cgroup bounds processes instead.
-        if let Some(n) = nproc_limit(limits.processes) {
+        // Set here only where the jail cannot set it itself (no `prlimit`): RLIMIT_NPROC set
+        // outside counts every process of the user on the host, and the kernel ignores it for
+        // root, where the cgroup bounds processes instead.
+        if !nproc_in_jail && let Some(n) = nproc_limit(limits.processes) {
             rlimits.push((libc::RLIMIT_NPROC, n, n));
         }
         let mut fds = vec![(info_writer.as_raw_fd(), INFO_FD)];
@@ -445,6 +466,7 @@ pub async fn probe(
     for host in HostAllows::TRIED {
         let layout = Layout {
             way_out: None,
+            processes: None,
             host,
             workspace: None,
             info: false,

@@ -199,7 +199,13 @@ impl Jailer {
             .cgroups
             .create(launch.cgroup.0, launch.cgroup.1)
             .map_err(LaunchError::Cgroup)?;
+        // A run's process limit is set inside its user namespace when `prlimit` is there.
+        let nproc_in_jail = launch.run.is_some() && Path::new(bwrap::PRLIMIT).is_file();
         let layout = Layout {
+            processes: launch
+                .run
+                .filter(|_| nproc_in_jail)
+                .map(|(limits, _)| limits.processes),
             way_out: gate.as_ref().zip(helper).map(|(g, helper)| Way {
                 socket_dir: g.dir(),
                 helper,
@@ -215,9 +221,14 @@ impl Jailer {
             inherit_env: launch.env.is_some(),
         };
         let pre = match launch.run {
-            Some((limits, info)) => {
-                PreExec::new(limits, layout.workspace, info, &filters, cgroup.as_ref())
-            }
+            Some((limits, info)) => PreExec::new(
+                limits,
+                layout.workspace,
+                info,
+                &filters,
+                cgroup.as_ref(),
+                nproc_in_jail,
+            ),
             None => PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref()),
         };
         let mut command = tokio::process::Command::new(bwrap);

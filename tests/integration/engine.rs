@@ -344,10 +344,7 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
             ),
         ],
     );
-    run(
-        project.compose().args(["up", "-d", "--no-build"]),
-        "docker-compose up",
-    );
+    project.up();
     project.wait_healthy(Duration::from_secs(180));
 
     // Every network of the deployment is internal under the override.
@@ -408,7 +405,7 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
             "http://template:8000/mcp",
             &carol,
         ],
-        9,
+        10,
     );
 
     // Isolation from inside: neither instance reaches the listener on `egress` directly.

@@ -141,15 +141,14 @@ async fn a_new_server_builds_and_its_tool_answers() {
         lock.contains(r#""package": "npm:@modelcontextprotocol/server-everything@2026.8.31""#),
         "{lock}"
     );
-    let installed = root.join(".bulkhead/upstreams/everything/node_modules/.bin/mcp-server-everything");
+    let installed =
+        root.join(".bulkhead/upstreams/everything/node_modules/.bin/mcp-server-everything");
     assert!(installed.exists(), "installed into the project's cache");
     let server = root.join("specs/servers/everything.yaml");
-    let decided = std::fs::read_to_string(&server)
-        .unwrap()
-        .replace(
-            "    context: default\n",
-            "    context: default\n    permission: read\n    sensitivity: public\n",
-        );
+    let decided = std::fs::read_to_string(&server).unwrap().replace(
+        "    context: default\n",
+        "    context: default\n    permission: read\n    sensitivity: public\n",
+    );
     std::fs::write(&server, decided).unwrap();
     // A target folder of its own: the copy's build script output must not clobber ours.
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -248,7 +247,10 @@ async fn a_new_server_builds_and_its_tool_answers() {
     )
     .await;
     assert!(!err, "{text}");
-    assert!(text.contains("Error"), "the upstream read `messageType`: {text}");
+    assert!(
+        text.contains("Error"),
+        "the upstream read `messageType`: {text}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

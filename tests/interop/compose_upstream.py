@@ -1,5 +1,6 @@
-"""An upstream MCP server nobody here wrote (`mcp-server-time`, installed in the image at its pinned
-version) behind the compose deployment's `third_party` instances, from an agent container with the
+"""Upstream MCP servers nobody here wrote (`mcp-server-time` and `mcp-server-fetch` from PyPI,
+`@modelcontextprotocol/server-everything` from npm, installed in the image at their pinned
+versions) behind the compose deployment's `third_party` instances, from an agent container with the
 official MCP Python SDK.
 
 Usage: compose_upstream.py FULL_URL PROXIED_URL TEMPLATE_URL TOKEN
@@ -40,7 +41,11 @@ async def main(full_url, proxied_url, template_url, token):
     async with contextlib.AsyncExitStack() as stack:
         full = await open_session(stack, full_url, token)
         names = sorted(t.name for t in (await full.list_tools()).tools)
-        check("only declared tools are listed", names == ["convert_meeting_time", "current_time", "fetch_page", "read_file"], str(names))
+        check("only declared tools are listed", names == ["annotated_message", "convert_meeting_time", "current_time", "fetch_page", "read_file"], str(names))
+        # The npm upstream, imported with `npx -y` and installed in the image from its lock: the
+        # spec's `message_type` reaches it as `messageType`.
+        r = await full.call_tool("annotated_message", {"message_type": "error"})
+        check("an npm upstream answers with its camelCase parameter", not r.is_error and "Error" in text(r), text(r)[:400])
         r = await full.call_tool("current_time", {"timezone": "Europe/Paris"})
         check("the upstream answers on full", not r.is_error and "Europe/Paris" in text(r), text(r))
         try:

@@ -311,6 +311,35 @@ impl Project {
         .to_string()
     }
 
+    /// `docker-compose up -d --no-build`; on failure, panics with what compose said, every
+    /// container's state and health-check log, and the services' last log lines.
+    pub fn up(&self) {
+        let out = output(
+            self.compose().args(["up", "-d", "--no-build"]),
+            "docker-compose up",
+        );
+        if out.status.success() {
+            return;
+        }
+        let mut states = String::new();
+        for s in self.services() {
+            states.push_str(&format!(
+                "{s}: {}\n",
+                self.inspect(
+                    &s,
+                    "{{.State.Status}} exit={{.State.ExitCode}} restarts={{.RestartCount}} health={{if .State.Health}}{{json .State.Health}}{{end}}"
+                )
+            ));
+        }
+        panic!(
+            "docker-compose up failed ({}):\n{}{}\n--- containers\n{states}--- logs\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.logs(60)
+        );
+    }
+
     /// The last `n` log lines of every service.
     pub fn logs(&self, n: usize) -> String {
         let out = output(
