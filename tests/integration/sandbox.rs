@@ -400,6 +400,24 @@ async fn a_fork_bomb_is_bounded() {
     still_serving(&rt).await;
 }
 
+/// A run's process limit is set inside its own user namespace (by `prlimit`, before the program
+/// starts), so the kernel counts only the jail's processes against it: other processes of the
+/// server's uid on the host (another container's upstream, say) can neither use it up nor is the
+/// jail bounded only by the server's own view of them. The program cannot raise it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_process_limit_belongs_to_the_jail() {
+    let env = env();
+    let rt = runtime_with(&env, NetworkMode::Full, &[("PYTHON_PROCESSES", "12")], None);
+    let out = py(
+        &rt,
+        &id("ana", "n1"),
+        "import resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC))\ntry:\n    resource.setrlimit(resource.RLIMIT_NPROC, (100, 100))\n    print('raised')\nexcept (ValueError, OSError):\n    print('kept')",
+    )
+    .await;
+    let r = result(&out);
+    assert_eq!(r["stdout"], "(12, 12)\nkept\n", "{r}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_bomb_is_bounded() {
     let env = env();
