@@ -123,7 +123,7 @@ async fn a_new_server_builds_and_its_tool_answers() {
             "import",
             "mcp",
             "--name",
-            "everything",
+            "reference",
             "--",
             "npx",
             "-y",
@@ -136,15 +136,15 @@ async fn a_new_server_builds_and_its_tool_answers() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let lock = std::fs::read_to_string(root.join("specs/connectors/everything.lock.json")).unwrap();
+    let lock = std::fs::read_to_string(root.join("specs/connectors/reference.lock.json")).unwrap();
     assert!(
         lock.contains(r#""package": "npm:@modelcontextprotocol/server-everything@2026.8.31""#),
         "{lock}"
     );
     let installed =
-        root.join(".bulkhead/upstreams/everything/node_modules/.bin/mcp-server-everything");
+        root.join(".bulkhead/upstreams/reference/node_modules/.bin/mcp-server-everything");
     assert!(installed.exists(), "installed into the project's cache");
-    let server = root.join("specs/servers/everything.yaml");
+    let server = root.join("specs/servers/reference.yaml");
     let decided = std::fs::read_to_string(&server).unwrap().replace(
         "    context: default\n",
         "    context: default\n    permission: read\n    sensitivity: public\n",
@@ -220,11 +220,11 @@ async fn a_new_server_builds_and_its_tool_answers() {
             "--config",
             config.to_str().unwrap(),
             "serve",
-            "everything",
+            "reference",
             "--listen",
             &format!("127.0.0.1:{port}"),
         ])
-        .env("MCP_EVERYTHING", &installed)
+        .env("MCP_REFERENCE", &installed)
         .current_dir(&root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -674,6 +674,7 @@ async fn a_real_upstream_serves_only_declared_tools_under_the_ratchet() {
     assert_eq!(
         names,
         [
+            "annotated_message",
             "convert_meeting_time",
             "current_time",
             "fetch_page",
