@@ -95,7 +95,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
         if let Some(t) = telemetry {
             t.shutdown().await;
         }
-        eprintln!("bulkhead: `{}` stopped", args.server);
+        eprintln!("bulkhead: `{}` ({}) stopped", args.server, args.mode);
         Ok(())
     })
 }
