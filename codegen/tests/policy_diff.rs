@@ -147,3 +147,82 @@ fn a_container_without_the_engines_seccomp_filter_is_reported() {
         ]
     );
 }
+
+/// The trust relation (issue 34): a reader of private data and a sender kept apart by a trust
+/// domain the base did not have. Each case is one change of the project's own specs.
+#[test]
+fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    let base = load(base_dir.path());
+    let lines = |head: &Model| -> Vec<String> {
+        weakenings(&base, head)
+            .iter()
+            .map(Weakening::line)
+            .collect()
+    };
+
+    // A new server with a `connect` tool over the same connector, in a domain of its own.
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    std::fs::write(
+        h.path().join("specs/servers/notifier.yaml"),
+        "name: notifier\ninstructions: Tells the team.\ntools:\n  notify_team:\n    description: Post a message to a team channel.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n",
+    )
+    .unwrap();
+    edit(
+        h.path(),
+        "specs/deployments/local.yaml",
+        "  third_party:\n",
+        "  notifier:\n    port: 8020\n    trust_domain: notify\n    egress: [hooks.example.com:443]\n  third_party:\n",
+    );
+    let got = lines(&load(h.path()));
+    assert!(
+        got.iter().any(|l| l.starts_with("ratchet-split: deployment `local`: tool `template.search_records` (confidential) and tool `notifier.notify_team` (connect) do not share a session level: trust domains `local` and `notify`")),
+        "{got:#?}"
+    );
+    assert!(
+        got.contains(
+            &"trust-domain-added: deployment `local`: trust domain `notify` (servers notifier)"
+                .to_string()
+        ),
+        "{got:#?}"
+    );
+
+    // The read side: a confidential tool moved to a new server in its own domain (the template
+    // keeps its connect tool).
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    std::fs::write(
+        h.path().join("specs/servers/records_desk.yaml"),
+        "name: records_desk\ninstructions: Customer records.\ntools:\n  search_records:\n    description: Search customer records by title.\n    permission: read\n    context: sql_query\n    sensitivity: confidential\n    uses: records.search\n",
+    )
+    .unwrap();
+    edit(
+        h.path(),
+        "specs/deployments/local.yaml",
+        "  third_party:\n",
+        "  records_desk:\n    port: 8030\n    trust_domain: records\n  third_party:\n",
+    );
+    let got = lines(&load(h.path()));
+    assert!(
+        got.iter().any(|l| l.starts_with("ratchet-split: deployment `local`: tool `records_desk.search_records` (confidential) and tool `template.notify_team` (connect)")),
+        "{got:#?}"
+    );
+
+    // Neutral: a new read tool of internal data in the existing domain splits nothing.
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    edit(
+        h.path(),
+        "specs/servers/template.yaml",
+        "tools:\n",
+        "tools:\n  list_files:\n    description: List your workspace.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.list\n",
+    );
+    let got = lines(&load(h.path()));
+    assert!(
+        !got.iter()
+            .any(|l| l.starts_with("ratchet-split") || l.starts_with("trust-domain-added")),
+        "{got:#?}"
+    );
+}

@@ -12,6 +12,7 @@ mod policy;
 mod rule;
 mod rules;
 mod table;
+mod trust;
 
 pub use ack::{ACKS_FILE, Ack, AckError, Acks};
 pub use config::Identity;

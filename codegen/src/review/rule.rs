@@ -44,6 +44,10 @@ pub enum Rule {
     MountAdded,
     /// `trust-domain-changed`.
     TrustDomainChanged,
+    /// `ratchet-split`.
+    RatchetSplit,
+    /// `trust-domain-added`.
+    TrustDomainAdded,
     /// `environment-lowered`.
     EnvironmentLowered,
     /// `image-unpinned`.
@@ -65,7 +69,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 25] = [
+    pub const ALL: [Rule; 27] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -83,6 +87,8 @@ impl Rule {
         Rule::InternalRangeWidened,
         Rule::MountAdded,
         Rule::TrustDomainChanged,
+        Rule::RatchetSplit,
+        Rule::TrustDomainAdded,
         Rule::EnvironmentLowered,
         Rule::ImageUnpinned,
         Rule::ConfigRemoved,
@@ -113,6 +119,8 @@ impl Rule {
             Rule::InternalRangeWidened => "internal-range-widened",
             Rule::MountAdded => "mount-added",
             Rule::TrustDomainChanged => "trust-domain-changed",
+            Rule::RatchetSplit => "ratchet-split",
+            Rule::TrustDomainAdded => "trust-domain-added",
             Rule::EnvironmentLowered => "environment-lowered",
             Rule::ImageUnpinned => "image-unpinned",
             Rule::ConfigRemoved => "config-removed",
@@ -177,6 +185,12 @@ impl Rule {
             }
             Rule::TrustDomainChanged => {
                 "An instance moved to another trust domain (the instances whose sessions share one level), so the level a session reached elsewhere no longer follows it and its sessions start over at public."
+            }
+            Rule::RatchetSplit => {
+                "A tool that reads private data (confidential or secret) and a `connect` tool of one deployment are in different trust domains where the base had them (matched by what they run) in one, or not at all, so an agent can read through one and send through the other while the sending session is still public."
+            }
+            Rule::TrustDomainAdded => {
+                "A deployment has a trust domain the base did not (a new or renamed server given a domain of its own, or a domain split off), so sessions there keep a level of their own: every new domain is a boundary of the ratchet a person must accept."
             }
             Rule::EnvironmentLowered => {
                 "A deployment's instance, or `config.yaml`'s `environment`, was `production` and no longer is, so the safeguards kept for production stop applying (a warning for each image without a digest, `bulkhead token` refusing to mint development tokens)."

@@ -46,6 +46,7 @@ pub fn review(base: &Policy, head: &Policy) -> Review {
     capabilities(base, head, &mut r);
     connectors(base, head, &mut r);
     instances(base, head, &mut r);
+    super::trust::trust(base, head, &mut r);
     identity(base, head, &mut r);
     r.weakenings.sort();
     r.weakenings.dedup();
@@ -53,7 +54,7 @@ pub fn review(base: &Policy, head: &Policy) -> Review {
     r
 }
 
-fn push(r: &mut Review, rule: Rule, subject: String, change: String, file: &str) {
+pub(super) fn push(r: &mut Review, rule: Rule, subject: String, change: String, file: &str) {
     r.weakenings.push(Weakening {
         rule,
         subject,
