@@ -214,6 +214,13 @@ fn compare(root: &Path, rev: &str) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(BASE_UNRESOLVED));
     };
     let short = &commit[..commit.len().min(12)];
+    // What the base revision already acknowledged is not this change's to judge: only the
+    // acknowledgements this change adds are checked against its weakenings (an added one that
+    // matches none fails), and nothing is said of the others.
+    let base_text = git(root, &["show", &format!("{commit}:{}", review::ACKS_FILE)])
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok());
+    let base_acks = review::Acks::parse_text(base_text.as_deref()).unwrap_or_default();
     let r = review::review(&review::resolve(&base), &review::resolve(&head));
     for rename in &r.renames {
         println!("note: {rename}");
@@ -233,14 +240,20 @@ fn compare(root: &Path, rev: &str) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    for a in &acks.acks {
+    let mut stale = 0;
+    for a in acks.added_since(&base_acks) {
         if !used.iter().any(|u| u == a.weakening.trim()) {
+            stale += 1;
             println!(
-                "note: {} acknowledges `{}`, which this change does not make",
+                "stale: {} adds an acknowledgement of `{}`, which this change does not make: remove it (or fix its line to the one printed above)",
                 review::ACKS_FILE,
                 a.weakening.trim()
             );
         }
+    }
+    if unacked == 0 && stale > 0 {
+        println!("policy: {stale} acknowledgement(s) this change adds match no weakening of it");
+        return Ok(ExitCode::from(WEAKENED));
     }
     if unacked == 0 {
         println!(

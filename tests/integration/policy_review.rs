@@ -446,3 +446,111 @@ fn a_base_that_never_loads_fails_the_review() {
     assert_eq!(code, BASE_UNRESOLVED, "{text}");
     assert!(text.contains("the policy cannot be reviewed"), "{text}");
 }
+
+/// Acknowledgements that mean something (issue 34): one this change adds must match a weakening
+/// of this change (a stale one fails, exit 3); a reason must say something ("." is refused);
+/// acknowledgements the base already had are neither applied to nothing nor printed as notes.
+#[test]
+fn an_added_acknowledgement_must_match_this_change_and_say_why() {
+    let (_dir, root) = repo();
+    // Stale: an acknowledgement of a weakening this change does not make.
+    let (code, text) = review(
+        &root,
+        "cat >> specs/policy-acks.yaml <<'A'\n  - weakening: \"sensitivity-lowered: connector `crm_db`: confidential → public\"\n    reason: \"CRM data is public since TICKET-1, approved by the data owner\"\nA",
+    );
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("stale: specs/policy-acks.yaml adds an acknowledgement of `sensitivity-lowered: connector `crm_db`: confidential → public`"),
+        "{text}"
+    );
+    // A reason of one character accepts nothing.
+    let lower = "sed -i 's/sensitivity: confidential/sensitivity: public/' specs/connectors/crm_db.yaml specs/servers/crm.yaml";
+    let (code, text) = review(
+        &root,
+        &format!(
+            "{lower}\ncat >> specs/policy-acks.yaml <<'A'\n  - weakening: \"sensitivity-lowered: connector `crm_db`: confidential → public\"\n    reason: \".\"\nA"
+        ),
+    );
+    assert_eq!(code, HEAD_ERRORS, "{text}");
+    assert!(text.contains("gives no reason a reader can use"), "{text}");
+    // The base's own acknowledgements are not this change's: no note about them.
+    let (code, text) = review(&root, "echo '# a comment' >> specs/servers/crm.yaml");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        !text.contains("note:") && !text.contains("stale:"),
+        "{text}"
+    );
+}
+
+/// `scripts/review` in `root` (as `.ci/run` runs it) with `env`: (exit code, what it printed).
+fn ci_review(root: &Path, env: &[(&str, &str)]) -> (i32, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/review");
+    let mut cmd = Command::new(&script);
+    cmd.current_dir(root)
+        .env("BULKHEAD", env!("CARGO_BIN_EXE_bulkhead"))
+        .env_remove("BULKHEAD_BASE_REF")
+        .env_remove("BULKHEAD_TARGET_BRANCH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run scripts/review");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The whole change, judged (issue 34): a weakening followed by a harmless commit passes a review
+/// of the last commit alone, and is caught against the merge base with the target branch — also
+/// from a clone of depth 1, which the review deepens; where the base cannot be seen at all the
+/// review fails (exit 4) instead of skipping.
+#[test]
+fn the_whole_change_is_reviewed_from_the_merge_base_even_in_a_shallow_clone() {
+    let (dir, root) = repo();
+    git(&root, &["branch", "-q", "main", "base"]);
+    git(&root, &["checkout", "-q", "-b", "feature"]);
+    sh(
+        &root,
+        "sed -i 's/sensitivity: confidential/sensitivity: public/' specs/connectors/crm_db.yaml specs/servers/crm.yaml",
+    );
+    git(&root, &["commit", "-qam", "lower crm"]);
+    sh(&root, "echo '# harmless' >> specs/servers/crm.yaml");
+    git(&root, &["commit", "-qam", "a harmless follow-up"]);
+    let (code, text) = ci_review(&root, &[]);
+    assert_eq!(code, 0, "the last commit alone hides it: {text}");
+    let (code, text) = ci_review(&root, &[("BULKHEAD_TARGET_BRANCH", "main")]);
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("weakened: sensitivity-lowered: connector `crm_db`: confidential → public"),
+        "{text}"
+    );
+    // A clone of depth 1 (how many CI systems check out): deepened from its origin first.
+    let shallow = dir.path().join("shallow");
+    let url = format!("file://{}", root.display());
+    sh(
+        dir.path(),
+        &format!(
+            "git clone -q --depth 1 --branch feature '{url}' shallow && git -C shallow fetch -q --depth 1 origin main:refs/remotes/origin/main"
+        ),
+    );
+    let (code, text) = ci_review(&shallow, &[("BULKHEAD_TARGET_BRANCH", "main")]);
+    assert_eq!(code, WEAKENED, "{text}");
+    // No origin to deepen from: the base cannot be seen, and the review says so and fails.
+    let alone = dir.path().join("alone");
+    sh(
+        dir.path(),
+        &format!(
+            "git clone -q --depth 1 --branch feature '{url}' alone && git -C alone remote remove origin"
+        ),
+    );
+    let (code, text) = ci_review(&alone, &[]);
+    assert_eq!(code, BASE_UNRESOLVED, "{text}");
+    assert!(
+        text.contains("cannot see the base revision HEAD~1"),
+        "{text}"
+    );
+}

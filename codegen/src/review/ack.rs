@@ -7,6 +7,18 @@ use crate::source::SourceFile;
 use serde::Deserialize;
 use std::path::Path;
 
+/// The fewest words a reason has: "ok", "." or "fine" tell a later reader nothing.
+pub const MIN_REASON_WORDS: usize = 4;
+
+/// Whether `reason` says something: at least [`MIN_REASON_WORDS`] words with letters in them.
+fn usable_reason(reason: &str) -> bool {
+    reason
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .count()
+        >= MIN_REASON_WORDS
+}
+
 /// Where the acknowledgements live, relative to the project root.
 pub const ACKS_FILE: &str = "specs/policy-acks.yaml";
 
@@ -45,16 +57,7 @@ impl Acks {
         }
         let file =
             SourceFile::read(&path, ACKS_FILE.to_string()).map_err(|e| AckError(e.to_string()))?;
-        let node = crate::yaml::parse(&file).map_err(|d| {
-            AckError(
-                d.into_iter()
-                    .map(|d| d.message)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
-        let acks: Acks =
-            serde_json::from_value(node.to_json()).map_err(|e| AckError(e.to_string()))?;
+        let acks = Acks::parse(&file)?;
         for a in &acks.acks {
             let line = a.weakening.trim();
             let rule = line.split_once(':').map_or(line, |(rule, _)| rule.trim());
@@ -65,14 +68,48 @@ impl Acks {
                     Rule::ALL.map(Rule::name).join(", ")
                 )));
             }
-            if a.reason.trim().is_empty() {
+            if !usable_reason(&a.reason) {
                 return Err(AckError(format!(
-                    "the acknowledgement of `{}` gives no reason",
-                    a.weakening
+                    "the acknowledgement of `{}` gives no reason a reader can use (`{}`): say why it is accepted and what you require, in at least {MIN_REASON_WORDS} words",
+                    a.weakening,
+                    a.reason.trim()
                 )));
             }
         }
         Ok(acks)
+    }
+
+    /// The acknowledgements of `self` that `base` does not have: the ones this change adds.
+    pub fn added_since(&self, base: &Acks) -> Vec<&Ack> {
+        self.acks
+            .iter()
+            .filter(|a| base.find(a.weakening.trim()).is_none())
+            .collect()
+    }
+
+    /// The acknowledgements a base revision's file holds (`None`: it had none), read for what
+    /// they name only: which acknowledgements a change adds.
+    pub fn parse_text(text: Option<&str>) -> Result<Acks, AckError> {
+        let Some(text) = text else {
+            return Ok(Acks::default());
+        };
+        Acks::parse(&SourceFile {
+            display: ACKS_FILE.to_string(),
+            path: ACKS_FILE.into(),
+            text: text.into(),
+        })
+    }
+
+    fn parse(file: &SourceFile) -> Result<Acks, AckError> {
+        let node = crate::yaml::parse(file).map_err(|d| {
+            AckError(
+                d.into_iter()
+                    .map(|d| d.message)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        serde_json::from_value(node.to_json()).map_err(|e| AckError(e.to_string()))
     }
 
     /// The acknowledgement of `line`, if there is one.
@@ -124,7 +161,7 @@ mod tests {
     #[test]
     fn a_known_rule_with_a_reason_loads_and_is_found() {
         let acks = load(
-            "acks:\n  - weakening: ' limit-raised: config.yaml: limits.max_calls 10 → 20 '\n    reason: TICKET-1\n",
+            "acks:\n  - weakening: ' limit-raised: config.yaml: limits.max_calls 10 → 20 '\n    reason: raised for the import batch, TICKET-1\n",
         )
         .unwrap();
         assert!(
@@ -135,6 +172,14 @@ mod tests {
             load("acks:\n  - weakening: 'limit-raised: config.yaml: x 1 → 2'\n    reason: ' '\n")
                 .unwrap_err()
                 .to_string();
-        assert!(e.ends_with("gives no reason"), "{e}");
+        assert!(e.contains("gives no reason a reader can use"), "{e}");
+        for said in [".", "ok", "fine by me"] {
+            let e = load(&format!(
+                "acks:\n  - weakening: 'limit-raised: config.yaml: x 1 → 2'\n    reason: '{said}'\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("at least 4 words"), "{said}: {e}");
+        }
     }
 }
