@@ -226,3 +226,42 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
         "{got:#?}"
     );
 }
+
+/// What the model now holds (issue 34): the variable behind a `${VAR}` (its default unchanged),
+/// a sandbox limit raised a hundredfold, and a lock's package swapped for a look-alike name are
+/// each named.
+#[test]
+fn settings_as_written_and_the_locks_package_are_reviewed() {
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    let base = load(base_dir.path());
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    edit(
+        h.path(),
+        "specs/connectors/app_logs.yaml",
+        "${APP_LOG_DIR:-data/logs}",
+        "${SECURITY_LOG_DIR:-data/logs}",
+    );
+    edit(
+        h.path(),
+        "specs/connectors/clock.lock.json",
+        "pypi:mcp-server-time==",
+        "pypi:mcp-server-tlme==",
+    );
+    let python = std::fs::read_to_string(h.path().join("specs/connectors/python.yaml")).unwrap();
+    let raised = python.replace("${PYTHON_PROCESSES:-64}", "${PYTHON_PROCESSES:-6400}");
+    assert_ne!(python, raised);
+    std::fs::write(h.path().join("specs/connectors/python.yaml"), raised).unwrap();
+    let got: Vec<String> = weakenings(&base, &load(h.path()))
+        .iter()
+        .map(Weakening::line)
+        .collect();
+    for want in [
+        r#"settings-changed: connector `app_logs`: settings.dir: "${APP_LOG_DIR:-data/logs}" → "${SECURITY_LOG_DIR:-data/logs}""#,
+        r#"settings-changed: connector `python`: settings.processes: "${PYTHON_PROCESSES:-64}" → "${PYTHON_PROCESSES:-6400}""#,
+        "package-changed: connector `clock`: pypi:mcp-server-time==2026.10.19 → pypi:mcp-server-tlme==2026.10.19",
+    ] {
+        assert!(got.iter().any(|l| l == want), "missing {want}\n{got:#?}");
+    }
+}

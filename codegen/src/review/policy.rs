@@ -84,6 +84,11 @@ pub struct ConnectorPolicy {
     pub secrets: BTreeSet<String>,
     /// The CA bundle it trusts instead of the system's (`ca_file`), resolved; empty: the system's.
     pub trust: String,
+    /// Every setting as written (the variables' names as well as their defaults), by key, as
+    /// JSON text: what runs and what it reads is decided by all of them.
+    pub settings: BTreeMap<String, String>,
+    /// The package its lock names (`mcp`), at its exact version; empty: none.
+    pub package: String,
 }
 
 /// One running instance of a deployed server.
@@ -222,6 +227,18 @@ pub(crate) fn connector_policy(c: &Connector) -> ConnectorPolicy {
         location,
         reach,
         secrets: c.secrets.iter().cloned().collect(),
+        settings: match c.settings_json() {
+            Value::Object(m) => m.into_iter().map(|(k, v)| (k, v.to_string())).collect(),
+            _ => BTreeMap::new(),
+        },
+        package: c
+            .package
+            .as_ref()
+            .map(|p| match p.registry {
+                crate::model::Registry::Pypi => format!("pypi:{}=={}", p.name, p.version),
+                crate::model::Registry::Npm => format!("npm:{}@{}", p.name, p.version),
+            })
+            .unwrap_or_default(),
         trust: settings
             .get("ca_file")
             .and_then(Value::as_str)

@@ -28,6 +28,10 @@ pub enum Rule {
     LocationChanged,
     /// `reach-widened`.
     ReachWidened,
+    /// `settings-changed`.
+    SettingsChanged,
+    /// `package-changed`.
+    PackageChanged,
     /// `trust-changed`.
     TrustChanged,
     /// `secret-unprotected`.
@@ -69,7 +73,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 27] = [
+    pub const ALL: [Rule; 29] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -79,6 +83,8 @@ impl Rule {
         Rule::ArgumentLoosened,
         Rule::LocationChanged,
         Rule::ReachWidened,
+        Rule::SettingsChanged,
+        Rule::PackageChanged,
         Rule::TrustChanged,
         Rule::SecretUnprotected,
         Rule::InstanceRemoved,
@@ -111,6 +117,8 @@ impl Rule {
             Rule::ArgumentLoosened => "argument-loosened",
             Rule::LocationChanged => "location-changed",
             Rule::ReachWidened => "reach-widened",
+            Rule::SettingsChanged => "settings-changed",
+            Rule::PackageChanged => "package-changed",
             Rule::TrustChanged => "trust-changed",
             Rule::SecretUnprotected => "secret-unprotected",
             Rule::InstanceRemoved => "instance-removed",
@@ -161,6 +169,12 @@ impl Rule {
             }
             Rule::ReachWidened => {
                 "A connector may reach a `host:port` it could not before (HTTP `allowed_hosts` or base URL, a database host, a sandbox's or upstream MCP server's egress), so its capabilities can send data there or fetch it from there."
+            }
+            Rule::SettingsChanged => {
+                "A connector setting changed as written, the variable behind a `${VAR}` included (`${APP_LOG_DIR:-data/logs}` → `${SECURITY_LOG_DIR:-data/logs}` mounts what an operator set for another connector), or a limit, bind or environment of a sandbox or upstream, so what runs or what it reads is no longer what was reviewed."
+            }
+            Rule::PackageChanged => {
+                "The package an upstream's lock names changed (another version, or another name that looks alike), so the image installs code nobody reviewed under a pin that still matches."
             }
             Rule::TrustChanged => {
                 "A connector trusts another CA bundle (`ca_file`, or the system's instead), so certificates from other authorities are accepted for the hosts it reaches."

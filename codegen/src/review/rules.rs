@@ -380,6 +380,44 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
                 &h.source,
             );
         }
+        let keys: BTreeSet<&String> = b.settings.keys().chain(h.settings.keys()).collect();
+        for key in keys {
+            let (old, new) = (b.settings.get(key), h.settings.get(key));
+            if old != new {
+                push(
+                    r,
+                    Rule::SettingsChanged,
+                    subject.clone(),
+                    format!(
+                        "settings.{key}: {} → {}",
+                        old.map_or("(unset)", String::as_str),
+                        new.map_or("(unset)", String::as_str)
+                    ),
+                    &h.source,
+                );
+            }
+        }
+        if b.package != h.package {
+            push(
+                r,
+                Rule::PackageChanged,
+                subject.clone(),
+                format!(
+                    "{} → {}",
+                    if b.package.is_empty() {
+                        "(none)"
+                    } else {
+                        &b.package
+                    },
+                    if h.package.is_empty() {
+                        "(none)"
+                    } else {
+                        &h.package
+                    }
+                ),
+                &h.source,
+            );
+        }
     }
 }
 

@@ -55,7 +55,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             cell(&c.runs)
         );
     }
-    t.push_str("\n## Connectors\n\n| connector | kind | sensitivity | points at | may reach | secrets |\n|---|---|---|---|---|---|\n");
+    t.push_str("\n## Connectors\n\n| connector | kind | sensitivity | points at | may reach | secrets | package | settings as written |\n|---|---|---|---|---|---|---|---|\n");
     for c in &p.connectors {
         let join = |s: &std::collections::BTreeSet<String>| {
             if s.is_empty() {
@@ -64,15 +64,30 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
                 s.iter().cloned().collect::<Vec<_>>().join(", ")
             }
         };
+        let settings = if c.settings.is_empty() {
+            "-".to_string()
+        } else {
+            c.settings
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
         let _ = writeln!(
             t,
-            "| `{}` | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
             c.name,
             c.kind.as_str(),
             c.sensitivity,
             cell(&c.location),
             join(&c.reach),
-            join(&c.secrets)
+            join(&c.secrets),
+            if c.package.is_empty() {
+                "-"
+            } else {
+                &c.package
+            },
+            cell(&settings)
         );
     }
     t.push_str("\n## Instances\n\n| deployment | instance | mode | trust domain | may reach | internal ranges | mounts | secrets |\n|---|---|---|---|---|---|---|---|\n");
