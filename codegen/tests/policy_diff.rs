@@ -265,3 +265,54 @@ fn settings_as_written_and_the_locks_package_are_reviewed() {
         assert!(got.iter().any(|l| l == want), "missing {want}\n{got:#?}");
     }
 }
+
+/// The images an instance runs from (issue 34): another registry for the server image and
+/// another digest for the proxy's are named; a new tag of the same repository is not.
+#[test]
+fn another_registry_or_digest_is_named_and_a_new_tag_is_not() {
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    let base = load(base_dir.path());
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    edit(
+        h.path(),
+        "specs/deployments/cluster.yaml",
+        "  repository: registry.example.com/platform/bulkhead\n",
+        "  repository: registry.example.net/platform/bulkhead\n",
+    );
+    edit(
+        h.path(),
+        "specs/deployments/cluster.yaml",
+        "sha256:0e4b7c2a9f1d6e3b8c5a0f7d2e9b4c1a6f3d8e5b2a7c0f9d4e1b6a3c8f5d2e7b",
+        "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+    );
+    let got: Vec<String> = weakenings(&base, &load(h.path()))
+        .iter()
+        .map(Weakening::line)
+        .collect();
+    assert!(
+        got.iter().any(|l| l.starts_with("image-changed: deployment `cluster` instance `template` (full): + registry.example.net/platform/bulkhead:0.1.0@")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().any(|l| l.starts_with("image-changed: deployment `cluster` instance `template-proxied` (proxied): registry.example.com/platform/bulkhead-egress-proxy:0.1.0@sha256:1111")),
+        "{got:#?}"
+    );
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    edit(
+        h.path(),
+        "specs/deployments/cluster.yaml",
+        "  tag: \"0.1.0\"\n",
+        "  tag: \"0.2.0\"\n",
+    );
+    let got: Vec<String> = weakenings(&base, &load(h.path()))
+        .iter()
+        .map(Weakening::line)
+        .collect();
+    assert!(
+        !got.iter().any(|l| l.starts_with("image-changed")),
+        "{got:#?}"
+    );
+}

@@ -110,6 +110,9 @@ pub struct InstancePolicy {
     pub environment: String,
     /// Whether its image is pinned by digest.
     pub pinned: bool,
+    /// The images it runs from: the server's, and the egress proxy's on `proxied`
+    /// (`repository:tag[@digest]`).
+    pub images: BTreeSet<String>,
     /// Whether its container runs without the engine's system-call filter (compose
     /// `seccomp=unconfined`, Kubernetes `Unconfined`): it runs jails (the code sandbox, upstream
     /// MCP servers), which install their own, narrower filter.
@@ -432,6 +435,9 @@ pub fn resolve(model: &Model) -> Policy {
                     trust_domain: p.server.trust_domain.clone(),
                     environment: format!("{:?}", d.environment).to_ascii_lowercase(),
                     pinned: d.image.digest.is_some(),
+                    images: std::iter::once(d.image.reference())
+                        .chain(i.mode.uses_proxy().then(|| d.proxy_image.reference()))
+                        .collect(),
                     unconfined: p.sandbox,
                     egress: match i.mode {
                         NetworkMode::Full => p.server.egress.iter().cloned().collect(),

@@ -54,6 +54,8 @@ pub enum Rule {
     TrustDomainAdded,
     /// `environment-lowered`.
     EnvironmentLowered,
+    /// `image-changed`.
+    ImageChanged,
     /// `image-unpinned`.
     ImageUnpinned,
     /// `config-removed`.
@@ -73,7 +75,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 29] = [
+    pub const ALL: [Rule; 30] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -96,6 +98,7 @@ impl Rule {
         Rule::RatchetSplit,
         Rule::TrustDomainAdded,
         Rule::EnvironmentLowered,
+        Rule::ImageChanged,
         Rule::ImageUnpinned,
         Rule::ConfigRemoved,
         Rule::AuthChanged,
@@ -130,6 +133,7 @@ impl Rule {
             Rule::RatchetSplit => "ratchet-split",
             Rule::TrustDomainAdded => "trust-domain-added",
             Rule::EnvironmentLowered => "environment-lowered",
+            Rule::ImageChanged => "image-changed",
             Rule::ImageUnpinned => "image-unpinned",
             Rule::ConfigRemoved => "config-removed",
             Rule::AuthChanged => "auth-changed",
@@ -208,6 +212,9 @@ impl Rule {
             }
             Rule::EnvironmentLowered => {
                 "A deployment's instance, or `config.yaml`'s `environment`, was `production` and no longer is, so the safeguards kept for production stop applying (a warning for each image without a digest, `bulkhead token` refusing to mint development tokens)."
+            }
+            Rule::ImageChanged => {
+                "An instance runs from an image of a repository the base did not run (another registry, or a look-alike name), or from another digest, so the code it runs is not the code that was reviewed; a new tag of the same repository is not named."
             }
             Rule::ImageUnpinned => {
                 "An instance's image lost its digest, so what runs can change without any change to the specs."

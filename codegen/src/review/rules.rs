@@ -597,6 +597,49 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 &h.source,
             );
         }
+        // Another repository (a registry or a look-alike name) or another digest runs code
+        // nobody reviewed; a new tag of the same repository (each release) is not named here.
+        let repo_and_digest =
+            |image: &str| -> (String, Option<String>) {
+                let (name, digest) = match image.split_once('@') {
+                    Some((n, d)) => (n, Some(d.to_string())),
+                    None => (image, None),
+                };
+                let repo = name
+                    .rsplit_once(':')
+                    .map_or(name, |(r, tag)| if tag.contains('/') { name } else { r });
+                (repo.to_string(), digest)
+            };
+        let base_images: BTreeSet<(String, Option<String>)> = bs
+            .iter()
+            .flat_map(|b| b.images.iter().map(|i| repo_and_digest(i)))
+            .collect();
+        for image in &h.images {
+            let (repo, digest) = repo_and_digest(image);
+            let same_repo: Vec<&Option<String>> = base_images
+                .iter()
+                .filter(|(r, _)| *r == repo)
+                .map(|(_, d)| d)
+                .collect();
+            let changed = if same_repo.is_empty() {
+                Some(format!("+ {image} (a repository the base did not run)"))
+            } else if digest.is_some() && !same_repo.iter().any(|d| **d == digest) {
+                let was: Vec<&str> = same_repo.iter().filter_map(|d| d.as_deref()).collect();
+                Some(format!(
+                    "{image} (digest was {})",
+                    if was.is_empty() {
+                        "none".to_string()
+                    } else {
+                        was.join(", ")
+                    }
+                ))
+            } else {
+                None
+            };
+            if let Some(change) = changed {
+                push(r, Rule::ImageChanged, subject.clone(), change, &h.source);
+            }
+        }
         if bs.iter().all(|b| b.pinned) && !h.pinned {
             push(
                 r,

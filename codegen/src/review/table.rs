@@ -90,7 +90,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             cell(&settings)
         );
     }
-    t.push_str("\n## Instances\n\n| deployment | instance | mode | trust domain | may reach | internal ranges | mounts | secrets |\n|---|---|---|---|---|---|---|---|\n");
+    t.push_str("\n## Instances\n\n| deployment | instance | mode | trust domain | may reach | internal ranges | mounts | secrets | images |\n|---|---|---|---|---|---|---|---|---|\n");
     for i in &p.instances {
         let join = |s: Vec<String>| {
             if s.is_empty() {
@@ -111,7 +111,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} ({}{}) | `{}` | {} | {} | {} | {} | {} | {} |",
+            "| {} ({}{}) | `{}` | {} | {} | {} | {} | {} | {} | {} |",
             i.deployment,
             i.environment,
             if i.pinned { ", pinned" } else { "" },
@@ -121,7 +121,8 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             reach,
             join(i.internal_ranges.iter().cloned().collect()),
             join(i.mounts.iter().cloned().collect()),
-            join(i.secrets.iter().cloned().collect())
+            join(i.secrets.iter().cloned().collect()),
+            join(i.images.iter().cloned().collect())
         );
     }
     t.push_str("\n## Identity (`config.yaml`)\n\n");
