@@ -316,3 +316,36 @@ fn another_registry_or_digest_is_named_and_a_new_tag_is_not() {
         "{got:#?}"
     );
 }
+
+/// `auth-changed` names the field that changed with its old and new value, not the whole section
+/// twice (issue 34's output).
+#[test]
+fn an_auth_change_names_the_field() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let base_dir = tempfile::tempdir().unwrap();
+    copy_specs(base_dir.path());
+    std::fs::copy(
+        root.join("config.yaml"),
+        base_dir.path().join("config.yaml"),
+    )
+    .unwrap();
+    let h = tempfile::tempdir().unwrap();
+    copy_specs(h.path());
+    std::fs::copy(root.join("config.yaml"), h.path().join("config.yaml")).unwrap();
+    edit(
+        h.path(),
+        "config.yaml",
+        "audience: ${BULKHEAD_AUDIENCE:-bulkhead}",
+        "audience: ${BULKHEAD_AUDIENCE:-anyone}",
+    );
+    let got: Vec<String> = weakenings(&load(base_dir.path()), &load(h.path()))
+        .iter()
+        .map(Weakening::line)
+        .filter(|l| l.starts_with("auth-changed"))
+        .collect();
+    assert_eq!(
+        got,
+        [r#"auth-changed: config.yaml auth.audience: "bulkhead" → "anyone""#],
+        "{got:#?}"
+    );
+}

@@ -599,17 +599,16 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         }
         // Another repository (a registry or a look-alike name) or another digest runs code
         // nobody reviewed; a new tag of the same repository (each release) is not named here.
-        let repo_and_digest =
-            |image: &str| -> (String, Option<String>) {
-                let (name, digest) = match image.split_once('@') {
-                    Some((n, d)) => (n, Some(d.to_string())),
-                    None => (image, None),
-                };
-                let repo = name
-                    .rsplit_once(':')
-                    .map_or(name, |(r, tag)| if tag.contains('/') { name } else { r });
-                (repo.to_string(), digest)
+        let repo_and_digest = |image: &str| -> (String, Option<String>) {
+            let (name, digest) = match image.split_once('@') {
+                Some((n, d)) => (n, Some(d.to_string())),
+                None => (image, None),
             };
+            let repo = name
+                .rsplit_once(':')
+                .map_or(name, |(r, tag)| if tag.contains('/') { name } else { r });
+            (repo.to_string(), digest)
+        };
         let base_images: BTreeSet<(String, Option<String>)> = bs
             .iter()
             .flat_map(|b| b.images.iter().map(|i| repo_and_digest(i)))
@@ -688,17 +687,32 @@ fn identity(base: &Policy, head: &Policy, r: &mut Review) {
         );
     }
     if b.auth != h.auth {
-        push(
-            r,
-            Rule::AuthChanged,
-            "config.yaml auth".into(),
-            format!(
-                "{} → {}",
-                b.auth.as_deref().unwrap_or("(default)"),
-                h.auth.as_deref().unwrap_or("(default)")
-            ),
-            file,
-        );
+        // The fields that changed, each with its old and new value (not the whole section).
+        let fields = |t: &Option<String>| -> BTreeMap<String, String> {
+            t.as_deref()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+                .and_then(|v| v.as_object().cloned())
+                .map(|m| m.into_iter().map(|(k, v)| (k, v.to_string())).collect())
+                .unwrap_or_default()
+        };
+        let (old, new) = (fields(&b.auth), fields(&h.auth));
+        let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+        for key in keys {
+            let (o, n) = (old.get(key), new.get(key));
+            if o != n {
+                push(
+                    r,
+                    Rule::AuthChanged,
+                    format!("config.yaml auth.{key}"),
+                    format!(
+                        "{} → {}",
+                        o.map_or("(default)", String::as_str),
+                        n.map_or("(default)", String::as_str)
+                    ),
+                    file,
+                );
+            }
+        }
     }
     for (perm, scope) in &b.scopes {
         if h.scopes.get(perm) != Some(scope) {
