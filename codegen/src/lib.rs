@@ -259,7 +259,7 @@ impl Builder {
         }
         if self.mirror {
             let mirrored = generated
-                .write_into(&self.root.join("generated"), GENERATED_EXTS)
+                .write_into_whole(&self.root.join("generated"))
                 .and_then(|mut r| {
                     let root = root_files(&model).write_into(&self.root, &[])?;
                     r.written

@@ -288,3 +288,28 @@ fn adding_a_tool_changes_only_that_tools_lines() {
     let added = edits.iter().filter(|e| matches!(e, Edit::Added(_))).count();
     assert_eq!(added, new_lines.len() - old_lines.len());
 }
+
+/// `generated/` holds only what the generator writes: a stray file anywhere under it (a
+/// `compose/.env`, which compose would read; a file in a folder of its own) is removed by the
+/// build, so the freshness check sees a deletion and fails (issue 34).
+#[test]
+fn a_folder_owned_whole_keeps_only_generated_files() {
+    let out = generate("deploy");
+    let dir = tempfile::tempdir().expect("tempdir");
+    out.write_into_whole(dir.path()).expect("first write");
+    let compose = dir.path().join("compose");
+    assert!(compose.is_dir());
+    std::fs::write(compose.join(".env"), "MCP_SERVER_TIME=/tmp/evil\n").expect("write");
+    std::fs::create_dir_all(dir.path().join("extra")).expect("mkdir");
+    std::fs::write(dir.path().join("extra/notes.txt"), "x\n").expect("write");
+    let report = out.write_into_whole(dir.path()).expect("second write");
+    assert_eq!(
+        report.removed,
+        vec![
+            PathBuf::from("compose/.env"),
+            PathBuf::from("extra/notes.txt")
+        ]
+    );
+    assert!(!compose.join(".env").exists());
+    assert!(report.written.is_empty());
+}

@@ -84,6 +84,34 @@ impl Output {
         Ok(report)
     }
 
+    /// [`write_into`](Self::write_into) for a folder this output owns whole (`generated/`):
+    /// every other file anywhere under `dir` is removed, whatever its name, so the folder holds
+    /// only what the generator writes (a stray `compose/.env`, which compose would read, fails
+    /// the freshness check as a deletion).
+    pub fn write_into_whole(&self, dir: &Path) -> std::io::Result<WriteReport> {
+        let mut report = self.write_into(dir, &[])?;
+        let mut stack = vec![PathBuf::new()];
+        while let Some(folder) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(dir.join(&folder)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let rel = folder.join(entry.file_name());
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    stack.push(rel);
+                } else if !self.files.contains_key(&rel) {
+                    std::fs::remove_file(entry.path())?;
+                    report.removed.push(rel);
+                }
+            }
+        }
+        report.removed.sort();
+        Ok(report)
+    }
+
     /// Files under `dir` that differ from this output (missing, changed, or stale extras).
     pub fn diff_against(&self, dir: &Path, owned_exts: &[&str]) -> Vec<PathBuf> {
         let mut stale: Vec<PathBuf> = self
