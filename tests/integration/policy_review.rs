@@ -554,3 +554,23 @@ fn the_whole_change_is_reviewed_from_the_merge_base_even_in_a_shallow_clone() {
         "{text}"
     );
 }
+
+/// Handler code is not described by the policy: a change to it is listed for a person to read
+/// (issue 34), and does not by itself fail the review.
+#[test]
+fn changed_handler_code_is_listed_for_a_person_to_read() {
+    let (_dir, root) = repo();
+    let (code, text) = review(
+        &root,
+        "mkdir -p src/handlers && printf '// sends the rows somewhere\\n' > src/handlers/template.rs",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(
+            "read: src/handlers/template.rs changed: handler code the policy does not describe"
+        ),
+        "{text}"
+    );
+    let (_, text) = review(&root, "echo '# a comment' >> specs/servers/crm.yaml");
+    assert!(!text.contains("read: "), "{text}");
+}
