@@ -61,13 +61,18 @@ enum Instance {
     Echo(echo::Echo),
 }
 
+/// One connector as built at start: its definition, its settings as expanded (what its facts
+/// are read from), its operations with their bodies, and what runs them.
+struct Built {
+    def: &'static ConnectorDef,
+    settings: Settings,
+    operations: Vec<Operation>,
+    instance: Instance,
+}
+
 /// Every connector a server uses, built once from its definitions and the environment.
 pub struct Connectors {
-    by_name: HashMap<&'static str, (&'static ConnectorDef, Instance)>,
-    /// Each connector's settings as expanded at start (what its facts are read from).
-    settings: HashMap<&'static str, Settings>,
-    /// Each connector's operations with their bodies, read once at start.
-    operations: HashMap<&'static str, Vec<Operation>>,
+    by_name: HashMap<&'static str, Built>,
     budget: stream::StreamBudget,
 }
 
@@ -86,8 +91,6 @@ impl Connectors {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Connectors, ConnectorError> {
         let mut by_name = HashMap::new();
-        let mut typed = HashMap::new();
-        let mut operations = HashMap::new();
         for def in defs {
             let settings = settings::typed(def, env)?;
             let ops = def
@@ -116,14 +119,18 @@ impl Connectors {
                 #[cfg(feature = "fixture-kind")]
                 Settings::Echo(s) => Instance::Echo(echo::Echo::new(s)),
             };
-            by_name.insert(def.name, (def, instance));
-            typed.insert(def.name, settings);
-            operations.insert(def.name, ops);
+            by_name.insert(
+                def.name,
+                Built {
+                    def,
+                    settings,
+                    operations: ops,
+                    instance,
+                },
+            );
         }
         Ok(Connectors {
             by_name,
-            settings: typed,
-            operations,
             budget: stream::StreamBudget::default(),
         })
     }
@@ -144,10 +151,11 @@ impl Connectors {
     /// The files and folders the connectors read on this host, by connector and setting.
     pub fn data_paths(&self) -> Vec<(&'static str, &'static str, &std::path::Path)> {
         let mut out: Vec<_> = self
-            .settings
+            .by_name
             .iter()
-            .flat_map(|(name, s)| {
-                s.data_paths()
+            .flat_map(|(name, b)| {
+                b.settings
+                    .data_paths()
                     .into_iter()
                     .filter(|p| p.holds_data)
                     .map(|p| (*name, p.setting, std::path::Path::new(p.written)))
@@ -180,7 +188,7 @@ impl Connectors {
         let mut names: Vec<_> = self.by_name.keys().copied().collect();
         names.sort_unstable();
         for name in names {
-            let (_, instance) = &self.by_name[name];
+            let instance = &self.by_name[name].instance;
             let result = match instance {
                 Instance::Sqlite(db) => db.probe().await,
                 Instance::Postgres(db) => db.probe().await,
@@ -225,16 +233,16 @@ pub async fn call_in(
     jail: &sandbox::JailContext<'_>,
     signals: &CallSignals,
 ) -> ToolResult {
-    let (def, instance) = connectors
+    let Built {
+        def,
+        operations,
+        instance,
+        ..
+    } = connectors
         .by_name
         .get(connector)
         .ok_or_else(|| ToolError::bug(format!("connector `{connector}` is not built")))?;
-    let ops: &[Operation] = connectors
-        .operations
-        .get(connector)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let op = ops
+    let op = operations
         .iter()
         .find(|o| o.def.name.eq(operation))
         .ok_or_else(|| {

@@ -24,8 +24,11 @@
 //!   for a program installed outside `/usr` (an upstream MCP server's virtualenv or
 //!   `node_modules`);
 //! - limits set on the bubblewrap process before it starts, inherited by everything in the jail
-//!   (rlimits: CPU seconds, address space, file size, open files, processes, no core dumps) and,
-//!   where the host lets this process write cgroups, a cgroup of its own (processes, memory).
+//!   (rlimits: CPU seconds, address space, file size, open files, no core dumps); a run's process
+//!   limit set by `prlimit` inside the jail's own user namespace ([`bwrap::PRLIMIT`]), so the
+//!   kernel counts only the jail's processes against it (set from outside only where `prlimit` is
+//!   missing); and, where the host lets this process write cgroups, a cgroup of its own
+//!   (processes, memory).
 
 pub mod bwrap;
 pub mod cgroup;

@@ -11,9 +11,14 @@ use std::time::{Duration, Instant};
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
-/// One POST to `url`; the status, content type and the JSON-RPC message in the answer (the last
-/// `data:` event of an SSE answer), or `Null`.
-async fn post(url: &str, tok: &str, session: Option<&str>, body: &Value) -> (u16, String, Value) {
+/// One POST to `url`: the status, the content type, and every JSON-RPC message of the answer in
+/// order (each `data:` event of an SSE answer, or the one JSON body).
+async fn send(
+    url: &str,
+    tok: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, String, Vec<Value>) {
     let mut req = reqwest::Client::new()
         .post(url)
         .header("accept", ACCEPT)
@@ -32,15 +37,25 @@ async fn post(url: &str, tok: &str, session: Option<&str>, body: &Value) -> (u16
         .unwrap_or("")
         .to_owned();
     let text = resp.text().await.unwrap_or_default();
-    let message = if kind.starts_with("text/event-stream") {
+    let messages = if kind.starts_with("text/event-stream") {
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .rfind(|m| m.get("id").is_some())
-            .unwrap_or(Value::Null)
+            .collect()
     } else {
-        serde_json::from_str(&text).unwrap_or(Value::Null)
+        serde_json::from_str(&text).into_iter().collect()
     };
+    (status, kind, messages)
+}
+
+/// One POST to `url`; the status, content type and the JSON-RPC message in the answer (the last
+/// message with an id), or `Null`.
+async fn post(url: &str, tok: &str, session: Option<&str>, body: &Value) -> (u16, String, Value) {
+    let (status, kind, messages) = send(url, tok, session, body).await;
+    let message = messages
+        .into_iter()
+        .rfind(|m| m.get("id").is_some())
+        .unwrap_or(Value::Null);
     (status, kind, message)
 }
 
@@ -256,34 +271,11 @@ async fn a_direct_call_is_cancelled_by_notifications_cancelled() {
     }
 }
 
-/// One POST; every JSON-RPC message of the answer, in order (each `data:` event of an SSE
-/// answer, or the one JSON body).
+/// One POST that must be answered 200: every JSON-RPC message of the answer, in order.
 async fn post_all(url: &str, tok: &str, session: Option<&str>, body: &Value) -> Vec<Value> {
-    let mut req = reqwest::Client::new()
-        .post(url)
-        .header("accept", ACCEPT)
-        .header("content-type", "application/json")
-        .bearer_auth(tok)
-        .json(body);
-    if let Some(s) = session {
-        req = req.header("mcp-session-id", s);
-    }
-    let resp = req.send().await.expect("request");
-    assert_eq!(resp.status().as_u16(), 200);
-    let sse = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let text = resp.text().await.unwrap_or_default();
-    if sse {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .collect()
-    } else {
-        vec![serde_json::from_str(&text).unwrap_or(Value::Null)]
-    }
+    let (status, _, messages) = send(url, tok, session, body).await;
+    assert_eq!(status, 200, "{messages:?}");
+    messages
 }
 
 /// The `notifications/message` events of a session's standalone stream (GET), read by a task

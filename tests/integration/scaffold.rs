@@ -73,6 +73,42 @@ fn wait_healthy(port: u16, within: Duration) -> bool {
     false
 }
 
+/// `serve <server>` of the built copy on a free port (with `env`), once healthy, and a client of
+/// it as `ana` in `session`.
+async fn serve(
+    exe: &Path,
+    root: &Path,
+    config: &Path,
+    server: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    session: &str,
+) -> (
+    std::process::Child,
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) {
+    let port = free_port();
+    let child = Command::new(exe)
+        .args(["--config", config.to_str().unwrap(), "serve", server])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .envs(env.iter().copied())
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_healthy(port, Duration::from_secs(60)),
+        "`serve {server}` did not start"
+    );
+    let c = super::harness::client(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &super::harness::token("ana", session),
+    )
+    .await;
+    (child, c)
+}
+
 /// `bulkhead new server support` in a copy of this project, a real `cargo build` of that copy
 /// (its own target folder, kept between runs), and a call to the new `hello` tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,37 +209,13 @@ async fn a_new_server_builds_and_its_tool_answers() {
         listing.contains("hello") && listing.contains("lookup"),
         "{listing}"
     );
-    let port = free_port();
     let config = root.join("test-config.yaml");
     std::fs::write(
         &config,
         format!("auth:\n  issuer: test-issuer\n  audience: bulkhead-test\n  keys:\n    - {{ kid: dev, alg: HS256, secret: {SECRET} }}\n"),
     )
     .unwrap();
-    let mut child = Command::new(&new_exe)
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "support",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_healthy(port, Duration::from_secs(30)),
-        "the new server did not start"
-    );
-    let c = super::harness::client(
-        &format!("http://127.0.0.1:{port}/mcp"),
-        &super::harness::token("ana", "s1"),
-    )
-    .await;
+    let (mut child, c) = serve(&new_exe, &root, &config, "support", &[], "s1").await;
     let (err, text, _) =
         super::harness::call(&c, "hello", serde_json::json!({"text": "world"})).await;
     assert!(!err && text == "hello: world", "{text}");
@@ -214,30 +226,13 @@ async fn a_new_server_builds_and_its_tool_answers() {
     let _ = child.wait();
     // The imported server, its upstream started from the project's cache: `message_type` in the
     // spec reaches the upstream as `messageType`.
-    let port = free_port();
-    let mut child = Command::new(&new_exe)
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "reference",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .env("MCP_REFERENCE", &installed)
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_healthy(port, Duration::from_secs(60)),
-        "the imported server did not start"
-    );
-    let c = super::harness::client(
-        &format!("http://127.0.0.1:{port}/mcp"),
-        &super::harness::token("ana", "s2"),
+    let (mut child, c) = serve(
+        &new_exe,
+        &root,
+        &config,
+        "reference",
+        &[("MCP_REFERENCE", installed.as_os_str())],
+        "s2",
     )
     .await;
     let (err, text, _) = super::harness::call(
