@@ -29,6 +29,21 @@ fn edit(dir: &Path, rel: &str, from: &str, to: &str) {
     std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
 }
 
+/// A temporary project holding a copy of this project's specs.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_specs(dir.path());
+    dir
+}
+
+/// Every weakening of the project at `head` against `base`, as its line.
+fn lines(base: &Model, head: &Path) -> Vec<String> {
+    weakenings(base, &load(head))
+        .iter()
+        .map(Weakening::line)
+        .collect()
+}
+
 fn load(dir: &Path) -> bulkhead_codegen::model::Model {
     bulkhead_codegen::load(&dir.join("specs"), dir).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -152,19 +167,10 @@ fn a_container_without_the_engines_seccomp_filter_is_reported() {
 /// domain the base did not have. Each case is one change of the project's own specs.
 #[test]
 fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
-    let base_dir = tempfile::tempdir().unwrap();
-    copy_specs(base_dir.path());
-    let base = load(base_dir.path());
-    let lines = |head: &Model| -> Vec<String> {
-        weakenings(&base, head)
-            .iter()
-            .map(Weakening::line)
-            .collect()
-    };
+    let base = load(project().path());
 
     // A new server with a `connect` tool over the same connector, in a domain of its own.
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let h = project();
     std::fs::write(
         h.path().join("specs/servers/notifier.yaml"),
         "name: notifier\ninstructions: Tells the team.\ntools:\n  notify_team:\n    description: Post a message to a team channel.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n",
@@ -176,7 +182,7 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
         "  third_party:\n",
         "  notifier:\n    port: 8020\n    trust_domain: notify\n    egress: [hooks.example.com:443]\n  third_party:\n",
     );
-    let got = lines(&load(h.path()));
+    let got = lines(&base, h.path());
     assert!(
         got.iter().any(|l| l.starts_with("ratchet-split: deployment `local`: tool `template.search_records` (confidential) and tool `notifier.notify_team` (connect) do not share a session level: trust domains `local` and `notify`")),
         "{got:#?}"
@@ -191,8 +197,7 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
 
     // The read side: a confidential tool moved to a new server in its own domain (the template
     // keeps its connect tool).
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let h = project();
     std::fs::write(
         h.path().join("specs/servers/records_desk.yaml"),
         "name: records_desk\ninstructions: Customer records.\ntools:\n  search_records:\n    description: Search customer records by title.\n    permission: read\n    context: sql_query\n    sensitivity: confidential\n    uses: records.search\n",
@@ -204,22 +209,21 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
         "  third_party:\n",
         "  records_desk:\n    port: 8030\n    trust_domain: records\n  third_party:\n",
     );
-    let got = lines(&load(h.path()));
+    let got = lines(&base, h.path());
     assert!(
         got.iter().any(|l| l.starts_with("ratchet-split: deployment `local`: tool `records_desk.search_records` (confidential) and tool `template.notify_team` (connect)")),
         "{got:#?}"
     );
 
     // Neutral: a new read tool of internal data in the existing domain splits nothing.
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let h = project();
     edit(
         h.path(),
         "specs/servers/template.yaml",
         "tools:\n",
         "tools:\n  list_files:\n    description: List your workspace.\n    permission: read\n    context: default\n    sensitivity: internal\n    uses: workspace.list\n",
     );
-    let got = lines(&load(h.path()));
+    let got = lines(&base, h.path());
     assert!(
         !got.iter()
             .any(|l| l.starts_with("ratchet-split") || l.starts_with("trust-domain-added")),
@@ -232,11 +236,8 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
 /// each named.
 #[test]
 fn settings_as_written_and_the_locks_package_are_reviewed() {
-    let base_dir = tempfile::tempdir().unwrap();
-    copy_specs(base_dir.path());
-    let base = load(base_dir.path());
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let base = load(project().path());
+    let h = project();
     edit(
         h.path(),
         "specs/connectors/app_logs.yaml",
@@ -253,10 +254,7 @@ fn settings_as_written_and_the_locks_package_are_reviewed() {
     let raised = python.replace("${PYTHON_PROCESSES:-64}", "${PYTHON_PROCESSES:-6400}");
     assert_ne!(python, raised);
     std::fs::write(h.path().join("specs/connectors/python.yaml"), raised).unwrap();
-    let got: Vec<String> = weakenings(&base, &load(h.path()))
-        .iter()
-        .map(Weakening::line)
-        .collect();
+    let got = lines(&base, h.path());
     for want in [
         r#"settings-changed: connector `app_logs`: settings.dir: "${APP_LOG_DIR:-data/logs}" → "${SECURITY_LOG_DIR:-data/logs}""#,
         r#"settings-changed: connector `python`: settings.processes: "${PYTHON_PROCESSES:-64}" → "${PYTHON_PROCESSES:-6400}""#,
@@ -270,11 +268,8 @@ fn settings_as_written_and_the_locks_package_are_reviewed() {
 /// another digest for the proxy's are named; a new tag of the same repository is not.
 #[test]
 fn another_registry_or_digest_is_named_and_a_new_tag_is_not() {
-    let base_dir = tempfile::tempdir().unwrap();
-    copy_specs(base_dir.path());
-    let base = load(base_dir.path());
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let base = load(project().path());
+    let h = project();
     edit(
         h.path(),
         "specs/deployments/cluster.yaml",
@@ -287,10 +282,7 @@ fn another_registry_or_digest_is_named_and_a_new_tag_is_not() {
         "sha256:0e4b7c2a9f1d6e3b8c5a0f7d2e9b4c1a6f3d8e5b2a7c0f9d4e1b6a3c8f5d2e7b",
         "sha256:1111111111111111111111111111111111111111111111111111111111111111",
     );
-    let got: Vec<String> = weakenings(&base, &load(h.path()))
-        .iter()
-        .map(Weakening::line)
-        .collect();
+    let got = lines(&base, h.path());
     assert!(
         got.iter().any(|l| l.starts_with("image-changed: deployment `cluster` instance `template` (full): + registry.example.net/platform/bulkhead:0.1.0@")),
         "{got:#?}"
@@ -299,18 +291,14 @@ fn another_registry_or_digest_is_named_and_a_new_tag_is_not() {
         got.iter().any(|l| l.starts_with("image-changed: deployment `cluster` instance `template-proxied` (proxied): registry.example.com/platform/bulkhead-egress-proxy:0.1.0@sha256:1111")),
         "{got:#?}"
     );
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let h = project();
     edit(
         h.path(),
         "specs/deployments/cluster.yaml",
         "  tag: \"0.1.0\"\n",
         "  tag: \"0.2.0\"\n",
     );
-    let got: Vec<String> = weakenings(&base, &load(h.path()))
-        .iter()
-        .map(Weakening::line)
-        .collect();
+    let got = lines(&base, h.path());
     assert!(
         !got.iter().any(|l| l.starts_with("image-changed")),
         "{got:#?}"
@@ -329,8 +317,7 @@ fn an_auth_change_names_the_field() {
         base_dir.path().join("config.yaml"),
     )
     .unwrap();
-    let h = tempfile::tempdir().unwrap();
-    copy_specs(h.path());
+    let h = project();
     std::fs::copy(root.join("config.yaml"), h.path().join("config.yaml")).unwrap();
     edit(
         h.path(),
