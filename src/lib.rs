@@ -33,6 +33,7 @@ pub mod isolation;
 pub mod jail;
 pub mod metrics;
 pub mod policy;
+pub mod ratelimit;
 pub mod ratelog;
 pub mod relay;
 pub mod resourcedef;

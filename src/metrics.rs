@@ -57,6 +57,8 @@ pub enum Refusal {
     Scope,
     /// The instance failed its isolation self-check.
     Isolation,
+    /// A rate limit was used up, or could not be counted (`bulkhead_rate_limited` says which).
+    RateLimit,
 }
 
 impl Refusal {
@@ -69,6 +71,7 @@ impl Refusal {
             Refusal::Audit => "audit_unavailable",
             Refusal::Scope => "scope",
             Refusal::Isolation => "isolation",
+            Refusal::RateLimit => "rate_limit",
         }
     }
 }
@@ -81,7 +84,14 @@ pub struct Metrics {
     refusals: Family<ReasonLabel, Counter>,
     escalations: Family<LevelLabel, Counter>,
     connector_errors: Family<ConnectorLabel, Counter>,
+    rate_limited: Family<LimitLabel, Counter>,
     sessions: Gauge,
+}
+
+/// Which rate limit refused (a name from the configuration: bounded).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    limit: &'static str,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -113,6 +123,12 @@ impl Metrics {
         let escalations = Family::<LevelLabel, Counter>::default();
         let connector_errors = Family::<ConnectorLabel, Counter>::default();
         let sessions = Gauge::default();
+        let rate_limited = Family::<LimitLabel, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "Calls refused by a rate limit, by limit (`store`: the limits could not be counted)",
+            rate_limited.clone(),
+        );
         registry.register(
             "tool_calls",
             "Tool calls by tool and outcome",
@@ -147,8 +163,14 @@ impl Metrics {
             refusals,
             escalations,
             connector_errors,
+            rate_limited,
             sessions,
         }
+    }
+
+    /// Records a call refused by a rate limit (`limit`: its configured name, or `store`).
+    pub fn rate_limited(&self, limit: &'static str) {
+        self.rate_limited.get_or_create(&LimitLabel { limit }).inc();
     }
 
     /// Records a finished call.

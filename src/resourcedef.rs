@@ -160,6 +160,7 @@ mod tests {
                 input_schema: "{}",
                 output_schema: None,
                 dataset: "r",
+                rate_limit: None,
                 target: Target::Static(""),
             },
         }

@@ -1,6 +1,7 @@
 //! Static descriptions of tools, connectors and deployments, as generated code declares them.
 
 use crate::policy::{Permission, Sensitivity};
+pub use bulkhead_vocab::RateLimit;
 
 /// A context preset declared in a server spec: a built-in one with some numbers overridden.
 #[derive(Debug)]
@@ -36,6 +37,8 @@ pub struct ToolDef {
     pub output_schema: Option<&'static str>,
     /// Dataset name template recorded when the call raises the session.
     pub dataset: &'static str,
+    /// The tool's own per-user rate limit (replaces `rate_limits.per_user_tool`).
+    pub rate_limit: Option<RateLimit>,
     /// What runs.
     pub target: Target,
 }

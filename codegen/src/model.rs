@@ -153,6 +153,8 @@ pub struct Tool {
     pub dataset: String,
     /// What the tool declares it returns (`outputSchema`), if anything.
     pub returns: Option<Returns>,
+    /// Its own per-user rate limit (replaces `rate_limits.per_user_tool`).
+    pub rate_limit: Option<bulkhead_vocab::RateLimit>,
 }
 
 /// A declared result.

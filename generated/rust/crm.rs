@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},"owner":{"type":"string"}},"required":["id","name","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "crm_db:get",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "get",
@@ -48,6 +49,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -71,6 +73,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},"owner":{"type":"string"}},"required":["id","name","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "crm_db:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "search",

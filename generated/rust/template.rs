@@ -47,6 +47,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 r#"{"type":"object","properties":{"dataset":{"type":"string","description":"The dataset that was loaded"},"level":{"type":"string","description":"The session's sensitivity after the load"},"note":{"type":"string","description":"What the load means for the rest of the session"}},"required":["dataset","level","note"],"additionalProperties":false}"#,
             ),
             dataset: "dataset:{dataset_name}",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -65,6 +66,11 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to","pattern":"^[a-z0-9-]{1,40}$"},"message":{"type":"string","description":"Message text","minLength":1,"maxLength":2000}},"required":["channel","message"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "webhooks:notify",
+            rate_limit: ::std::option::Option::Some(bh::RateLimit {
+                calls: 30u32,
+                per_seconds: 60u32,
+                burst: ::std::option::Option::None,
+            }),
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -86,6 +92,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -107,6 +114,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"code":{"type":"string","description":"The Python 3 script to run (its output is the tool's result)","minLength":1,"maxLength":100000}},"required":["code"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "python:run",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "python",
                 operation: "run",
@@ -128,6 +136,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -151,6 +160,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"owner":{"type":"string"}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "records:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -172,6 +182,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "security_logs:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "security_logs",
                 operation: "search",
@@ -193,6 +204,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",
@@ -222,6 +234,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
                 output_schema: ::std::option::Option::None,
                 dataset: "resource:guide",
+                rate_limit: ::std::option::Option::None,
                 target: bh::Target::Static(
                     "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
                 ),
@@ -251,6 +264,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                     r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"},"owner":{"type":"string"}},"required":["id","title","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
                 ),
                 dataset: "resource:record:{id}",
+                rate_limit: ::std::option::Option::None,
                 target: bh::Target::Connector {
                     connector: "records",
                     operation: "get",

@@ -25,6 +25,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"include_image":{"type":"boolean","description":"Whether to include an example image","default":false},"message_type":{"type":"string","description":"Type of message to demonstrate different annotation patterns","enum":["error","success","debug"]}},"required":["message_type"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "everything:get_annotated_message",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "everything",
                 operation: "get_annotated_message",
@@ -46,6 +47,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"source_timezone":{"type":"string","description":"IANA time zone of the given time","minLength":1,"maxLength":64},"target_timezone":{"type":"string","description":"IANA time zone to convert to","minLength":1,"maxLength":64},"time":{"type":"string","description":"Time of day, 24-hour HH:MM","pattern":"^[0-2][0-9]:[0-5][0-9]$"}},"required":["source_timezone","target_timezone","time"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "meeting-times",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "convert",
@@ -67,6 +69,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone name, e.g. Europe/Paris","minLength":1,"maxLength":64}},"required":["timezone"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "clock:now",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "now",
@@ -88,6 +91,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"max_length":{"type":"integer","description":"Maximum number of characters to return.","minimum":1,"maximum":999999,"default":5000},"raw":{"type":"boolean","description":"Get the actual HTML content of the requested page, without simplification.","default":false},"start_index":{"type":"integer","description":"On return output starting at this character index, useful if a previous fetch was truncated and more context is required.","minimum":0,"default":0},"url":{"type":"string","description":"URL to fetch","minLength":1}},"required":["url"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "fetch:fetch",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "fetch",
                 operation: "fetch",
@@ -109,6 +113,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",

@@ -10,11 +10,19 @@
 //! ([`AuditLog::healthy`]).
 //!
 //! One writer thread per process batches records: concurrent intents share one sync.
+//!
+//! The same thread links every record into its hash chain ([`chain`]) in the order it writes
+//! them, and anchors the chain's head in the state store once the records it covers are
+//! durable: at most every `sync_interval`, and at shutdown ([`anchor`]). `bulkhead audit verify`
+//! ([`verify`]) checks both.
 
+pub mod anchor;
+pub mod chain;
 mod file;
 mod postgres;
 mod record;
 mod redact;
+pub mod verify;
 
 pub use file::AuditFile;
 pub use postgres::PgAuditSink;
@@ -39,6 +47,10 @@ pub struct AuditOptions {
     pub sync_interval: Duration,
     /// Most bytes waiting to be written before calls are refused.
     pub max_backlog_bytes: usize,
+    /// Whether records are hash-chained.
+    pub chain: bool,
+    /// The key that signs anchored heads.
+    pub signing_key: Option<std::path::PathBuf>,
 }
 
 impl Default for AuditOptions {
@@ -49,6 +61,8 @@ impl Default for AuditOptions {
             keep: 5,
             sync_interval: Duration::from_secs(1),
             max_backlog_bytes: 16 << 20,
+            chain: true,
+            signing_key: None,
         }
     }
 }
@@ -86,6 +100,10 @@ pub trait AuditSink: Send + 'static {
     fn append(&mut self, lines: &[u8], count: usize, sync: bool) -> Result<(), String>;
     /// Makes everything appended durable.
     fn sync(&mut self) -> Result<(), String>;
+    /// Whether every append is durable once it returns (a committed insert).
+    fn durable_on_append(&self) -> bool {
+        false
+    }
 }
 
 impl AuditSink for AuditFile {
@@ -148,7 +166,7 @@ impl std::fmt::Debug for AuditLog {
 }
 
 impl AuditLog {
-    /// Opens the JSON-lines file at `path` and starts its writer.
+    /// Opens the JSON-lines file at `path` and starts its writer (chained, heads not anchored).
     pub fn open_file(
         path: &std::path::Path,
         options: AuditOptions,
@@ -158,8 +176,23 @@ impl AuditLog {
         Ok(AuditLog::start(Box::new(file), options))
     }
 
-    /// Starts a writer over any sink.
+    /// Starts a writer over any sink (chained when the options say so, heads not anchored).
     pub fn start(sink: Box<dyn AuditSink>, options: AuditOptions) -> AuditLog {
+        AuditLog::start_anchored(sink, options, "-", None).expect("no signing key to read")
+    }
+
+    /// Starts the writer of `server`'s log over `sink`, anchoring its chain's heads in `anchor`.
+    pub fn start_anchored(
+        sink: Box<dyn AuditSink>,
+        options: AuditOptions,
+        server: &str,
+        anchor: Option<Box<dyn anchor::Anchor>>,
+    ) -> Result<AuditLog, AuditError> {
+        let signer = match &options.signing_key {
+            Some(path) => Some(chain::read_signing_key(path).map_err(AuditError::Io)?),
+            None => None,
+        };
+        let chain = options.chain.then(|| chain::Chain::new(server, signer));
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             healthy: AtomicBool::new(true),
@@ -173,15 +206,15 @@ impl AuditLog {
         // sees the channel close when the last handle goes.
         let thread = std::thread::Builder::new()
             .name("bulkhead-audit".into())
-            .spawn(move || writer(sink, rx, writer_shared, interval))
+            .spawn(move || writer(sink, rx, writer_shared, interval, chain, anchor))
             .expect("spawn the audit writer");
         let _ = shared.thread.set(thread.thread().clone());
-        AuditLog {
+        Ok(AuditLog {
             tx: tx.clone(),
             shared,
             options: Arc::new(options),
             _joiner: Arc::new(Joiner(Mutex::new(Some(thread)), Mutex::new(Some(tx)))),
-        }
+        })
     }
 
     /// Whether calls may run: the last write succeeded and the backlog is under its limit.
@@ -236,26 +269,54 @@ impl AuditLog {
     }
 }
 
-/// The writer loop: drain what is queued, write it in one append, sync when an intent waits or
-/// the interval has passed, answer the waiting intents; then sleep until an intent wakes it or
-/// [`IDLE_ROUND`] passes. Senders of outcomes never wake it: no context switch per call.
+/// The writer loop: drain what is queued (linking each line into the chain), write it in one
+/// append, sync when an intent waits or the interval has passed, anchor the chain's head once
+/// what it covers is durable (at most every interval, and at the end), answer the waiting
+/// intents; then sleep until an intent wakes it or [`IDLE_ROUND`] passes. Senders of outcomes
+/// never wake it: no context switch per call.
 fn writer(
     mut sink: Box<dyn AuditSink>,
     rx: Receiver<Msg>,
     shared: Arc<Shared>,
     interval: Duration,
+    mut chain: Option<chain::Chain>,
+    mut anchor: Option<Box<dyn anchor::Anchor>>,
 ) {
     let mut dirty = false;
     let mut last_sync = Instant::now();
     let mut buf = Vec::with_capacity(64 << 10);
     let mut acks = Vec::new();
     let mut open = true;
+    // The writer is known to the store before it writes anything (its head at seq -1), so a
+    // writer id nobody registered is evidence of a record appended by hand.
+    let mut anchored: Option<(i64, bool)> = None;
+    let mut last_anchor = Instant::now();
+    let mut anchor_error = match (&chain, anchor.as_mut()) {
+        (Some(c), Some(a)) => match a.anchor(&c.head(false)) {
+            Ok(()) => {
+                anchored = Some((-1, false));
+                None
+            }
+            Err(e) => Some(e),
+        },
+        _ => None,
+    };
+    if let Some(e) = &anchor_error {
+        tracing::error!(error = %e, "audit chain head cannot be anchored; refusing calls until it can");
+        *shared.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+        shared.healthy.store(false, Ordering::Release);
+    }
     while open {
         let mut count = 0;
+        let mut queued = 0;
         while buf.len() < (1 << 20) {
             match rx.try_recv() {
                 Ok(m) => {
-                    buf.extend_from_slice(&m.line);
+                    queued += m.line.len();
+                    match chain.as_mut() {
+                        Some(c) => buf.extend_from_slice(&c.link(&m.line)),
+                        None => buf.extend_from_slice(&m.line),
+                    }
                     count += 1;
                     if let Some(a) = m.ack {
                         acks.push(a);
@@ -269,24 +330,56 @@ fn writer(
             }
         }
         let sync = !acks.is_empty() || (dirty && (last_sync.elapsed() >= interval || !open));
-        if buf.is_empty() && !sync {
+        let anchor_due = anchor.is_some()
+            && chain.as_ref().is_some_and(|c| {
+                anchored != Some((c.last_seq(), !open))
+                    && (!open || anchor_error.is_some() || last_anchor.elapsed() >= interval)
+            });
+        if buf.is_empty() && !sync && !anchor_due {
             if open {
                 std::thread::park_timeout(IDLE_ROUND.min(interval));
             }
             continue;
         }
-        let result = if buf.is_empty() {
-            sink.sync()
+        let mut result = if buf.is_empty() {
+            if sync || anchor_due {
+                sink.sync()
+            } else {
+                Ok(())
+            }
         } else {
             crate::failpoint!("audit.before_write");
-            sink.append(&buf, count, sync)
+            sink.append(&buf, count, sync || anchor_due)
         };
-        shared.backlog.fetch_sub(buf.len(), Ordering::Relaxed);
+        shared.backlog.fetch_sub(queued, Ordering::Relaxed);
+        let synced = sync || anchor_due || sink.durable_on_append();
+        if result.is_ok()
+            && synced
+            && let (Some(c), Some(a)) = (chain.as_ref(), anchor.as_mut())
+        {
+            let head = c.head(!open);
+            if anchored != Some((head.seq, head.closed))
+                && (!open || anchor_error.is_some() || last_anchor.elapsed() >= interval)
+            {
+                crate::failpoint!("audit.before_anchor");
+                match a.anchor(&head) {
+                    Ok(()) => {
+                        anchored = Some((head.seq, head.closed));
+                        last_anchor = Instant::now();
+                        anchor_error = None;
+                    }
+                    Err(e) => {
+                        anchor_error = Some(e.clone());
+                        result = Err(e);
+                    }
+                }
+            }
+        }
         match &result {
             Ok(()) => {
                 shared.healthy.store(true, Ordering::Release);
-                dirty = !sync && (dirty || !buf.is_empty());
-                if sync {
+                dirty = !synced && (dirty || !buf.is_empty());
+                if synced {
                     last_sync = Instant::now();
                 }
             }

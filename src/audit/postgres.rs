@@ -14,8 +14,8 @@ pub struct PgAuditSink {
     client: Option<(tokio_postgres::Client, tokio_postgres::Statement)>,
 }
 
-const INSERT: &str =
-    "INSERT INTO bulkhead_audit (server, record) SELECT $1, x::jsonb FROM unnest($2::text[]) AS x";
+const INSERT: &str = "INSERT INTO bulkhead_audit (server, record, line) \
+     SELECT $1, x::jsonb, x FROM unnest($2::text[]) WITH ORDINALITY AS t (x, n) ORDER BY n";
 
 impl PgAuditSink {
     /// A sink for `server`'s records in the database at `url` (connects on first use).
@@ -74,5 +74,9 @@ impl AuditSink for PgAuditSink {
 
     fn sync(&mut self) -> Result<(), String> {
         Ok(())
+    }
+
+    fn durable_on_append(&self) -> bool {
+        true
     }
 }

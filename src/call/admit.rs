@@ -53,6 +53,40 @@ impl Runtime {
         Ok(permit)
     }
 
+    /// Counts one call of `name` (a tool, `resource:…`, `prompt:…`) by the caller against the
+    /// rate limits (see [`crate::ratelimit`]); a refusal is retryable and says which limit and
+    /// when to retry.
+    pub(crate) async fn count(
+        &self,
+        id: &Identity,
+        name: &str,
+        own: Option<bulkhead_vocab::RateLimit>,
+    ) -> Result<(), (Refusal, ToolError)> {
+        let subject = crate::ratelimit::Subject {
+            user: id.user(),
+            tool: name,
+            own,
+        };
+        self.rates.take(subject).await.map_err(|refused| {
+            if let crate::ratelimit::RateRefusal::Store(e) = &refused {
+                tracing::error!(error = %e, "rate limits cannot be counted; call refused");
+            }
+            self.metrics.rate_limited(refused.label());
+            (
+                Refusal::RateLimit,
+                ToolError::retry(refused.for_caller(name)),
+            )
+        })
+    }
+
+    /// Counts a prompt get against the rate limits (prompts run nothing, but a client can call
+    /// them as fast as tools).
+    pub async fn count_prompt(&self, id: &Identity, prompt: &str) -> Result<(), ToolError> {
+        self.count(id, &format!("prompt:{prompt}"), None)
+            .await
+            .map_err(|(_, e)| e)
+    }
+
     /// A call refused by [`gate`](Runtime::gate), before it holds a pass: recorded at the
     /// session's current level (read for the report only).
     pub(super) async fn refuse_ungated(

@@ -112,6 +112,7 @@ impl Runtime {
         }
         let connectors = Connectors::from_env(used_connectors(&server))?;
         let limits = CallLimits::default();
+        let name = server.def.name;
         Ok(Runtime {
             server,
             connectors,
@@ -127,7 +128,14 @@ impl Runtime {
             metrics: Arc::new(Metrics::new()),
             scopes: ScopeRequirements::default(),
             isolation: Default::default(),
+            rates: crate::ratelimit::RateLimiter::none(name),
         })
+    }
+
+    /// Counts calls against `rates` (`rate_limits:` and the tools' own limits).
+    pub fn with_rate_limits(mut self, rates: crate::ratelimit::RateLimiter) -> Runtime {
+        self.rates = rates;
+        self
     }
 
     /// Rebuilds the connectors with their settings' `${VAR}`s expanded through `env` instead of

@@ -56,6 +56,7 @@ pub struct Runtime {
     metrics: Arc<Metrics>,
     scopes: ScopeRequirements,
     isolation: Arc<crate::isolation::selfcheck::IsolationStatus>,
+    rates: crate::ratelimit::RateLimiter,
 }
 
 impl Runtime {
@@ -177,6 +178,10 @@ impl Runtime {
             audit.levels = (Sensitivity::Secret, Sensitivity::Secret);
             audit.refuse(Refusal::Audit, Some(e.to_string()));
             return CallOutcome::error(err, Sensitivity::Secret);
+        }
+        // Step 0b: the rate limits, counted in the store before any session lock is taken.
+        if let Err(refused) = self.count(id, tool.name, tool.rate_limit).await {
+            return self.refuse_ungated(audit, id, refused).await;
         }
         // Step 1: a shared pass; the level read under it is the one admitted.
         let mut pass = match self.state.enter(id).await {

@@ -1,5 +1,6 @@
 //! Command-line interface: parse arguments, run one command, map errors to exit codes.
 
+mod audit;
 mod check;
 mod connect;
 mod demo;
@@ -146,6 +147,12 @@ enum Command {
         /// The project folder holding specs/.
         #[arg(long, default_value = ".", global = true)]
         root: PathBuf,
+    },
+    /// Check the audit log: every record chained, nothing altered, removed, reordered or
+    /// appended, no tail cut (exit 1 naming the first record that fails).
+    Audit {
+        #[command(subcommand)]
+        action: audit::Action,
     },
     /// Create, check or recover a server's compliance store.
     State {
@@ -317,6 +324,7 @@ pub fn main() -> ExitCode {
         }
         Command::Tools { server, root } => tools::run(&root, server.as_deref()),
         Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
+        Command::Audit { action } => load_config(cli.config).and_then(|c| audit::run(&c, action)),
         Command::Token { user, session, ttl } => load_config(cli.config).and_then(|c| {
             token::run(&c, &user, session.as_deref(), ttl).map(|()| ExitCode::SUCCESS)
         }),

@@ -13,7 +13,7 @@ pub use yaml::{Positions, load_yaml, load_yaml_with_positions};
 mod model;
 pub use model::{
     AuditConfig, Config, ContextConfig, EMBEDDED, Environment, HttpConfig, LimitsConfig,
-    McpServerEntry, StateConfig, StdioConfig, TelemetryConfig, WorkspaceConfig,
+    McpServerEntry, RateLimitsConfig, StateConfig, StdioConfig, TelemetryConfig, WorkspaceConfig,
 };
 
 use std::path::{Path, PathBuf};

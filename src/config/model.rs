@@ -48,6 +48,10 @@ pub struct Config {
     /// The write-ahead audit log.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// Calls over time, shared by every instance and replica of the trust domain (`rate_limits:`;
+    /// none by default).
+    #[serde(default)]
+    pub rate_limits: RateLimitsConfig,
     /// Limits on tool calls.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -87,6 +91,57 @@ impl Default for TelemetryConfig {
             export_timeout_ms: 5000,
             batch_delay_ms: 1000,
         }
+    }
+}
+
+/// Calls over time (`rate_limits:`): tool calls, resource reads and prompt gets alike, counted
+/// in the state store so every instance and replica of the trust domain shares one budget.
+/// No limit is on by default.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitsConfig {
+    /// Each user's calls, over every tool of every server of the trust domain.
+    pub per_user: Option<bulkhead_vocab::RateLimit>,
+    /// Each user's calls of one tool (a tool's own `rate_limit:` replaces it for that tool).
+    pub per_user_tool: Option<bulkhead_vocab::RateLimit>,
+    /// All users' calls of one tool.
+    pub per_tool: Option<bulkhead_vocab::RateLimit>,
+    /// All users' calls of one server.
+    pub per_server: Option<bulkhead_vocab::RateLimit>,
+    /// Longest wait, in milliseconds, for the store to count a call; a store slower than this,
+    /// or down, refuses the call (fail closed) with a retryable error.
+    pub store_timeout_ms: u64,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        RateLimitsConfig {
+            per_user: None,
+            per_user_tool: None,
+            per_tool: None,
+            per_server: None,
+            store_timeout_ms: 500,
+        }
+    }
+}
+
+impl RateLimitsConfig {
+    /// Each configured limit with the name it has in `config.yaml` (`rate_limits.per_user`).
+    pub fn declared(&self) -> impl Iterator<Item = (&'static str, bulkhead_vocab::RateLimit)> {
+        [
+            ("rate_limits.per_user", self.per_user),
+            ("rate_limits.per_user_tool", self.per_user_tool),
+            ("rate_limits.per_tool", self.per_tool),
+            ("rate_limits.per_server", self.per_server),
+        ]
+        .into_iter()
+        .filter_map(|(n, l)| l.map(|l| (n, l)))
+    }
+
+    /// What is wrong with a declared limit, naming it.
+    pub fn problem(&self) -> Option<String> {
+        self.declared()
+            .find_map(|(name, l)| l.problem().map(|p| format!("{name}: {p}")))
     }
 }
 
@@ -414,6 +469,12 @@ pub struct AuditConfig {
     pub sync_interval_ms: u64,
     /// Most bytes waiting to be written before every call is refused.
     pub max_backlog_bytes: usize,
+    /// Whether each record carries the hash of the one its writer wrote before it (`bulkhead
+    /// audit verify` checks the chain and the heads anchored in the state store).
+    pub chain: bool,
+    /// An Ed25519 private key (PKCS#8 PEM file) that signs every anchored chain head; `audit
+    /// verify` then needs the signature to match.
+    pub signing_key: Option<PathBuf>,
 }
 
 impl Default for AuditConfig {
@@ -425,6 +486,8 @@ impl Default for AuditConfig {
             keep: d.keep,
             sync_interval_ms: d.sync_interval.as_millis() as u64,
             max_backlog_bytes: d.max_backlog_bytes,
+            chain: true,
+            signing_key: None,
         }
     }
 }
@@ -438,6 +501,8 @@ impl AuditConfig {
             keep: self.keep.max(1),
             sync_interval: std::time::Duration::from_millis(self.sync_interval_ms.max(1)),
             max_backlog_bytes: self.max_backlog_bytes,
+            chain: self.chain,
+            signing_key: self.signing_key.clone(),
         }
     }
 }
@@ -538,6 +603,17 @@ impl Config {
         let mut config: Config = serde_path_to_error::deserialize(value)
             .map_err(|e| super::diagnose::invalid(text, origin, &positions, &e))?;
         config.secret_vars = secret_vars;
+        if let Some(problem) = config.rate_limits.problem() {
+            return Err(ConfigError::Syntax {
+                path: origin.to_string(),
+                message: problem,
+            });
+        }
+        if let Some(key) = config.audit.signing_key.as_mut()
+            && key.is_relative()
+        {
+            *key = base.join(&*key);
+        }
         config
             .state
             .resolve(base)

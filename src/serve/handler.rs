@@ -341,7 +341,7 @@ impl ServerHandler for McpServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let def = self.rt.server().def;
         let Some(p) = def.prompts.iter().find(|p| p.name == request.name) else {
@@ -350,6 +350,16 @@ impl ServerHandler for McpServer {
                 None,
             ));
         };
+        let Some(id) = self.identity(&ctx) else {
+            return Err(ErrorData::internal_error("no caller identity", None));
+        };
+        if let Err(e) = self.rt.count_prompt(&id, p.name).await {
+            return Err(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                e.wire_text(),
+                None,
+            ));
+        }
         super::catalog::get_prompt(p, request.arguments.as_ref()).map(Into::into)
     }
 

@@ -67,22 +67,49 @@ pub async fn open_state(
     .map_err(|e| setup("compliance store")(&e))
 }
 
+/// Where `server`'s audit log file is, beside a SQLite store.
+pub fn audit_path(config: &Config, server: &str) -> std::path::PathBuf {
+    config.state.dir.join(format!("audit-{server}.jsonl"))
+}
+
 /// Opens the audit log of `server`: a JSON-lines file beside a SQLite store, the
-/// `bulkhead_audit` table of a PostgreSQL store.
-pub fn open_audit(config: &Config, server: &str) -> Result<AuditLog, ServeError> {
+/// `bulkhead_audit` table of a PostgreSQL store; its chain's heads are anchored in `state`.
+pub fn open_audit(
+    config: &Config,
+    server: &str,
+    state: &StateStore,
+) -> Result<AuditLog, ServeError> {
+    use crate::audit::anchor::{Anchor, PgHeads, SqliteHeads};
     let options = config.audit.options();
-    match config.state.location() {
-        StoreLocation::Sqlite { .. } => AuditLog::open_file(
-            &config.state.dir.join(format!("audit-{server}.jsonl")),
-            options,
-        )
-        .map_err(|e| setup("audit log")(&e)),
-        StoreLocation::Postgres(pg) => {
-            let sink = crate::audit::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
-                .map_err(|e| setup("audit log")(&e))?;
-            Ok(AuditLog::start(Box::new(sink), options))
-        }
-    }
+    let (sink, anchor): (Box<dyn crate::audit::AuditSink>, Box<dyn Anchor>) =
+        match (config.state.location(), state) {
+            (StoreLocation::Postgres(pg), _) => (
+                Box::new(
+                    crate::audit::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
+                        .map_err(|e| setup("audit log")(&e))?,
+                ),
+                Box::new(
+                    PgHeads::new(&pg.url, pg.connect_timeout)
+                        .map_err(|e| setup("audit log")(&e))?,
+                ),
+            ),
+            (StoreLocation::Sqlite { .. }, StateStore::Sqlite(s)) => {
+                let path = audit_path(config, server);
+                let file = crate::audit::AuditFile::open(&path, options.rotate_bytes, options.keep)
+                    .map_err(|e| setup("audit log")(&format!("{}: {e}", path.display())))?;
+                (
+                    Box::new(file),
+                    Box::new(SqliteHeads::open(s.path()).map_err(|e| setup("audit log")(&e))?),
+                )
+            }
+            (StoreLocation::Sqlite { .. }, StateStore::Postgres(_)) => {
+                return Err(ServeError::Setup(
+                    "audit log: the store is PostgreSQL but the configuration names SQLite".into(),
+                ));
+            }
+        };
+    let anchor = options.chain.then_some(anchor);
+    AuditLog::start_anchored(sink, options, server, anchor).map_err(|e| setup("audit log")(&e))
 }
 
 /// Builds the runtime of server `name` in network `mode` from `config`. The store must exist, or
@@ -104,7 +131,10 @@ pub async fn runtime(
         .with_max_read_bytes(config.workspace.max_read_bytes)
         .with_limits(config.workspace.disk_limits());
     let state = open_state(config, name, mode, InitPolicy::FirstStart).await?;
-    let audit = open_audit(config, name)?;
+    let audit = open_audit(config, name, &state)?;
+    let own_limits = server.def.tools.iter().any(|t| t.rate_limit.is_some());
+    let rates = crate::ratelimit::RateLimiter::open(&config.rate_limits, name, &state, own_limits)
+        .map_err(ServeError::Setup)?;
     let limits = crate::call::CallLimits {
         max_concurrent_calls: config.limits.max_concurrent_calls,
         stream: crate::connectors::StreamBudget {
@@ -115,6 +145,7 @@ pub async fn runtime(
         .map(|rt| {
             rt.with_limits(limits)
                 .with_scopes(config.auth.scopes.clone())
+                .with_rate_limits(rates)
         })
         .map_err(|e| setup("runtime")(&e))?;
     let cwd = std::env::current_dir().unwrap_or_default();

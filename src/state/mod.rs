@@ -56,6 +56,7 @@ pub mod location;
 pub mod migrate;
 mod pass;
 pub mod postgres;
+pub mod shared;
 pub mod sqlite;
 
 pub use error::{StateError, StateErrorKind};

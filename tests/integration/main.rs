@@ -1,5 +1,6 @@
 //! Integration tests: real HTTP on loopback with real tokens, real processes, in-memory rmcp.
 
+mod audit_chain;
 mod audit_values;
 mod cli;
 mod client;
@@ -24,6 +25,7 @@ mod procs;
 mod progress;
 mod python_sdk;
 mod ratchet;
+mod rate_limits;
 mod replicas;
 mod sandbox;
 mod scaffold;

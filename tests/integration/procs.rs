@@ -68,6 +68,19 @@ impl Proc {
         None
     }
 
+    /// Stops the process with SIGTERM (a graceful stop: the audit writer closes its chain) and
+    /// waits for it, bounded.
+    pub fn stop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::SIGTERM,
+        );
+        assert!(
+            self.wait_exit(Duration::from_secs(20)).is_some(),
+            "the instance did not stop within 20 s"
+        );
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -202,6 +215,40 @@ impl Deployment {
             text.replace("stateful: true", "stateful: false"),
         )
         .unwrap();
+    }
+
+    /// Adds `yaml` (top-level sections) to the configuration of the instances started from now on.
+    pub fn append_config(&self, yaml: &str) {
+        let mut text = std::fs::read_to_string(&self.config).unwrap();
+        text.push_str(yaml);
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// Replaces `from` with `to` in the configuration.
+    pub fn edit_config(&self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        assert!(text.contains(from), "{from:?} not in {text}");
+        std::fs::write(&self.config, text.replace(from, to)).unwrap();
+    }
+
+    /// Runs `bulkhead <args>` with this deployment's configuration; returns (exit code, stdout).
+    pub fn cli(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.path())
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
     }
 
     /// Leaves a variable out of the instances started from now on (they get this process's).

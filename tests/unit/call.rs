@@ -271,6 +271,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
         output_schema: None,
         dataset: "probe:ping_internal",
+        rate_limit: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -289,6 +290,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
         output_schema: None,
         dataset: "probe:ping",
+        rate_limit: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -307,6 +309,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
         output_schema: None,
         dataset: "probe:secret",
+        rate_limit: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -325,6 +328,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
         output_schema: None,
         dataset: "probe:boom",
+        rate_limit: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -345,6 +349,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
             r#"{"type":"object","properties":{"count":{"type":"integer"}},"required":["count"],"additionalProperties":false}"#,
         ),
         dataset: "probe:counted",
+        rate_limit: None,
         target: Target::Handler,
     },
 ];

@@ -13,10 +13,12 @@ pub mod meta;
 mod mode;
 mod permission;
 pub mod ranges;
+mod rate;
 mod sensitivity;
 
 pub use endpoint::{HostPort, HostPortError};
 pub use layer::workspace_layer;
 pub use mode::{Egress, NetworkMode};
 pub use permission::Permission;
+pub use rate::RateLimit;
 pub use sensitivity::Sensitivity;

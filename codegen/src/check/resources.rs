@@ -86,6 +86,7 @@ pub fn resources(
                     params: None,
                     dataset: Some(format!("resource:{name}")),
                     returns: None,
+                    rate_limit: None,
                 };
                 let mut t = tool(&at, name, &spec, errors);
                 // The dataset names the record read: the template's variables that are arguments.
@@ -161,6 +162,7 @@ pub fn resources(
                     target: Target::Static(text.clone()),
                     dataset,
                     returns: None,
+                    rate_limit: None,
                 }
             }
             _ => {

@@ -292,7 +292,17 @@ fn tool(
             errors.push(d);
         }
     }
+    if let Some(problem) = spec.rate_limit.as_ref().and_then(|r| r.problem()) {
+        errors.push(
+            l.error_at_value(
+                &format!("{at}/rate_limit"),
+                format!("{what} `{name}`: {problem}"),
+            )
+            .label("not a rate a call can meet"),
+        );
+    }
     Tool {
+        rate_limit: spec.rate_limit,
         name: name.to_string(),
         ident: name.replace(['-', '.'], "_").to_ascii_lowercase(),
         title: spec.title.clone(),

@@ -198,6 +198,17 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
         None => quote!(::std::option::Option::None),
     };
+    let rate_limit = match &tool.rate_limit {
+        Some(r) => {
+            let (calls, per_seconds) = (r.calls, r.per_seconds);
+            let burst = match r.burst {
+                Some(b) => quote!(::std::option::Option::Some(#b)),
+                None => quote!(::std::option::Option::None),
+            };
+            quote!(::std::option::Option::Some(bh::RateLimit { calls: #calls, per_seconds: #per_seconds, burst: #burst }))
+        }
+        None => quote!(::std::option::Option::None),
+    };
     let target = match &tool.target {
         Target::Connector {
             connector,
@@ -218,6 +229,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             input_schema: #schema,
             output_schema: #output,
             dataset: #dataset,
+            rate_limit: #rate_limit,
             target: #target,
         }
     }

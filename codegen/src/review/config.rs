@@ -92,6 +92,10 @@ fn numbers(prefix: &str, v: &Value, out: &mut BTreeMap<String, f64>) {
                 out.insert(prefix.to_string(), f);
             }
         }
+        // A switch (`audit.chain`) counts as 1 or 0: turning it off is a change like any number's.
+        Value::Bool(b) => {
+            out.insert(prefix.to_string(), if *b { 1.0 } else { 0.0 });
+        }
         Value::Object(m) => {
             for (k, v) in m {
                 numbers(&format!("{prefix}.{k}"), v, out);
@@ -143,7 +147,7 @@ impl Identity {
         let http = c.get("http");
         id.allowed_hosts = strings(http.and_then(|h| h.get("allowed_hosts")));
         id.allowed_origins = strings(http.and_then(|h| h.get("allowed_origins")));
-        for key in ["http", "limits", "workspace", "audit"] {
+        for key in ["http", "limits", "workspace", "audit", "rate_limits"] {
             if let Some(v) = c.get(key) {
                 numbers(key, v, &mut id.numbers);
             }
@@ -164,8 +168,11 @@ impl Identity {
 /// (sizes, counts, timeouts, context limits), `Some(false)` when a smaller one is (a reserve of
 /// free space), `None` when any change counts (the audit log's retention and record size).
 pub(super) fn larger_is_looser(path: &str) -> Option<bool> {
-    if path.starts_with("audit.") {
+    if path.starts_with("audit.") || path == "rate_limits.store_timeout_ms" {
         None
+    } else if path.starts_with("rate_limits.") && path.ends_with(".per_seconds") {
+        // A shorter period admits the same calls sooner.
+        Some(false)
     } else {
         Some(!path.ends_with("min_free_bytes"))
     }

@@ -50,6 +50,8 @@ pub struct Capability {
     /// Each argument's limits, by name (`max_length`, `maximum`, `max_items`, `pattern`,
     /// `values`), as text.
     pub params: BTreeMap<String, BTreeMap<&'static str, String>>,
+    /// Its own per-user rate limit (tools only).
+    pub rate_limit: Option<bulkhead_vocab::RateLimit>,
 }
 
 impl Capability {
@@ -388,6 +390,7 @@ fn capability(
         permission: t.permission,
         sensitivity: t.sensitivity,
         context: (preset_name, overrides),
+        rate_limit: t.rate_limit,
         params: params(&t.params),
     }
 }
@@ -416,6 +419,7 @@ pub fn resolve(model: &Model) -> Policy {
                 sensitivity: Sensitivity::Public,
                 context: ("-".into(), BTreeMap::new()),
                 params: BTreeMap::new(),
+                rate_limit: None,
             });
         }
     }

@@ -24,6 +24,8 @@ pub enum Rule {
     ContextWidened,
     /// `argument-loosened`.
     ArgumentLoosened,
+    /// `rate-limit-raised`.
+    RateLimitRaised,
     /// `location-changed`.
     LocationChanged,
     /// `reach-widened`.
@@ -75,7 +77,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 30] = [
+    pub const ALL: [Rule; 31] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -83,6 +85,7 @@ impl Rule {
         Rule::ContextChanged,
         Rule::ContextWidened,
         Rule::ArgumentLoosened,
+        Rule::RateLimitRaised,
         Rule::LocationChanged,
         Rule::ReachWidened,
         Rule::SettingsChanged,
@@ -118,6 +121,7 @@ impl Rule {
             Rule::ContextChanged => "context-changed",
             Rule::ContextWidened => "context-widened",
             Rule::ArgumentLoosened => "argument-loosened",
+            Rule::RateLimitRaised => "rate-limit-raised",
             Rule::LocationChanged => "location-changed",
             Rule::ReachWidened => "reach-widened",
             Rule::SettingsChanged => "settings-changed",
@@ -167,6 +171,9 @@ impl Rule {
             }
             Rule::ArgumentLoosened => {
                 "An argument admits more than before (a minimum lowered, a maximum raised or removed, a pattern changed or removed, allowed values added) or its type, item type or default changed, so callers can pass values the base refused."
+            }
+            Rule::RateLimitRaised => {
+                "A tool's own rate limit (`rate_limit:` in its spec) admits more calls than before (a higher rate, a larger burst) or is removed, so one user can call it faster than was reviewed."
             }
             Rule::LocationChanged => {
                 "A connector points somewhere else (another path, folder, URL or base URL), so its capabilities read or write data nobody reviewed."
@@ -235,7 +242,7 @@ impl Rule {
                 "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), so data or trust may now go elsewhere."
             }
             Rule::LimitRaised => {
-                "A number under `http`, `limits`, `workspace`, `audit` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve down, any change under `audit`) or is set or unset where the other revision leaves the default, so more requests, data or time are allowed than were reviewed."
+                "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."
             }
         }
     }

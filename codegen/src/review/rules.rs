@@ -175,6 +175,23 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
             &h.source,
         );
     }
+    match (&b.rate_limit, &h.rate_limit) {
+        (Some(o), None) => push(
+            r,
+            Rule::RateLimitRaised,
+            s(),
+            format!("{o} → none (rate_limits.per_user_tool of config.yaml)"),
+            &h.source,
+        ),
+        (Some(o), Some(n)) if n.is_looser_than(o) => push(
+            r,
+            Rule::RateLimitRaised,
+            s(),
+            format!("{o} → {n}"),
+            &h.source,
+        ),
+        _ => {}
+    }
     if h.context.0 != b.context.0 {
         push(
             r,
@@ -838,6 +855,7 @@ mod tests {
             sensitivity: s,
             context: ("default".into(), BTreeMap::new()),
             params: BTreeMap::new(),
+            rate_limit: None,
         };
         use bulkhead_vocab::Permission::*;
         let a = cap(Sensitivity::Public, Read);

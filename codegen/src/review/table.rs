@@ -27,8 +27,10 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
          A tool runs on every instance from the one its sensitivity needs (`full` for public and \
          internal, `proxied` for confidential, `none` for secret); `connect` tools are refused once \
          a session holds confidential data.\n\n\
-         | server | kind | name | permission | sensitivity | from instance | context | runs |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         A tool's own rate limit (per user, shared by every instance and replica) replaces \
+         `rate_limits.per_user_tool` of `config.yaml` for that tool.\n\n\
+         | server | kind | name | permission | sensitivity | from instance | context | rate limit | runs |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for c in &p.capabilities {
         let context = if c.context.1.is_empty() {
@@ -44,7 +46,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {} | `{}` | {} | {} | {} | {} | {} |",
+            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} |",
             c.server,
             c.kind,
             cell(&c.name),
@@ -52,6 +54,8 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             c.sensitivity,
             c.from_mode(),
             cell(&context),
+            c.rate_limit
+                .map_or_else(|| "-".to_string(), |r| r.to_string()),
             cell(&c.runs)
         );
     }

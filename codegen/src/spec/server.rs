@@ -134,6 +134,10 @@ pub struct ToolSpec {
     /// themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub returns: Option<BTreeMap<String, ParamSpec>>,
+    /// Calls per period for each user of this tool, across every instance and replica: replaces
+    /// `rate_limits.per_user_tool` of `config.yaml` for this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<bulkhead_vocab::RateLimit>,
 }
 
 /// How a tool is implemented when it does not use a connector.

@@ -239,6 +239,11 @@ impl PgStore {
         &self.pool
     }
 
+    /// The scope (trust domain) whose sessions this store holds.
+    pub fn scope(&self) -> &str {
+        &self.server
+    }
+
     fn key(&self, id: &Identity) -> i64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in self.server.bytes().chain(std::iter::once(0)) {

@@ -121,3 +121,90 @@ BEGIN
     PERFORM pg_advisory_lock_shared(p_key);
     RETURN pg_advisory_unlock(p_key);
 END $$;
+
+-- The audit line as written (the chain hashes these exact bytes; `record` is its jsonb for
+-- queries).
+ALTER TABLE bulkhead_audit ADD COLUMN IF NOT EXISTS line text;
+
+-- Each audit writer's chain head, anchored at intervals and at shutdown (`bulkhead audit verify`
+-- compares the log with it). A head never goes back and is never deleted.
+CREATE TABLE IF NOT EXISTS bulkhead_audit_heads (
+    writer text PRIMARY KEY,
+    server text NOT NULL,
+    seq    bigint NOT NULL,
+    hash   text NOT NULL,
+    closed boolean NOT NULL DEFAULT false,
+    sig    text,
+    at     timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE OR REPLACE FUNCTION bulkhead_heads_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.seq < OLD.seq OR (OLD.closed AND NOT NEW.closed) OR NEW.server <> OLD.server THEN
+        RAISE EXCEPTION 'an audit chain head never goes back';
+    END IF;
+    RETURN NEW;
+END $$;
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'bulkhead_audit_heads_forward') THEN
+        CREATE TRIGGER bulkhead_audit_heads_forward BEFORE UPDATE ON bulkhead_audit_heads
+            FOR EACH ROW EXECUTE FUNCTION bulkhead_heads_forward();
+        CREATE TRIGGER bulkhead_audit_heads_never_delete BEFORE DELETE ON bulkhead_audit_heads
+            FOR EACH STATEMENT EXECUTE FUNCTION bulkhead_refuse();
+    END IF;
+END $$;
+
+-- Rate-limit buckets (GCRA: `tat` is the theoretical arrival time of the next call, in seconds
+-- since the epoch of the database's clock, so replicas' clocks never disagree).
+CREATE TABLE IF NOT EXISTS bulkhead_rate (
+    scope text NOT NULL,
+    key   text NOT NULL,
+    tat   double precision NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+
+-- Counts one call against every bucket in `p_keys` (sorted, so concurrent calls lock rows in one
+-- order), all or none: returns 0 and the index 0 when the call may run, else the seconds to wait
+-- and the 1-based index of the bucket that refused. Rows past their `tat` are equivalent to
+-- absent ones; about one call in 1024 removes up to 1000 of them.
+CREATE OR REPLACE FUNCTION bulkhead_rate_take(
+    p_scope text, p_keys text[], p_interval float8[], p_tolerance float8[]
+) RETURNS TABLE (wait float8, refused int) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    now_s float8 := extract(epoch FROM clock_timestamp());
+    n int := coalesce(array_length(p_keys, 1), 0);
+    cur float8;
+    t float8;
+    next_tat float8[];
+    worst float8 := 0;
+    worst_i int := 0;
+BEGIN
+    INSERT INTO bulkhead_rate (scope, key, tat)
+        SELECT p_scope, k, 0 FROM unnest(p_keys) AS k ORDER BY k
+        ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM bulkhead_rate WHERE scope = p_scope AND key = ANY (p_keys) ORDER BY key FOR UPDATE;
+    FOR i IN 1..n LOOP
+        SELECT r.tat INTO cur FROM bulkhead_rate r WHERE r.scope = p_scope AND r.key = p_keys[i];
+        t := greatest(cur, now_s);
+        IF t - now_s > p_tolerance[i] AND t - now_s - p_tolerance[i] > worst THEN
+            worst := t - now_s - p_tolerance[i];
+            worst_i := i;
+        END IF;
+        next_tat[i] := t + p_interval[i];
+    END LOOP;
+    IF worst_i > 0 THEN
+        RETURN QUERY SELECT worst, worst_i;
+        RETURN;
+    END IF;
+    FOR i IN 1..n LOOP
+        UPDATE bulkhead_rate SET tat = next_tat[i] WHERE scope = p_scope AND key = p_keys[i];
+    END LOOP;
+    IF random() < 1.0 / 1024 THEN
+        DELETE FROM bulkhead_rate WHERE ctid IN (
+            SELECT ctid FROM bulkhead_rate WHERE scope = p_scope AND tat < now_s LIMIT 1000
+            FOR UPDATE SKIP LOCKED);
+    END IF;
+    RETURN QUERY SELECT 0::float8, 0;
+END $$;

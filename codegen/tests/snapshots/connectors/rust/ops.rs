@@ -25,6 +25,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024}},"required":["pattern"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "search",
@@ -46,6 +47,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Glob over file names, e.g. *.csv","minLength":1,"maxLength":256,"default":"*"}},"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:list",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "list",
@@ -67,6 +69,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to"},"message":{"type":"string","description":"Message text"},"urgent":{"type":"boolean","description":"Page people","default":false}},"required":["channel","message"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "webhooks:notify",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -88,6 +91,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -109,6 +113,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"Record id"},"title":{"type":"string","description":"New title"}},"required":["id","title"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "records:rename",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "rename",
@@ -130,6 +135,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"context_lines":{"type":"integer","description":"Lines of context before and after each match","minimum":0,"maximum":20,"default":2},"pattern":{"type":"string","description":"Regular expression to search for","minLength":1,"maxLength":1024},"since":{"type":"string","description":"Only entries at or after this RFC 3339 time","minLength":1,"maxLength":64},"until":{"type":"string","description":"Only entries before this RFC 3339 time","minLength":1,"maxLength":64}},"required":["pattern"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -153,6 +159,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"title":{"type":"string"}},"required":["id","title"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "records:search",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -174,6 +181,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"Text to write; replaces the file","maxLength":16777216},"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["content","path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",

@@ -30,6 +30,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "tool:list_notes",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
     ],

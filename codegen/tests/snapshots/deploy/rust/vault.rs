@@ -41,6 +41,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"Customer id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "tool:lookup_customer",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -59,6 +60,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"name":{"type":"string","description":"Secret name"}},"required":["name"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "tool:read_secret",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
     ],

@@ -66,6 +66,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"count":{"type":"integer","description":"How many times to repeat","minimum":0,"maximum":10,"default":3},"label":{"type":"string","description":"A short lowercase label","minLength":1,"maxLength":40,"pattern":"^[a-z]+$"},"order":{"type":"string","description":"Sort order","enum":["asc","desc"],"default":"asc"},"ratio":{"type":"number","description":"A scale factor","minimum":0.5,"maximum":2.5},"tags":{"type":"array","description":"Tags to attach","items":{"type":"string"},"minItems":1,"maxItems":5},"verbose":{"type":"boolean","description":"Say more","default":false}},"required":["label"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "kitchen:{label}",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -84,6 +85,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"url":{"type":"string","description":"The page URL, e.g. https://example.com/a \"quoted\" #path","maxLength":2048}},"required":["url"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "tool:fetch-page.v2",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -102,6 +104,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "tool:reset",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
     ],

@@ -25,6 +25,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
+            rate_limit: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",

@@ -1,0 +1,85 @@
+//! Rate buckets in the SQLite store's shared file: one `BEGIN IMMEDIATE` transaction per call
+//! reads the buckets, decides ([`super::decide`]) and writes them, all or none. SQLite's write
+//! lock serialises the instances of the host; its busy wait is the store timeout.
+
+use super::{Bucket, decide};
+use rusqlite::{Connection, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The buckets of one process.
+pub(super) struct SqliteBuckets {
+    conn: Mutex<Connection>,
+    takes: std::sync::atomic::AtomicU32,
+}
+
+impl SqliteBuckets {
+    /// Opens the shared file beside the store's database `db`.
+    pub(super) fn open(db: &Path, timeout: Duration) -> Result<SqliteBuckets, String> {
+        let conn = crate::state::shared::open_sqlite(db, timeout)
+            .map_err(|e| format!("{}: {e}", crate::state::shared::sqlite_path(db).display()))?;
+        Ok(SqliteBuckets {
+            conn: Mutex::new(conn),
+            takes: std::sync::atomic::AtomicU32::new(0),
+        })
+    }
+
+    /// Counts a call: `None` when it may run, else the refusing bucket's index and the wait.
+    pub(super) fn take(&self, buckets: &[Bucket]) -> Result<Option<(usize, f64)>, String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let prune = self
+            .takes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % 1024
+            == 1023;
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| e.to_string())?;
+        let mut tats = Vec::with_capacity(buckets.len());
+        {
+            let mut read = tx
+                .prepare_cached("SELECT tat FROM rate WHERE key = ?1")
+                .map_err(|e| e.to_string())?;
+            for b in buckets {
+                let tat: f64 = match read.query_row(params![b.key], |r| r.get(0)) {
+                    Ok(t) => t,
+                    Err(rusqlite::Error::QueryReturnedNoRows) => 0.0,
+                    Err(e) => return Err(e.to_string()),
+                };
+                tats.push(tat);
+            }
+        }
+        let next = match decide(buckets, &tats, now) {
+            Ok(next) => next,
+            Err(refused) => return Ok(Some(refused)),
+        };
+        {
+            let mut write = tx
+                .prepare_cached(
+                    "INSERT INTO rate (key, tat) VALUES (?1, ?2)
+                     ON CONFLICT (key) DO UPDATE SET tat = excluded.tat",
+                )
+                .map_err(|e| e.to_string())?;
+            for (b, tat) in buckets.iter().zip(next) {
+                write
+                    .execute(params![b.key, tat])
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        if prune {
+            // Buckets past their arrival time are the same as absent ones.
+            tx.execute(
+                "DELETE FROM rate WHERE key IN (SELECT key FROM rate WHERE tat < ?1 LIMIT 1000)",
+                params![now],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        Ok(None)
+    }
+}

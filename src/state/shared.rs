@@ -1,0 +1,73 @@
+//! What every instance of a trust domain shares besides the ratchet: rate-limit buckets and the
+//! audit chains' anchored heads. On SQLite they live in `shared-<store file>` beside the store's
+//! database (so they never slow or lock the ratchet's writes, and losing them loses no
+//! compliance record); on PostgreSQL, in tables of the store's database (`schema.sql`).
+//!
+//! Neither is a compliance record: a deleted file only resets rate buckets, and makes `bulkhead
+//! audit verify` report every writer as unknown (the evidence that something was removed).
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS rate (
+    key TEXT PRIMARY KEY,
+    tat REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit_heads (
+    writer TEXT PRIMARY KEY,
+    server TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    sig TEXT,
+    at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS audit_heads_forward BEFORE UPDATE ON audit_heads
+    WHEN NEW.seq < OLD.seq OR (OLD.closed = 1 AND NEW.closed = 0) OR NEW.server <> OLD.server
+    BEGIN SELECT RAISE(ABORT, 'an audit chain head never goes back'); END;
+CREATE TRIGGER IF NOT EXISTS audit_heads_kept BEFORE DELETE ON audit_heads
+    BEGIN SELECT RAISE(ABORT, 'audit chain heads are never deleted'); END;
+";
+
+/// The shared file beside the SQLite store database `db`.
+pub fn sqlite_path(db: &Path) -> PathBuf {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "store.db".into());
+    db.with_file_name(format!("shared-{name}"))
+}
+
+/// Opens (creating, 0600) the shared file beside `db`: WAL, `synchronous=NORMAL` (a power loss
+/// may lose the last rate counts, never a compliance record), busy wait `timeout`.
+pub fn open_sqlite(db: &Path, timeout: Duration) -> rusqlite::Result<Connection> {
+    let path = sqlite_path(db);
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+        | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(&path, flags)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    conn.busy_timeout(timeout)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+/// Opens the shared file read-only, for `bulkhead audit verify` (None: there is none).
+pub fn open_sqlite_read(db: &Path) -> rusqlite::Result<Option<Connection>> {
+    let path = sqlite_path(db);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    Connection::open_with_flags(&path, flags).map(Some)
+}
