@@ -249,6 +249,9 @@ impl RateLimiter {
     }
 }
 
+/// Rounding slack of the decision, in seconds: a call exactly on its schedule is admitted.
+const EPSILON: f64 = 1e-9;
+
 /// The GCRA decision over buckets whose stored arrival times are `tats` (0 for a new bucket), at
 /// `now` (seconds): `Ok(new tats)` when every bucket admits the call, else the index of the
 /// bucket that makes the caller wait longest and that wait. The PostgreSQL function
@@ -259,7 +262,7 @@ fn decide(buckets: &[Bucket], tats: &[f64], now: f64) -> Result<Vec<f64>, (usize
     for (i, (b, tat)) in buckets.iter().zip(tats).enumerate() {
         let t = tat.max(now);
         let ahead = t - now - b.rate.tolerance_secs();
-        if ahead > 0.0 && worst.is_none_or(|(_, w)| ahead > w) {
+        if ahead > EPSILON && worst.is_none_or(|(_, w)| ahead > w) {
             worst = Some((i, ahead));
         }
         next.push(t + b.rate.interval_secs());

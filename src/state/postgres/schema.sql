@@ -188,7 +188,7 @@ BEGIN
     FOR i IN 1..n LOOP
         SELECT r.tat INTO cur FROM bulkhead_rate r WHERE r.scope = p_scope AND r.key = p_keys[i];
         t := greatest(cur, now_s);
-        IF t - now_s > p_tolerance[i] AND t - now_s - p_tolerance[i] > worst THEN
+        IF t - now_s - p_tolerance[i] > 1e-9 AND t - now_s - p_tolerance[i] > worst THEN
             worst := t - now_s - p_tolerance[i];
             worst_i := i;
         END IF;
