@@ -27,6 +27,7 @@ static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
     input_schema: r#"{"type":"object","properties":{"text":{"type":"string","maxLength":100000}},"required":["text"],"additionalProperties":false}"#,
     output_schema: None,
     dataset: "bench:echo",
+    rate_limit: None,
     target: Target::Handler,
 }];
 
@@ -70,6 +71,7 @@ pub async fn router(
     stateful: bool,
     state: &Path,
     store: &str,
+    extra: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<axum::Router> {
     let d = state.display();
@@ -78,7 +80,7 @@ pub async fn router(
         iss = crate::ISSUER,
         aud = crate::AUDIENCE,
     );
-    let config = Config::parse(&text, "bench", &|_| None)?;
+    let config = Config::parse(&format!("{text}{extra}"), "bench", &|_| None)?;
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
     let store = bulkhead::serve::open_state(
@@ -88,7 +90,9 @@ pub async fn router(
         bulkhead::state::InitPolicy::FirstStart,
     )
     .await?;
-    let audit = bulkhead::serve::open_audit(&config, "bench")?;
+    let audit = bulkhead::serve::open_audit(&config, "bench", &store)?;
+    let rates = bulkhead::ratelimit::RateLimiter::open(&config.rate_limits, "bench", &store, false)
+        .map_err(anyhow::Error::msg)?;
     let rt = Runtime::new(
         Server::new(&BENCH, &[], EchoHandlers),
         NetworkMode::Full,
@@ -96,7 +100,8 @@ pub async fn router(
         workspaces,
         Arc::new(store),
         audit,
-    )?;
+    )?
+    .with_rate_limits(rates);
     let verifier = Verifier::new(&config.auth)?;
     Ok(bulkhead::serve::http::router(
         Arc::new(rt),

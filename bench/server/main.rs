@@ -29,6 +29,7 @@ struct Args {
     state: std::path::PathBuf,
     store: String,
     port: u16,
+    extra: String,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -41,6 +42,7 @@ fn args() -> anyhow::Result<Args> {
         state: std::env::temp_dir().join("bulkhead-bench"),
         store: "sqlite".into(),
         port: 0,
+        extra: String::new(),
     };
     while let Some(flag) = it.next() {
         match flag.as_str() {
@@ -50,6 +52,9 @@ fn args() -> anyhow::Result<Args> {
             "--state" => a.state = it.next().unwrap_or_default().into(),
             "--port" => a.port = it.next().unwrap_or_default().parse()?,
             "--store" => a.store = it.next().unwrap_or_default(),
+            // Top-level config.yaml sections appended to the bench configuration (e.g.
+            // `rate_limits:` or `audit: { chain: false }`).
+            "--extra" => a.extra = it.next().unwrap_or_default(),
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
@@ -79,8 +84,15 @@ fn main() -> anyhow::Result<()> {
         let cancel = CancellationToken::new();
         let app = match a.kind.as_str() {
             "bulkhead" => {
-                bulkhead_echo::router(&a.secret, a.stateful, &a.state, &a.store, cancel.clone())
-                    .await?
+                bulkhead_echo::router(
+                    &a.secret,
+                    a.stateful,
+                    &a.state,
+                    &a.store,
+                    &a.extra,
+                    cancel.clone(),
+                )
+                .await?
             }
             "rmcp" => bare::rmcp_router(&a.secret, a.stateful, cancel.clone()),
             "axum" => bare::axum_echo(),

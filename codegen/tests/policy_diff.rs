@@ -336,3 +336,99 @@ fn an_auth_change_names_the_field() {
         "{got:#?}"
     );
 }
+
+/// A tool's own rate limit raised or removed, and a configured one raised, removed or given a
+/// shorter period, are weakenings; a lowered limit is not.
+#[test]
+fn a_raised_or_removed_rate_limit_is_a_weakening() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let with_config = |extra: &str| {
+        let d = project();
+        let text = std::fs::read_to_string(root.join("config.yaml")).unwrap();
+        std::fs::write(d.path().join("config.yaml"), format!("{text}{extra}")).unwrap();
+        d
+    };
+    let limits = "rate_limits:\n  per_user_tool: { calls: 20, per_seconds: 1 }\n  per_server: { calls: 500, per_seconds: 1 }\n";
+    let base = with_config(limits);
+    let base = load(base.path());
+
+    let h = with_config(limits);
+    let spec = "specs/servers/template.yaml";
+    edit(
+        h.path(),
+        spec,
+        "rate_limit: { calls: 30, per_seconds: 60 }",
+        "rate_limit: { calls: 300, per_seconds: 60 }",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "per_user_tool: { calls: 20, per_seconds: 1 }",
+        "per_user_tool: { calls: 20, per_seconds: 1, burst: 40 }",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "per_server: { calls: 500, per_seconds: 1 }",
+        "",
+    );
+    let got: Vec<String> = lines(&base, h.path())
+        .into_iter()
+        .filter(|l| l.contains("rate"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "limit-raised: config.yaml: rate_limits.per_server.calls 500 → unset (the runtime default)",
+            "limit-raised: config.yaml: rate_limits.per_server.per_seconds 1 → unset (the runtime default)",
+            "limit-raised: config.yaml: rate_limits.per_user_tool.burst default → 40",
+            "rate-limit-raised: tool `template.notify_team`: 30 calls per 60 s → 300 calls per 60 s",
+        ],
+        "{got:#?}"
+    );
+
+    let h = with_config(limits);
+    edit(
+        h.path(),
+        spec,
+        "    rate_limit: { calls: 30, per_seconds: 60 }\n",
+        "",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "per_user_tool: { calls: 20, per_seconds: 1 }",
+        "per_user_tool: { calls: 20, per_seconds: 2 }",
+    );
+    let got: Vec<String> = lines(&base, h.path())
+        .into_iter()
+        .filter(|l| l.contains("rate"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "limit-raised: config.yaml: rate_limits.per_user_tool.per_seconds 1 → 2",
+            "rate-limit-raised: tool `template.notify_team`: 30 calls per 60 s → none (rate_limits.per_user_tool of config.yaml)",
+        ],
+        "{got:#?}"
+    );
+    // Tighter everywhere: nothing to report.
+    let h = with_config(limits);
+    edit(
+        h.path(),
+        spec,
+        "rate_limit: { calls: 30, per_seconds: 60 }",
+        "rate_limit: { calls: 10, per_seconds: 60 }",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "per_user_tool: { calls: 20, per_seconds: 1 }",
+        "per_user_tool: { calls: 10, per_seconds: 1 }",
+    );
+    let got: Vec<String> = lines(&base, h.path())
+        .into_iter()
+        .filter(|l| l.contains("rate"))
+        .collect();
+    assert!(got.is_empty(), "{got:#?}");
+}

@@ -61,6 +61,14 @@ pub fn line_hash(line: &[u8]) -> [u8; 32] {
     Sha256::digest(line).into()
 }
 
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
+    }
+}
+
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -99,26 +107,30 @@ impl Chain {
     /// Links one record line (`{…}\n`, as [`super::AuditRecord::to_line`] makes it) into the
     /// chain: `"w"`, `"seq"` and `"prev"` are added as its last fields.
     pub fn link(&mut self, line: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(line.len() + 128);
+        self.link_into(&mut out, line);
+        out
+    }
+
+    /// [`link`](Chain::link), appending the linked line to `out` (the writer's batch).
+    pub fn link_into(&mut self, out: &mut Vec<u8>, line: &[u8]) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         let body = body.strip_suffix(b"}").unwrap_or(body);
-        let mut out = Vec::with_capacity(body.len() + 128);
+        let start = out.len();
         out.extend_from_slice(body);
         if body.len() > 1 {
             out.push(b',');
         }
-        out.extend_from_slice(
-            format!(
-                "\"w\":\"{}\",\"seq\":{},\"prev\":\"{}\"}}",
-                self.writer,
-                self.next_seq,
-                hex(&self.prev)
-            )
-            .as_bytes(),
-        );
-        self.prev = line_hash(&out);
+        out.extend_from_slice(b"\"w\":\"");
+        out.extend_from_slice(self.writer.as_bytes());
+        out.extend_from_slice(b"\",\"seq\":");
+        out.extend_from_slice(self.next_seq.to_string().as_bytes());
+        out.extend_from_slice(b",\"prev\":\"");
+        push_hex(out, &self.prev);
+        out.extend_from_slice(b"\"}");
+        self.prev = line_hash(&out[start..]);
         self.next_seq += 1;
         out.push(b'\n');
-        out
     }
 
     /// The head after the last linked line, signed when a key is configured.

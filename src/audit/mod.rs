@@ -314,7 +314,7 @@ fn writer(
                 Ok(m) => {
                     queued += m.line.len();
                     match chain.as_mut() {
-                        Some(c) => buf.extend_from_slice(&c.link(&m.line)),
+                        Some(c) => c.link_into(&mut buf, &m.line),
                         None => buf.extend_from_slice(&m.line),
                     }
                     count += 1;

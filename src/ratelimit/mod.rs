@@ -14,12 +14,14 @@
 //! retryable): a limit that cannot be counted is not a limit. A crash loses nothing that matters:
 //! a call counted and then not run only costs its user one call of budget.
 
+mod local;
 mod postgres;
 mod sqlite;
 
 use crate::config::RateLimitsConfig;
 use crate::state::StateStore;
 use bulkhead_vocab::RateLimit;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a call is, for the limits.
@@ -109,12 +111,32 @@ enum Backend {
     Postgres(postgres::PgBuckets),
 }
 
+/// One visit to the store: each bucket gets its `forced` calls (admitted here already) counted
+/// unconditionally, then `want` more all or none.
+pub(super) struct Visit<'a> {
+    buckets: &'a [Bucket],
+    forced: Vec<u32>,
+    want: u32,
+}
+
+/// What a visit found: the refusing bucket and the wait (when `want` was refused), and every
+/// bucket's arrival time after the visit, on this host's clock.
+pub(super) struct Counted {
+    refused: Option<(usize, f64)>,
+    tats: Vec<f64>,
+}
+
 /// The limits of one server, counted in its trust domain's store.
 pub struct RateLimiter {
     config: RateLimitsConfig,
     server: String,
-    backend: Option<Backend>,
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    backend: Backend,
     timeout: Duration,
+    view: Mutex<local::View>,
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -126,8 +148,28 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
+/// A call's buckets: key ranges in a scratch string, limit names, rates (at most four).
+#[derive(Default)]
+struct Plan {
+    items: [Option<(std::ops::Range<usize>, &'static str, RateLimit)>; 4],
+    len: usize,
+}
+
+thread_local! {
+    /// Where a call's bucket keys are written (reused: no allocation per call).
+    static SCRATCH: std::cell::RefCell<String> = std::cell::RefCell::new(String::with_capacity(256));
+}
+
 /// The separator inside bucket keys (never in a user id, server or tool name).
 const SEP: char = '\u{1f}';
+
+/// Seconds since the epoch on this host's clock.
+fn now_secs() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
 
 impl RateLimiter {
     /// No limits at all (tests; a server whose configuration declares none and no tool of
@@ -136,13 +178,14 @@ impl RateLimiter {
         RateLimiter {
             config: RateLimitsConfig::default(),
             server: server.to_owned(),
-            backend: None,
-            timeout: Duration::from_millis(500),
+            inner: None,
         }
     }
 
     /// The limits of `server` from `config`, counted in `store` (the SQLite store's shared file,
     /// or the PostgreSQL store's database). `any_own` says whether any tool declares its own.
+    /// Inside a tokio runtime, a task counts calls admitted locally in the store every
+    /// [`local::FRESH`] while the limiter lives.
     pub fn open(
         config: &RateLimitsConfig,
         server: &str,
@@ -150,16 +193,12 @@ impl RateLimiter {
         any_own: bool,
     ) -> Result<RateLimiter, String> {
         let timeout = Duration::from_millis(config.store_timeout_ms.max(1));
-        let mut limiter = RateLimiter {
-            config: config.clone(),
-            server: server.to_owned(),
-            backend: None,
-            timeout,
-        };
+        let mut limiter = RateLimiter::none(server);
+        limiter.config = config.clone();
         if config.declared().next().is_none() && !any_own {
             return Ok(limiter);
         }
-        limiter.backend = Some(match store {
+        let backend = match store {
             StateStore::Sqlite(s) => Backend::Sqlite(
                 sqlite::SqliteBuckets::open(s.path(), timeout)
                     .map_err(|e| format!("rate limits: {e}"))?,
@@ -168,75 +207,130 @@ impl RateLimiter {
                 p.pool().clone(),
                 p.scope().to_owned(),
             )),
+        };
+        let inner = Arc::new(Inner {
+            backend,
+            timeout,
+            view: Mutex::default(),
         });
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&inner);
+            rt.spawn(async move {
+                // Twice per freshness window, so that under steady traffic readings are renewed
+                // by the flush before calls find them stale.
+                let mut tick = tokio::time::interval(local::FRESH / 2);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    inner.flush().await;
+                }
+            });
+        }
+        limiter.inner = Some(inner);
         Ok(limiter)
     }
 
-    /// The buckets `subject` is counted against.
-    fn buckets(&self, s: &Subject<'_>) -> Vec<Bucket> {
+    /// The buckets `subject` is counted against: their keys written into `scratch` (no
+    /// allocation once it has grown), with each limit's name and rate.
+    fn plan(&self, s: &Subject<'_>, scratch: &mut String) -> Plan {
         let c = &self.config;
         let server = &self.server;
-        let mut out = Vec::with_capacity(4);
+        let mut plan = Plan::default();
+        let mut push = |parts: &[&str], limit: &'static str, rate: RateLimit| {
+            let from = scratch.len();
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    scratch.push(SEP);
+                }
+                scratch.push_str(p);
+            }
+            plan.items[plan.len] = Some((from..scratch.len(), limit, rate));
+            plan.len += 1;
+        };
         if let Some(rate) = c.per_user {
-            out.push(Bucket {
-                key: format!("u{SEP}{}", s.user),
-                limit: "rate_limits.per_user",
-                rate,
-            });
+            push(&["u", s.user], "rate_limits.per_user", rate);
         }
         let user_tool = match s.own {
             Some(rate) => Some(("the tool's rate_limit", rate)),
             None => c.per_user_tool.map(|r| ("rate_limits.per_user_tool", r)),
         };
         if let Some((limit, rate)) = user_tool {
-            out.push(Bucket {
-                key: format!("ut{SEP}{}{SEP}{server}{SEP}{}", s.user, s.tool),
-                limit,
-                rate,
-            });
+            push(&["ut", s.user, server, s.tool], limit, rate);
         }
         if let Some(rate) = c.per_tool {
-            out.push(Bucket {
-                key: format!("t{SEP}{server}{SEP}{}", s.tool),
-                limit: "rate_limits.per_tool",
-                rate,
-            });
+            push(&["t", server, s.tool], "rate_limits.per_tool", rate);
         }
         if let Some(rate) = c.per_server {
-            out.push(Bucket {
-                key: format!("s{SEP}{server}"),
-                limit: "rate_limits.per_server",
-                rate,
-            });
+            push(&["s", server], "rate_limits.per_server", rate);
         }
-        sorted(out)
+        plan
     }
 
-    /// Counts one call of `subject` against every limit that applies, all or none.
+    /// Counts one call of `subject` against every limit that applies, all or none: locally
+    /// while every bucket is far from its limit (see [`local`]), else in the store first.
     pub async fn take(&self, subject: Subject<'_>) -> Result<(), RateRefusal> {
-        let Some(backend) = &self.backend else {
+        let Some(inner) = &self.inner else {
             return Ok(());
         };
-        let buckets = self.buckets(&subject);
-        if buckets.is_empty() {
-            return Ok(());
-        }
-        crate::failpoint!("ratelimit.before_take");
-        let taken = match backend {
-            Backend::Sqlite(s) => s.take(&buckets),
-            Backend::Postgres(p) => {
-                match tokio::time::timeout(self.timeout, p.take(&buckets)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(format!(
-                        "the store did not answer within rate_limits.store_timeout_ms ({} ms)",
-                        self.timeout.as_millis()
-                    )),
-                }
+        let now = now_secs();
+        let decided = SCRATCH.with_borrow_mut(|scratch| {
+            scratch.clear();
+            let plan = self.plan(&subject, scratch);
+            let items = || plan.items.iter().flatten();
+            if plan.len == 0 {
+                return None;
             }
+            let mut view = inner.view.lock().unwrap_or_else(|p| p.into_inner());
+            let local = items().all(|(r, _, rate)| {
+                view.seen
+                    .get(&scratch[r.clone()])
+                    .is_some_and(|s| s.admits(rate.interval_secs(), rate.tolerance_secs(), now))
+            });
+            if local {
+                for (r, _, _) in items() {
+                    if let Some(s) = view.seen.get_mut(&scratch[r.clone()]) {
+                        s.pending += 1;
+                    }
+                }
+                return None;
+            }
+            let buckets = sorted(
+                items()
+                    .map(|(r, limit, rate)| Bucket {
+                        key: scratch[r.clone()].to_owned(),
+                        limit,
+                        rate: *rate,
+                    })
+                    .collect(),
+            );
+            let forced: Vec<u32> = buckets
+                .iter()
+                .map(|b| match view.seen.get_mut(&b.key) {
+                    Some(s) => {
+                        s.visiting = true;
+                        std::mem::take(&mut s.pending)
+                    }
+                    None => 0,
+                })
+                .collect();
+            Some((buckets, forced))
+        });
+        let Some((buckets, forced)) = decided else {
+            return Ok(());
         };
-        match taken {
-            Ok(None) => Ok(()),
-            Ok(Some((i, wait))) => {
+        crate::failpoint!("ratelimit.before_take");
+        let visit = Visit {
+            buckets: &buckets,
+            forced,
+            want: 1,
+        };
+        match inner.visit(&visit).await {
+            Ok(Counted { refused: None, .. }) => Ok(()),
+            Ok(Counted {
+                refused: Some((i, wait)),
+                ..
+            }) => {
                 let b = &buckets[i];
                 Err(RateRefusal::Limited {
                     limit: b.limit,
@@ -249,27 +343,105 @@ impl RateLimiter {
     }
 }
 
+impl Inner {
+    /// Visits the store within the timeout and records what it read; on failure the forced
+    /// calls go back to pending (they ran; they are counted at the next visit).
+    async fn visit(&self, v: &Visit<'_>) -> Result<Counted, String> {
+        let r = match &self.backend {
+            Backend::Sqlite(s) => s.take(v),
+            Backend::Postgres(p) => match tokio::time::timeout(self.timeout, p.take(v)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!(
+                    "the store did not answer within rate_limits.store_timeout_ms ({} ms)",
+                    self.timeout.as_millis()
+                )),
+            },
+        };
+        let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        match &r {
+            Ok(c) => {
+                for (b, tat) in v.buckets.iter().zip(&c.tats) {
+                    view.read(&b.key, *tat, b.rate);
+                }
+            }
+            Err(_) => {
+                for (b, n) in v.buckets.iter().zip(&v.forced) {
+                    if let Some(s) = view.seen.get_mut(&b.key) {
+                        s.pending += n;
+                        s.visiting = false;
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// Counts in the store the calls admitted locally whose reading is older than half of
+    /// [`local::FRESH`] (a visit of their own, wanting nothing more), renewing the readings.
+    async fn flush(&self) {
+        let due: Vec<(Bucket, u32)> = {
+            let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
+            view.seen
+                .iter_mut()
+                .filter(|(_, s)| {
+                    s.pending > 0 && !s.visiting && s.read_at.elapsed() >= local::FRESH / 2
+                })
+                .map(|(k, s)| {
+                    s.visiting = true;
+                    let rate = s.rate;
+                    (
+                        Bucket {
+                            key: k.clone(),
+                            limit: "",
+                            rate,
+                        },
+                        std::mem::take(&mut s.pending),
+                    )
+                })
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        let (buckets, forced): (Vec<Bucket>, Vec<u32>) = due.into_iter().unzip();
+        let visit = Visit {
+            buckets: &buckets,
+            forced,
+            want: 0,
+        };
+        if let Err(e) = self.visit(&visit).await {
+            tracing::warn!(error = %e, "rate limits: calls admitted locally not yet counted in the store");
+        }
+    }
+}
+
 /// Rounding slack of the decision, in seconds: a call exactly on its schedule is admitted.
 const EPSILON: f64 = 1e-9;
 
-/// The GCRA decision over buckets whose stored arrival times are `tats` (0 for a new bucket), at
-/// `now` (seconds): `Ok(new tats)` when every bucket admits the call, else the index of the
-/// bucket that makes the caller wait longest and that wait. The PostgreSQL function
-/// `bulkhead_rate_take` is the same decision in SQL.
-fn decide(buckets: &[Bucket], tats: &[f64], now: f64) -> Result<Vec<f64>, (usize, f64)> {
-    let mut next = Vec::with_capacity(buckets.len());
+/// The GCRA decision of one visit over buckets whose stored arrival times are `tats` (0 for a
+/// new bucket), at `now` (seconds): each bucket's forced calls are counted unconditionally; then
+/// `want` more are admitted only if every bucket admits them, else the bucket that makes the
+/// caller wait longest and that wait are returned. The PostgreSQL function `bulkhead_rate_take`
+/// is the same decision in SQL.
+fn decide(v: &Visit<'_>, tats: &[f64], now: f64) -> Counted {
+    let mut after = Vec::with_capacity(v.buckets.len());
     let mut worst: Option<(usize, f64)> = None;
-    for (i, (b, tat)) in buckets.iter().zip(tats).enumerate() {
-        let t = tat.max(now);
+    for (i, (b, tat)) in v.buckets.iter().zip(tats).enumerate() {
+        let t = tat.max(now) + f64::from(v.forced[i]) * b.rate.interval_secs();
         let ahead = t - now - b.rate.tolerance_secs();
-        if ahead > EPSILON && worst.is_none_or(|(_, w)| ahead > w) {
+        if v.want > 0 && ahead > EPSILON && worst.is_none_or(|(_, w)| ahead > w) {
             worst = Some((i, ahead));
         }
-        next.push(t + b.rate.interval_secs());
+        after.push(t);
     }
-    match worst {
-        Some(w) => Err(w),
-        None => Ok(next),
+    if worst.is_none() {
+        for (t, b) in after.iter_mut().zip(v.buckets) {
+            *t += f64::from(v.want) * b.rate.interval_secs();
+        }
+    }
+    Counted {
+        refused: worst,
+        tats: after,
     }
 }
 
@@ -289,26 +461,52 @@ mod tests {
         }
     }
 
+    fn one(buckets: &[Bucket], tats: &[f64], now: f64) -> Counted {
+        let v = Visit {
+            buckets,
+            forced: vec![0; buckets.len()],
+            want: 1,
+        };
+        decide(&v, tats, now)
+    }
+
     #[test]
     fn a_burst_then_the_sustained_rate() {
         let b = [bucket(10, 1, Some(3))];
         let mut tat = 0.0;
         let now = 1000.0;
         for _ in 0..3 {
-            tat = decide(&b, &[tat], now).unwrap()[0];
+            let c = one(&b, &[tat], now);
+            assert!(c.refused.is_none());
+            tat = c.tats[0];
         }
-        let (i, wait) = decide(&b, &[tat], now).unwrap_err();
+        let (i, wait) = one(&b, &[tat], now).refused.unwrap();
         assert_eq!(i, 0);
-        assert!((wait - 0.1).abs() < 1e-9, "{wait}");
-        assert!(decide(&b, &[tat], now + 0.1).is_ok());
+        assert!((wait - 0.1).abs() < 1e-6, "{wait}");
+        assert!(one(&b, &[tat], now + 0.1).refused.is_none());
     }
 
     #[test]
     fn all_or_none_and_the_longest_wait_is_named() {
         let b = [bucket(1, 10, None), bucket(100, 1, None)];
-        let next = decide(&b, &[0.0, 0.0], 50.0).unwrap();
-        let (i, wait) = decide(&b, &next, 50.0).unwrap_err();
+        let next = one(&b, &[0.0, 0.0], 50.0).tats;
+        let c = one(&b, &next, 50.0);
+        let (i, wait) = c.refused.unwrap();
         assert_eq!(i, 0);
         assert!((wait - 10.0).abs() < 1e-9);
+        assert_eq!(c.tats, next, "a refused call counts in no bucket");
+    }
+
+    #[test]
+    fn forced_calls_count_even_when_the_wanted_one_is_refused() {
+        let b = [bucket(10, 1, Some(2))];
+        let v = Visit {
+            buckets: &b,
+            forced: vec![2],
+            want: 1,
+        };
+        let c = decide(&v, &[0.0], 100.0);
+        assert!(c.refused.is_some());
+        assert!((c.tats[0] - 100.2).abs() < 1e-9);
     }
 }

@@ -1,7 +1,7 @@
-//! Rate buckets in the PostgreSQL store: one call of `bulkhead_rate_take` (schema.sql) per call,
+//! Rate buckets in the PostgreSQL store: one call of `bulkhead_rate_take` (schema.sql) per visit,
 //! on a pooled connection — the one extra round trip — deciding by the database's clock.
 
-use super::Bucket;
+use super::{Counted, Visit};
 use deadpool_postgres::Pool;
 
 /// The buckets of a trust domain in PostgreSQL.
@@ -10,25 +10,38 @@ pub(super) struct PgBuckets {
     scope: String,
 }
 
-const TAKE: &str = "SELECT wait, refused FROM bulkhead_rate_take($1, $2, $3, $4)";
+const TAKE: &str =
+    "SELECT wait, refused, tats, now_s FROM bulkhead_rate_take($1, $2, $3, $4, $5, $6)";
 
 impl PgBuckets {
     pub(super) fn new(pool: Pool, scope: String) -> PgBuckets {
         PgBuckets { pool, scope }
     }
 
-    /// Counts a call: `None` when it may run, else the refusing bucket's index and the wait.
-    pub(super) async fn take(&self, buckets: &[Bucket]) -> Result<Option<(usize, f64)>, String> {
+    /// One visit (see [`Visit`]); arrival times converted to this host's clock.
+    pub(super) async fn take(&self, v: &Visit<'_>) -> Result<Counted, String> {
         let conn = self.pool.get().await.map_err(|e| e.to_string())?;
         let stmt = conn.prepare_cached(TAKE).await.map_err(|e| e.to_string())?;
-        let keys: Vec<&str> = buckets.iter().map(|b| b.key.as_str()).collect();
-        let interval: Vec<f64> = buckets.iter().map(|b| b.rate.interval_secs()).collect();
-        let tolerance: Vec<f64> = buckets.iter().map(|b| b.rate.tolerance_secs()).collect();
+        let keys: Vec<&str> = v.buckets.iter().map(|b| b.key.as_str()).collect();
+        let interval: Vec<f64> = v.buckets.iter().map(|b| b.rate.interval_secs()).collect();
+        let tolerance: Vec<f64> = v.buckets.iter().map(|b| b.rate.tolerance_secs()).collect();
+        let forced: Vec<i32> = v.forced.iter().map(|&n| n as i32).collect();
+        let want = v.want as i32;
+        let asked = super::now_secs();
         let row = conn
-            .query_one(&stmt, &[&self.scope, &keys, &interval, &tolerance])
+            .query_one(
+                &stmt,
+                &[&self.scope, &keys, &interval, &tolerance, &forced, &want],
+            )
             .await
             .map_err(|e| e.to_string())?;
-        let (wait, refused): (f64, i32) = (row.get(0), row.get(1));
-        Ok((refused > 0).then(|| ((refused - 1) as usize, wait)))
+        let (wait, refused, tats, db_now): (f64, i32, Vec<f64>, f64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        // The database's clock decides; this host reads it as offset from its own.
+        let offset = db_now - asked;
+        Ok(Counted {
+            refused: (refused > 0).then(|| ((refused - 1) as usize, wait)),
+            tats: tats.into_iter().map(|t| t - offset).collect(),
+        })
     }
 }

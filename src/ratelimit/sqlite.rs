@@ -1,8 +1,8 @@
-//! Rate buckets in the SQLite store's shared file: one `BEGIN IMMEDIATE` transaction per call
-//! reads the buckets, decides ([`super::decide`]) and writes them, all or none. SQLite's write
-//! lock serialises the instances of the host; its busy wait is the store timeout.
+//! Rate buckets in the SQLite store's shared file: one `BEGIN IMMEDIATE` transaction per visit
+//! reads the buckets, decides ([`super::decide`]) and writes them. SQLite's write lock serialises
+//! the instances of the host; its busy wait is the store timeout.
 
-use super::{Bucket, decide};
+use super::{Counted, Visit, decide};
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::path::Path;
 use std::sync::Mutex;
@@ -11,7 +11,7 @@ use std::time::Duration;
 /// The buckets of one process.
 pub(super) struct SqliteBuckets {
     conn: Mutex<Connection>,
-    takes: std::sync::atomic::AtomicU32,
+    visits: std::sync::atomic::AtomicU32,
 }
 
 impl SqliteBuckets {
@@ -21,18 +21,15 @@ impl SqliteBuckets {
             .map_err(|e| format!("{}: {e}", crate::state::shared::sqlite_path(db).display()))?;
         Ok(SqliteBuckets {
             conn: Mutex::new(conn),
-            takes: std::sync::atomic::AtomicU32::new(0),
+            visits: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
-    /// Counts a call: `None` when it may run, else the refusing bucket's index and the wait.
-    pub(super) fn take(&self, buckets: &[Bucket]) -> Result<Option<(usize, f64)>, String> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
+    /// One visit (see [`Visit`]); arrival times on this host's clock.
+    pub(super) fn take(&self, v: &Visit<'_>) -> Result<Counted, String> {
+        let now = super::now_secs();
         let prune = self
-            .takes
+            .visits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             % 1024
             == 1023;
@@ -40,12 +37,12 @@ impl SqliteBuckets {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| e.to_string())?;
-        let mut tats = Vec::with_capacity(buckets.len());
+        let mut tats = Vec::with_capacity(v.buckets.len());
         {
             let mut read = tx
                 .prepare_cached("SELECT tat FROM rate WHERE key = ?1")
                 .map_err(|e| e.to_string())?;
-            for b in buckets {
+            for b in v.buckets {
                 let tat: f64 = match read.query_row(params![b.key], |r| r.get(0)) {
                     Ok(t) => t,
                     Err(rusqlite::Error::QueryReturnedNoRows) => 0.0,
@@ -54,10 +51,7 @@ impl SqliteBuckets {
                 tats.push(tat);
             }
         }
-        let next = match decide(buckets, &tats, now) {
-            Ok(next) => next,
-            Err(refused) => return Ok(Some(refused)),
-        };
+        let counted = decide(v, &tats, now);
         {
             let mut write = tx
                 .prepare_cached(
@@ -65,10 +59,12 @@ impl SqliteBuckets {
                      ON CONFLICT (key) DO UPDATE SET tat = excluded.tat",
                 )
                 .map_err(|e| e.to_string())?;
-            for (b, tat) in buckets.iter().zip(next) {
-                write
-                    .execute(params![b.key, tat])
-                    .map_err(|e| e.to_string())?;
+            for ((b, tat), old) in v.buckets.iter().zip(&counted.tats).zip(&tats) {
+                if tat != old {
+                    write
+                        .execute(params![b.key, tat])
+                        .map_err(|e| e.to_string())?;
+                }
             }
         }
         if prune {
@@ -80,6 +76,6 @@ impl SqliteBuckets {
             .map_err(|e| e.to_string())?;
         }
         tx.commit().map_err(|e| e.to_string())?;
-        Ok(None)
+        Ok(counted)
     }
 }

@@ -81,17 +81,23 @@ pub fn open_audit(
 ) -> Result<AuditLog, ServeError> {
     use crate::audit::anchor::{Anchor, PgHeads, SqliteHeads};
     let options = config.audit.options();
-    let (sink, anchor): (Box<dyn crate::audit::AuditSink>, Box<dyn Anchor>) =
+    // Built only when used: a PostgreSQL anchor owns a runtime, which must not be dropped here
+    // (an async context); the writer thread drops it.
+    let chained = options.chain;
+    let (sink, anchor): (Box<dyn crate::audit::AuditSink>, Option<Box<dyn Anchor>>) =
         match (config.state.location(), state) {
             (StoreLocation::Postgres(pg), _) => (
                 Box::new(
                     crate::audit::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
                         .map_err(|e| setup("audit log")(&e))?,
                 ),
-                Box::new(
-                    PgHeads::new(&pg.url, pg.connect_timeout)
-                        .map_err(|e| setup("audit log")(&e))?,
-                ),
+                match chained {
+                    true => Some(Box::new(
+                        PgHeads::new(&pg.url, pg.connect_timeout)
+                            .map_err(|e| setup("audit log")(&e))?,
+                    )),
+                    false => None,
+                },
             ),
             (StoreLocation::Sqlite { .. }, StateStore::Sqlite(s)) => {
                 let path = audit_path(config, server);
@@ -99,7 +105,12 @@ pub fn open_audit(
                     .map_err(|e| setup("audit log")(&format!("{}: {e}", path.display())))?;
                 (
                     Box::new(file),
-                    Box::new(SqliteHeads::open(s.path()).map_err(|e| setup("audit log")(&e))?),
+                    match chained {
+                        true => Some(Box::new(
+                            SqliteHeads::open(s.path()).map_err(|e| setup("audit log")(&e))?,
+                        )),
+                        false => None,
+                    },
                 )
             }
             (StoreLocation::Sqlite { .. }, StateStore::Postgres(_)) => {
@@ -108,7 +119,6 @@ pub fn open_audit(
                 ));
             }
         };
-    let anchor = options.chain.then_some(anchor);
     AuditLog::start_anchored(sink, options, server, anchor).map_err(|e| setup("audit log")(&e))
 }
 

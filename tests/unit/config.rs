@@ -256,3 +256,38 @@ fn the_config_schema_is_current_and_the_shipped_config_fits_it() {
     .unwrap();
     assert!(validator.iter_errors(&bad).next().is_some());
 }
+
+/// The form the docs tell a reader to try parses for each limit, `burst` defaults to `calls`, and
+/// a limit no call can meet is refused naming its key.
+#[test]
+fn rate_limits_parse_in_the_documented_form() {
+    for key in ["per_user", "per_user_tool", "per_tool", "per_server"] {
+        let text = format!(
+            "{}\nrate_limits: {{ {key}: {{ calls: 20, per_seconds: 1 }} }}\n",
+            bulkhead::config::EMBEDDED
+        );
+        let c = Config::parse(&text, "t", &|_| None).unwrap();
+        let declared: Vec<_> = c.rate_limits.declared().collect();
+        assert_eq!(declared.len(), 1, "{key}");
+        assert_eq!(declared[0].0, format!("rate_limits.{key}"));
+        assert_eq!(declared[0].1.burst(), 20);
+    }
+    let text = format!(
+        "{}\nrate_limits: {{ per_user: {{ calls: 0, per_seconds: 1 }} }}\n",
+        bulkhead::config::EMBEDDED
+    );
+    let e = Config::parse(&text, "t", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("rate_limits.per_user: `calls` must be at least 1"),
+        "{e}"
+    );
+    let c = Config::parse(bulkhead::config::EMBEDDED, "t", &|_| None).unwrap();
+    assert_eq!(
+        c.rate_limits.declared().count(),
+        0,
+        "no limit is on by default"
+    );
+    assert!(c.audit.chain, "the audit chain is on by default");
+}

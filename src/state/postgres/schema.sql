@@ -165,46 +165,50 @@ CREATE TABLE IF NOT EXISTS bulkhead_rate (
     PRIMARY KEY (scope, key)
 );
 
--- Counts one call against every bucket in `p_keys` (sorted, so concurrent calls lock rows in one
--- order), all or none: returns 0 and the index 0 when the call may run, else the seconds to wait
--- and the 1-based index of the bucket that refused. Rows past their `tat` are equivalent to
--- absent ones; about one call in 1024 removes up to 1000 of them.
+-- One visit of a process to its buckets `p_keys` (sorted, so concurrent visits lock rows in one
+-- order): each bucket's `p_forced` calls (admitted by the process already) are counted
+-- unconditionally, then `p_want` more all or none. Returns the wait and the 1-based index of the
+-- bucket that refused them (0, 0: admitted), every bucket's arrival time after, and the
+-- database's clock. Rows past their `tat` are equivalent to absent ones; about one visit in 1024
+-- removes up to 1000 of them.
+DROP FUNCTION IF EXISTS bulkhead_rate_take(text, text[], float8[], float8[]);
 CREATE OR REPLACE FUNCTION bulkhead_rate_take(
-    p_scope text, p_keys text[], p_interval float8[], p_tolerance float8[]
-) RETURNS TABLE (wait float8, refused int) LANGUAGE plpgsql VOLATILE AS $$
+    p_scope text, p_keys text[], p_interval float8[], p_tolerance float8[], p_forced int[], p_want int
+) RETURNS TABLE (wait float8, refused int, tats float8[], now_s float8) LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    now_s float8 := extract(epoch FROM clock_timestamp());
+    v_now float8 := extract(epoch FROM clock_timestamp());
     n int := coalesce(array_length(p_keys, 1), 0);
     cur float8;
     t float8;
-    next_tat float8[];
+    after float8[];
     worst float8 := 0;
     worst_i int := 0;
 BEGIN
-    INSERT INTO bulkhead_rate (scope, key, tat)
+    INSERT INTO bulkhead_rate AS r (scope, key, tat)
         SELECT p_scope, k, 0 FROM unnest(p_keys) AS k ORDER BY k
         ON CONFLICT DO NOTHING;
-    PERFORM 1 FROM bulkhead_rate WHERE scope = p_scope AND key = ANY (p_keys) ORDER BY key FOR UPDATE;
+    PERFORM 1 FROM bulkhead_rate r WHERE r.scope = p_scope AND r.key = ANY (p_keys) ORDER BY r.key FOR UPDATE;
     FOR i IN 1..n LOOP
         SELECT r.tat INTO cur FROM bulkhead_rate r WHERE r.scope = p_scope AND r.key = p_keys[i];
-        t := greatest(cur, now_s);
-        IF t - now_s - p_tolerance[i] > 1e-9 AND t - now_s - p_tolerance[i] > worst THEN
-            worst := t - now_s - p_tolerance[i];
+        t := greatest(cur, v_now) + p_forced[i] * p_interval[i];
+        IF p_want > 0 AND t - v_now - p_tolerance[i] > 1e-9 AND t - v_now - p_tolerance[i] > worst THEN
+            worst := t - v_now - p_tolerance[i];
             worst_i := i;
         END IF;
-        next_tat[i] := t + p_interval[i];
+        after[i] := t;
     END LOOP;
-    IF worst_i > 0 THEN
-        RETURN QUERY SELECT worst, worst_i;
-        RETURN;
+    IF worst_i = 0 THEN
+        FOR i IN 1..n LOOP
+            after[i] := after[i] + p_want * p_interval[i];
+        END LOOP;
     END IF;
     FOR i IN 1..n LOOP
-        UPDATE bulkhead_rate SET tat = next_tat[i] WHERE scope = p_scope AND key = p_keys[i];
+        UPDATE bulkhead_rate r SET tat = after[i] WHERE r.scope = p_scope AND r.key = p_keys[i];
     END LOOP;
     IF random() < 1.0 / 1024 THEN
         DELETE FROM bulkhead_rate WHERE ctid IN (
-            SELECT ctid FROM bulkhead_rate WHERE scope = p_scope AND tat < now_s LIMIT 1000
+            SELECT ctid FROM bulkhead_rate x WHERE x.scope = p_scope AND x.tat < v_now LIMIT 1000
             FOR UPDATE SKIP LOCKED);
     END IF;
-    RETURN QUERY SELECT 0::float8, 0;
+    RETURN QUERY SELECT worst, worst_i, after, v_now;
 END $$;
