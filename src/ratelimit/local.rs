@@ -76,3 +76,39 @@ impl View {
         s.visiting = false;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(tat: f64, pending: u32) -> Seen {
+        Seen {
+            tat,
+            read_at: Instant::now(),
+            pending,
+            visiting: false,
+            rate: bulkhead_vocab::RateLimit {
+                calls: 100,
+                per_seconds: 1,
+                burst: None,
+            },
+        }
+    }
+
+    #[test]
+    fn far_from_the_limit_a_share_of_the_headroom_is_admitted_here() {
+        // 100 calls/s, burst 100: an idle bucket has 100 calls of headroom, so up to 6 here.
+        let (interval, tolerance, now) = (0.01, 0.99, 1000.0);
+        assert!(seen(0.0, 0).admits(interval, tolerance, now));
+        assert!(seen(0.0, 5).admits(interval, tolerance, now));
+        assert!(!seen(0.0, 6).admits(interval, tolerance, now));
+        // 85 calls used: 15 left, under the 16 that local admission needs: to the store.
+        assert!(!seen(now + 0.85, 0).admits(interval, tolerance, now));
+        // A stale reading admits nothing; one under a visit, for a while.
+        let mut old = seen(0.0, 0);
+        old.read_at = Instant::now() - FRESH * 2;
+        assert!(!old.admits(interval, tolerance, now));
+        old.visiting = true;
+        assert!(old.admits(interval, tolerance, now));
+    }
+}
