@@ -45,4 +45,15 @@ async fn a_well_behaved_client_is_unaffected_by_abuse_on_every_front() {
         "server peak RSS {} MiB",
         r.peak_rss_mib
     );
+    // The server was killed (SIGKILL) at the end of the run: its audit chain verifies.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(dir.path().join("config.yaml"))
+        .args(["audit", "verify"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("audit log intact"), "{text}");
 }
