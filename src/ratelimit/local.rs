@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Headroom, in calls, below which every call is counted in the store first.
 pub(super) const MIN_HEADROOM: f64 = 16.0;
 /// How long a reading admits calls locally.
-pub(super) const FRESH: Duration = Duration::from_millis(5);
+pub(super) const FRESH: Duration = Duration::from_millis(20);
 /// How long a reading admits calls locally while a visit to the store is under way.
 pub(super) const STALE: Duration = Duration::from_secs(1);
 /// Most buckets remembered per process (beyond it the view is dropped: it only saves visits).
@@ -32,7 +32,7 @@ pub(super) struct Seen {
     /// When it was read.
     pub read_at: Instant,
     /// Calls admitted here and not yet counted in the store.
-    pub pending: u32,
+    pub pending: std::cell::Cell<u32>,
     /// A visit to the store is under way for this bucket.
     pub visiting: bool,
     /// The bucket's limit (to count pending calls at a later visit).
@@ -47,14 +47,14 @@ impl Seen {
             return false;
         }
         let headroom = (tolerance - (self.tat.max(now) - now)) / interval;
-        headroom >= MIN_HEADROOM && f64::from(self.pending + 1) <= headroom / MIN_HEADROOM
+        headroom >= MIN_HEADROOM && f64::from(self.pending.get() + 1) <= headroom / MIN_HEADROOM
     }
 }
 
-/// The process's view of every bucket it used recently.
+/// The process's view of every bucket it used recently (keys hashed with a per-map random seed).
 #[derive(Debug, Default)]
 pub(super) struct View {
-    pub seen: HashMap<String, Seen>,
+    pub seen: HashMap<String, Seen, foldhash::fast::RandomState>,
 }
 
 impl View {
@@ -62,12 +62,12 @@ impl View {
     pub fn read(&mut self, key: &str, tat: f64, rate: bulkhead_vocab::RateLimit) {
         if self.seen.len() >= MAX_BUCKETS && !self.seen.contains_key(key) {
             // Dropping readings loses nothing but their pending calls' count, so keep those.
-            self.seen.retain(|_, s| s.pending > 0);
+            self.seen.retain(|_, s| s.pending.get() > 0);
         }
         let s = self.seen.entry(key.to_owned()).or_insert(Seen {
             tat,
             read_at: Instant::now(),
-            pending: 0,
+            pending: Default::default(),
             visiting: false,
             rate,
         });
@@ -85,7 +85,7 @@ mod tests {
         Seen {
             tat,
             read_at: Instant::now(),
-            pending,
+            pending: std::cell::Cell::new(pending),
             visiting: false,
             rate: bulkhead_vocab::RateLimit {
                 calls: 100,

@@ -282,16 +282,17 @@ impl RateLimiter {
                 return None;
             }
             let mut view = inner.view.lock().unwrap_or_else(|p| p.into_inner());
-            let local = items().all(|(r, _, rate)| {
-                view.seen
-                    .get(&scratch[r.clone()])
-                    .is_some_and(|s| s.admits(rate.interval_secs(), rate.tolerance_secs(), now))
+            // One lookup per bucket: the readings that admit the call, or none.
+            let mut admitting: [Option<&local::Seen>; 4] = [None; 4];
+            let local = items().enumerate().all(|(i, (r, _, rate))| {
+                let seen = view.seen.get(&scratch[r.clone()]);
+                admitting[i] =
+                    seen.filter(|s| s.admits(rate.interval_secs(), rate.tolerance_secs(), now));
+                admitting[i].is_some()
             });
             if local {
-                for (r, _, _) in items() {
-                    if let Some(s) = view.seen.get_mut(&scratch[r.clone()]) {
-                        s.pending += 1;
-                    }
+                for s in admitting.iter().flatten() {
+                    s.pending.set(s.pending.get() + 1);
                 }
                 return None;
             }
@@ -309,7 +310,7 @@ impl RateLimiter {
                 .map(|b| match view.seen.get_mut(&b.key) {
                     Some(s) => {
                         s.visiting = true;
-                        std::mem::take(&mut s.pending)
+                        s.pending.take()
                     }
                     None => 0,
                 })
@@ -367,7 +368,7 @@ impl Inner {
             Err(_) => {
                 for (b, n) in v.buckets.iter().zip(&v.forced) {
                     if let Some(s) = view.seen.get_mut(&b.key) {
-                        s.pending += n;
+                        s.pending.set(s.pending.get() + n);
                         s.visiting = false;
                     }
                 }
@@ -384,7 +385,7 @@ impl Inner {
             view.seen
                 .iter_mut()
                 .filter(|(_, s)| {
-                    s.pending > 0 && !s.visiting && s.read_at.elapsed() >= local::FRESH / 2
+                    s.pending.get() > 0 && !s.visiting && s.read_at.elapsed() >= local::FRESH / 2
                 })
                 .map(|(k, s)| {
                     s.visiting = true;
@@ -395,7 +396,7 @@ impl Inner {
                             limit: "",
                             rate,
                         },
-                        std::mem::take(&mut s.pending),
+                        s.pending.take(),
                     )
                 })
                 .collect()

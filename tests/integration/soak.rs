@@ -54,6 +54,10 @@ async fn a_well_behaved_client_is_unaffected_by_abuse_on_every_front() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("audit log intact"), "{text}");
 }
