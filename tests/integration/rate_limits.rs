@@ -272,3 +272,47 @@ async fn the_python_sdk_sees_a_retryable_error() {
     );
     assert!(!refused.starts_with("[FATAL]"), "{refused}");
 }
+
+/// Resource reads and prompt gets count like tool calls (`resource:<name>`, `prompt:<name>`):
+/// `per_user_tool` of 2 a minute allows two of each, the third is refused saying when to retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_are_counted_like_tools() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+    let dep = Deployment::new(Store::Sqlite, "rate-catalog").await;
+    dep.append_config("rate_limits:\n  per_user_tool: { calls: 2, per_seconds: 60 }\n");
+    let inst = dep.start("full", None);
+    let c = client(&inst.url, "ana", "catalog").await;
+    for _ in 0..2 {
+        let r = c
+            .read_resource(ReadResourceRequestParams::new("docs://template/guide"))
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+        let mut args = serde_json::Map::new();
+        args.insert("customer".into(), json!("Acme"));
+        let p = c
+            .get_prompt(GetPromptRequestParams::new("find_customer").with_arguments(args))
+            .await;
+        assert!(p.is_ok(), "{p:?}");
+    }
+    let r = c
+        .read_resource(ReadResourceRequestParams::new("docs://template/guide"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        r.contains("rate limit reached for `resource:guide`") && r.contains("retry in"),
+        "{r}"
+    );
+    let mut args = serde_json::Map::new();
+    args.insert("customer".into(), json!("Acme"));
+    let p = c
+        .get_prompt(GetPromptRequestParams::new("find_customer").with_arguments(args))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        p.contains("rate limit reached for `prompt:find_customer`") && p.contains("retry in"),
+        "{p}"
+    );
+    let _ = c.cancel().await;
+}
