@@ -425,3 +425,46 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
         .collect();
     assert!(got.is_empty(), "{got:#?}");
 }
+
+/// A key that stands for policy written as a literal (or under another variable) is named,
+/// although it resolves to the same value as before.
+#[test]
+fn a_policy_key_written_as_a_literal_is_named() {
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let base = project();
+    std::fs::copy(root.join("config.yaml"), base.path().join("config.yaml")).unwrap();
+    let base = load(base.path());
+    let h = project();
+    std::fs::copy(root.join("config.yaml"), h.path().join("config.yaml")).unwrap();
+    edit(
+        h.path(),
+        "config.yaml",
+        "environment: ${BULKHEAD_ENV:-development}",
+        "environment: development",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "audience: ${BULKHEAD_AUDIENCE:-bulkhead}",
+        "audience: bulkhead",
+    );
+    edit(
+        h.path(),
+        "config.yaml",
+        "user: ${BULKHEAD_USER:-local}",
+        "user: ${BULKHEAD_ADMIN_USER:-local}",
+    );
+    let got: Vec<String> = lines(&base, h.path())
+        .into_iter()
+        .filter(|l| l.contains("as written"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "config-changed: config.yaml auth.audience (as written): ${BULKHEAD_AUDIENCE:-bulkhead} → bulkhead",
+            "config-changed: config.yaml environment (as written): ${BULKHEAD_ENV:-development} → development",
+            "config-changed: config.yaml stdio.user (as written): ${BULKHEAD_USER:-local} → ${BULKHEAD_ADMIN_USER:-local}",
+        ],
+        "{got:#?}"
+    );
+}

@@ -26,7 +26,9 @@ pub struct Identity {
     pub numbers: BTreeMap<String, f64>,
     /// Sections where any change is reviewed (`state`: where the ratchet lives and its trust
     /// domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and trust), as
-    /// canonical JSON, by section.
+    /// canonical JSON, by section; and the keys that stand for policy as written (`environment
+    /// (as written)`: `${BULKHEAD_ENV:-development}`), so a variable renamed or replaced by a
+    /// literal shows although both resolve alike.
     pub sections: BTreeMap<&'static str, String>,
 }
 
@@ -123,6 +125,13 @@ impl Identity {
             return Identity::default();
         };
         let c = resolved(raw);
+        let written = [
+            ("environment (as written)", &raw["environment"]),
+            ("stdio.user (as written)", &raw["stdio"]["user"]),
+            ("http.public_url (as written)", &raw["http"]["public_url"]),
+            ("auth.issuer (as written)", &raw["auth"]["issuer"]),
+            ("auth.audience (as written)", &raw["auth"]["audience"]),
+        ];
         let mut id = Identity {
             present: true,
             environment: c
@@ -158,6 +167,11 @@ impl Identity {
         for key in ["state", "telemetry", "mcp_servers"] {
             if let Some(v) = c.get(key) {
                 id.sections.insert(key, v.to_string());
+            }
+        }
+        for (key, v) in written {
+            if let Some(s) = v.as_str() {
+                id.sections.insert(key, s.to_string());
             }
         }
         id

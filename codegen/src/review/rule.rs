@@ -239,7 +239,7 @@ impl Rule {
                 "`http.allowed_hosts` or `http.allowed_origins` gained entries, holds a wildcard (`*`, `*:port`, `null`), became empty (every value passes) or was unset (the runtime's default), so requests naming more hosts or coming from more browser origins are accepted."
             }
             Rule::ConfigChanged => {
-                "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), so data or trust may now go elsewhere."
+                "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), or a key that stands for policy is written differently (`environment`, `stdio.user`, `http.public_url`, `auth.issuer`, `auth.audience`: another `${VAR}`, or a literal where the deployment's variable used to decide), so data or trust may now go elsewhere."
             }
             Rule::LimitRaised => {
                 "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."

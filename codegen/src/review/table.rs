@@ -179,6 +179,9 @@ fn identity(t: &mut String, id: &Identity) {
     for (k, v) in &id.numbers {
         let _ = writeln!(t, "| {k} | {v} |");
     }
+    for (k, v) in &id.sections {
+        let _ = writeln!(t, "| {k} | `{}` |", cell(v));
+    }
 }
 
 #[cfg(test)]
