@@ -13,7 +13,11 @@ const WALK_BACK: usize = 20;
 /// Loads and checks `root/specs`; prints a summary or every diagnostic. With `against`, also
 /// reviews the effective policy against that git revision and fails closed: any weakening not
 /// acknowledged, or a base that cannot be resolved, is a distinct non-zero exit.
-pub fn run(root: &Path, against: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    root: &Path,
+    against: Option<&str>,
+    base_generated: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let config_ok = check_config(root);
     let specs = check_specs(root)?;
     let data_ok = specs != ExitCode::SUCCESS || check_data(root);
@@ -21,7 +25,7 @@ pub fn run(root: &Path, against: Option<&str>) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     match against {
-        Some(rev) => compare(root, rev),
+        Some(rev) => compare(root, rev, base_generated),
         None => Ok(ExitCode::SUCCESS),
     }
 }
@@ -196,7 +200,7 @@ fn resolve_base(
 /// Reviews the effective policy of `root` against `rev`: every weakening is listed; each one
 /// not acknowledged in `specs/policy-acks.yaml` fails the check ([`WEAKENED`]), as does a base
 /// that cannot be resolved ([`BASE_UNRESOLVED`]).
-fn compare(root: &Path, rev: &str) -> anyhow::Result<ExitCode> {
+fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Result<ExitCode> {
     use bulkhead_codegen::review;
     let head = bulkhead_codegen::load(&root.join("specs"), root)?;
     let acks = match review::Acks::load(root) {
@@ -221,7 +225,11 @@ fn compare(root: &Path, rev: &str) -> anyhow::Result<ExitCode> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok());
     let base_acks = review::Acks::parse_text(base_text.as_deref()).unwrap_or_default();
-    let r = review::review(&review::resolve(&base), &review::resolve(&head));
+    let mut r = review::review(&review::resolve(&base), &review::resolve(&head));
+    if let Some(dir) = base_generated {
+        r.weakenings
+            .extend(review::rules_changed(&root.join("generated"), dir));
+    }
     for rename in &r.renames {
         println!("note: {rename}");
     }

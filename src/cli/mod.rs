@@ -63,6 +63,11 @@ enum Command {
         /// revision within 20 first-parent commits of REV loads.
         #[arg(long, value_name = "REV")]
         against: Option<String>,
+        /// With --against: what the base revision's generator made of these specs
+        /// (`bulkhead-check --generate-into`, built from the base); every file of `generated/`
+        /// that differs is a `rules-changed` weakening.
+        #[arg(long, value_name = "DIR", requires = "against")]
+        base_generated: Option<PathBuf>,
     },
     /// Serve one generated server.
     Serve {
@@ -237,7 +242,11 @@ pub fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { root, against } => check::run(&root, against.as_deref()),
+        Command::Check {
+            root,
+            against,
+            base_generated,
+        } => check::run(&root, against.as_deref(), base_generated.as_deref()),
         Command::Mcp { action, root } => mcp::run(&root, action),
         Command::Import { what, root } => mcp::import(&root, what),
         Command::Up {

@@ -574,3 +574,65 @@ fn changed_handler_code_is_listed_for_a_person_to_read() {
     let (_, text) = review(&root, "echo '# a comment' >> specs/servers/crm.yaml");
     assert!(!text.contains("read: "), "{text}");
 }
+
+/// A change to the rules (vocab's placement, the generator, the review) is judged by the base's
+/// rules: `--base-generated` holds what the base's generator made of this change's specs, and
+/// every file of the committed `generated/` that differs is a `rules-changed` weakening — here a
+/// compose file that lost its proxied instance while no spec changed.
+#[test]
+fn a_change_to_the_rules_is_judged_by_the_bases_rules() {
+    let (_dir, root) = repo();
+    let by_base = tempfile::tempdir().unwrap();
+    let model = bulkhead_codegen::load(&root.join("specs"), &root).unwrap();
+    bulkhead_codegen::generate(&model)
+        .write_into_whole(by_base.path())
+        .unwrap();
+    let run = |root: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["check", "--root"])
+            .arg(root)
+            .args(["--against", "HEAD~1", "--base-generated"])
+            .arg(by_base.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    // The generated files as the base's rules make them: nothing to say.
+    sh(
+        &root,
+        &format!("cp -r '{}' generated", by_base.path().display()),
+    );
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "generated"]);
+    let (code, out) = run(&root);
+    assert_eq!(code, 0, "{out}");
+
+    // The rules changed (as a `Confidential => Full` placement would): the proxied instance is
+    // gone from the compose file, and no spec says so.
+    let compose = root.join("generated/compose/local.yaml");
+    let text = std::fs::read_to_string(&compose).unwrap();
+    assert!(text.contains("template-proxied"), "{text}");
+    std::fs::write(
+        &compose,
+        text.replace("template-proxied", "template-full-2"),
+    )
+    .unwrap();
+    git(&root, &["add", "-A"]);
+    git(
+        &root,
+        &[
+            "commit",
+            "-qm",
+            "vocab: confidential data on the full instance",
+        ],
+    );
+    let (code, out) = run(&root);
+    assert_eq!(code, WEAKENED, "{out}");
+    assert!(
+        out.contains("weakened: rules-changed: generated/compose/local.yaml: differs from what the base's rules make of these specs"),
+        "{out}"
+    );
+}

@@ -8,6 +8,7 @@
 
 mod ack;
 mod config;
+mod generated;
 mod policy;
 mod rule;
 mod rules;
@@ -16,6 +17,7 @@ mod trust;
 
 pub use ack::{ACKS_FILE, Ack, AckError, Acks};
 pub use config::Identity;
+pub use generated::rules_changed;
 pub(crate) use policy::connector_policy;
 pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};
 pub use rule::Rule;

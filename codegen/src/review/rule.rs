@@ -72,12 +72,14 @@ pub enum Rule {
     ConfigChanged,
     /// `limit-raised`.
     LimitRaised,
+    /// `rules-changed`.
+    RulesChanged,
 }
 
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 31] = [
+    pub const ALL: [Rule; 32] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -109,6 +111,7 @@ impl Rule {
         Rule::AllowlistWidened,
         Rule::ConfigChanged,
         Rule::LimitRaised,
+        Rule::RulesChanged,
     ];
 
     /// The kebab-case name that starts the review's lines and their acknowledgements.
@@ -145,6 +148,7 @@ impl Rule {
             Rule::AllowlistWidened => "allowlist-widened",
             Rule::ConfigChanged => "config-changed",
             Rule::LimitRaised => "limit-raised",
+            Rule::RulesChanged => "rules-changed",
         }
     }
 
@@ -240,6 +244,9 @@ impl Rule {
             }
             Rule::ConfigChanged => {
                 "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), or a key that stands for policy is written differently (`environment`, `stdio.user`, `http.public_url`, `auth.issuer`, `auth.audience`: another `${VAR}`, or a literal where the deployment's variable used to decide), so data or trust may now go elsewhere."
+            }
+            Rule::RulesChanged => {
+                "A file of `generated/` differs from what the base revision's generator and vocabulary make of this change's specs (`scripts/review` builds the base's `bulkhead-check` and passes its output as `--base-generated`), so a change to `vocab`, the generator or the review itself changed what deploys without a spec saying so, and the policy comparison, which judges both sides by this change's rules, cannot see it."
             }
             Rule::LimitRaised => {
                 "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."
