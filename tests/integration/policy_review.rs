@@ -103,6 +103,31 @@ fn review(root: &Path, script: &str) -> (i32, String) {
 /// "nothing weakened", or one more a reviewer could be walked around with.
 const WEAKENINGS: &[(&str, &str, &[&str])] = &[
     (
+        "a connector renamed and moved to another host in one change, its secret dropped",
+        r#"git mv specs/connectors/webhooks.yaml specs/connectors/alerts.yaml
+sed -i 's/^name: webhooks/name: alerts/; s#https://hooks.example.com#https://alerts.example.org#; /^secrets:/d; s/WEBHOOK_TOKEN/HOOK_VALUE/' specs/connectors/alerts.yaml
+sed -i 's/uses: webhooks\./uses: alerts./' specs/servers/template.yaml"#,
+        &[
+            "weakened: location-changed: connector `alerts` (renamed from `webhooks`): https://hooks.example.com → https://alerts.example.org",
+            "weakened: secret-unprotected: connector `alerts` (renamed from `webhooks`)",
+        ],
+    ),
+    (
+        "a copy of an existing tool in a new server (its own ratchet, unreviewed)",
+        r#"cat > specs/servers/mirror.yaml <<'Y'
+name: mirror
+instructions: The logs again.
+tools:
+  search_logs:
+    description: Search the application logs with a regular expression, optionally in a time window.
+    permission: read
+    context: log_search
+    sensitivity: internal
+    uses: app_logs.search
+Y"#,
+        &["weakened: new-capability: tool `mirror.search_logs`: read internal, runs"],
+    ),
+    (
         "a tool renamed and lowered from confidential to public",
         r#"sed -i 's/^  load_sensitive_dataset:/  load_dataset:/' specs/servers/template.yaml
 python3 - <<'P'

@@ -156,7 +156,7 @@ impl Rule {
     pub fn describe(self) -> &'static str {
         match self {
             Rule::NewCapability => {
-                "A tool or resource the base did not have and no existing capability covers (one of the same kind running the same thing, nowhere looser; a handler is never covered), so clients can reach something they could not."
+                "A tool or resource the base did not have and no existing capability covers (one of the same kind and server running the same thing, nowhere looser; another server's is no cover, nor is a handler), so clients can reach something they could not."
             }
             Rule::SensitivityLowered => {
                 "A tool, resource or connector is declared less sensitive than before, so its data may be served by a less isolated instance and raises a session's level less (which may leave `connect` tools open to a session that read it)."

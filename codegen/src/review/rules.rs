@@ -119,12 +119,14 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
         if h.kind == "prompt" {
             continue; // fixed text: reaches nothing
         }
-        // Covered: an existing capability runs the same thing and the new one is nowhere looser
-        // (level, permission, context, arguments), by the same rules as a change.
+        // Covered: an existing capability of the same server runs the same thing and the new
+        // one is nowhere looser (level, permission, context, arguments), by the same rules as a
+        // change. Another server's is no cover: a server may be reached by other clients and
+        // deployed in another trust domain (its own ratchet).
         let covered = !h.key.starts_with("handler ")
             && base.capabilities.iter().any(|b| {
                 let mut probe = Review::default();
-                b.kind == h.kind && b.key == h.key && {
+                b.kind == h.kind && b.server == h.server && b.key == h.key && {
                     compare_capability(b, h, "", &mut probe);
                     probe.weakenings.is_empty()
                 }
@@ -314,6 +316,11 @@ fn numbers_loosened<T: PartialOrd + std::fmt::Display>(
 
 fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
     let mut left: Vec<&ConnectorPolicy> = base.connectors.iter().collect();
+    // Counterparts: the same kind at the same place, else the same name; then, so that a
+    // connector renamed *and* moved in one change is still compared with what it was, a base
+    // connector of the same kind that is gone (fails closed: an unrelated pair reports more).
+    let mut pairs: Vec<(&ConnectorPolicy, &ConnectorPolicy)> = Vec::new();
+    let mut unmatched = Vec::new();
     for h in &head.connectors {
         let at = left
             .iter()
@@ -323,8 +330,17 @@ fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
                     && b.kind != crate::spec::ConnectorKind::Files
             })
             .or_else(|| left.iter().position(|b| b.name == h.name));
-        let Some(i) = at else { continue };
-        let b = left.remove(i);
+        match at {
+            Some(i) => pairs.push((h, left.remove(i))),
+            None => unmatched.push(h),
+        }
+    }
+    for h in unmatched {
+        if let Some(i) = left.iter().position(|b| b.kind == h.kind) {
+            pairs.push((h, left.remove(i)));
+        }
+    }
+    for (h, b) in pairs {
         let subject = if b.name == h.name {
             format!("connector `{}`", h.name)
         } else {
