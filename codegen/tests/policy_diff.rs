@@ -105,7 +105,7 @@ fn every_kind_of_weakening_is_reported_and_nothing_else() {
         got,
         [
             "specs/deployments/local.yaml: egress-widened: deployment `local` instance `template-proxied` (proxied): + api.example.com:443",
-            "specs/deployments/cluster.yaml: instance-removed: server `template`: no `none` instance any more (was `template-isolated`)",
+            "specs/deployments/cluster.yaml: instance-removed: server `template`: no `none` instance any more (was `template-isolated` in `cluster`, `template-isolated` in `local`)",
             "specs/deployments/cluster.yaml: mount-added: deployment `cluster` instance `template-proxied` (proxied): + data/security-logs (dir, ro)",
             "specs/deployments/local.yaml: mount-added: deployment `local` instance `template-proxied` (proxied): + data/security-logs (dir, ro)",
             "specs/servers/template.yaml: permission-widened: tool `template.read_file`: read → write",

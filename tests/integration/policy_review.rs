@@ -103,6 +103,25 @@ fn review(root: &Path, script: &str) -> (i32, String) {
 /// "nothing weakened", or one more a reviewer could be walked around with.
 const WEAKENINGS: &[(&str, &str, &[&str])] = &[
     (
+        "a new server deployed: its instance has no counterpart, and is compared with nothing",
+        r#"cat > specs/servers/mirror.yaml <<'Y'
+name: mirror
+instructions: The logs again.
+tools:
+  search_logs:
+    description: Search the application logs with a regular expression, optionally in a time window.
+    permission: read
+    context: log_search
+    sensitivity: internal
+    uses: app_logs.search
+Y
+sed -i 's/^  third_party:/  mirror:\n    port: 8020\n  third_party:/' specs/deployments/local.yaml"#,
+        &[
+            "weakened: new-capability: tool `mirror.search_logs`",
+            "weakened: mount-added: deployment `local` instance `mirror` (full): + ",
+        ],
+    ),
+    (
         "a connector renamed and moved to another host in one change, its secret dropped",
         r#"git mv specs/connectors/webhooks.yaml specs/connectors/alerts.yaml
 sed -i 's/^name: webhooks/name: alerts/; s#https://hooks.example.com#https://alerts.example.org#; /^secrets:/d; s/WEBHOOK_TOKEN/HOOK_VALUE/' specs/connectors/alerts.yaml
@@ -283,7 +302,7 @@ t=t.replace("    sensitivity: secret\n    uses: security_logs.search","    sensi
 open(p,'w').write(t)
 P"#,
         &[
-            "weakened: instance-removed: server `template`: no `none` instance any more (was `template-isolated`)",
+            "weakened: instance-removed: server `template`: no `none` instance any more (was `template-isolated` in `cluster`, `template-isolated` in `local`)",
             "weakened: sensitivity-lowered: tool `template.search_security_logs`: secret → confidential",
         ],
     ),

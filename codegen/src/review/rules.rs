@@ -501,11 +501,14 @@ fn counterparts<'a>(base: &'a Policy, head: &Policy, deployment: &str) -> Vec<&'
 
 fn instances(base: &Policy, head: &Policy, r: &mut Review) {
     let deployed: BTreeSet<&str> = head.instances.iter().map(|i| i.server.as_str()).collect();
-    let mut modes: BTreeMap<(&str, NetworkMode), &InstancePolicy> = BTreeMap::new();
+    let mut modes: BTreeMap<(&str, NetworkMode), Vec<&InstancePolicy>> = BTreeMap::new();
     for b in &base.instances {
-        modes.entry((b.server.as_str(), b.mode)).or_insert(b);
+        modes
+            .entry((b.server.as_str(), b.mode))
+            .or_default()
+            .push(b);
     }
-    for ((server, mode), b) in &modes {
+    for ((server, mode), bs) in &modes {
         if deployed.contains(server)
             && !head
                 .instances
@@ -521,7 +524,13 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 r,
                 Rule::InstanceRemoved,
                 format!("server `{server}`"),
-                format!("no `{mode}` instance any more (was `{}`)", b.service),
+                format!(
+                    "no `{mode}` instance any more (was {})",
+                    bs.iter()
+                        .map(|b| format!("`{}` in `{}`", b.service, b.deployment))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 file,
             );
         }
@@ -554,19 +563,9 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 &h.source,
             );
         }
-        if bs.is_empty() {
-            // A server or mode never deployed so before: its reach is new.
-            if !h.egress.is_empty() || !h.internal_ranges.is_empty() {
-                push(
-                    r,
-                    Rule::EgressWidened,
-                    subject,
-                    format!("new instance reaches {}", list(&h.egress)),
-                    &h.source,
-                );
-            }
-            continue;
-        }
+        // A server or mode never deployed so before has no counterpart: everything it reaches,
+        // mounts and runs is new, compared with nothing (its trust domain is judged in `trust`).
+        let fresh = bs.is_empty();
         let egress: BTreeSet<_> = bs.iter().flat_map(|b| b.egress.iter()).collect();
         let added: BTreeSet<_> = h
             .egress
@@ -574,7 +573,15 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             .filter(|e| !egress.contains(e))
             .cloned()
             .collect();
-        if !added.is_empty() {
+        if fresh && !h.egress.is_empty() {
+            push(
+                r,
+                Rule::EgressWidened,
+                subject.clone(),
+                format!("new instance reaches {}", list(&h.egress)),
+                &h.source,
+            );
+        } else if !added.is_empty() {
             push(
                 r,
                 Rule::EgressWidened,
@@ -608,7 +615,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             }
         }
         let domains: BTreeSet<&str> = bs.iter().map(|b| b.trust_domain.as_str()).collect();
-        if !domains.contains(h.trust_domain.as_str()) {
+        if !fresh && !domains.contains(h.trust_domain.as_str()) {
             push(
                 r,
                 Rule::TrustDomainChanged,
@@ -621,7 +628,10 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 &h.source,
             );
         }
-        if bs.iter().all(|b| b.environment == "production") && h.environment != "production" {
+        if !fresh
+            && bs.iter().all(|b| b.environment == "production")
+            && h.environment != "production"
+        {
             push(
                 r,
                 Rule::EnvironmentLowered,
@@ -642,7 +652,13 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 .map_or(name, |(r, tag)| if tag.contains('/') { name } else { r });
             (repo.to_string(), digest)
         };
-        let base_images: BTreeSet<(String, Option<String>)> = bs
+        // A new instance is compared with every image the base ran.
+        let compared: Vec<&InstancePolicy> = if fresh {
+            base.instances.iter().collect()
+        } else {
+            bs.clone()
+        };
+        let base_images: BTreeSet<(String, Option<String>)> = compared
             .iter()
             .flat_map(|b| b.images.iter().map(|i| repo_and_digest(i)))
             .collect();
@@ -672,7 +688,7 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 push(r, Rule::ImageChanged, subject.clone(), change, &h.source);
             }
         }
-        if bs.iter().all(|b| b.pinned) && !h.pinned {
+        if !fresh && bs.iter().all(|b| b.pinned) && !h.pinned {
             push(
                 r,
                 Rule::ImageUnpinned,
