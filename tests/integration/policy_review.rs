@@ -103,6 +103,14 @@ fn review(root: &Path, script: &str) -> (i32, String) {
 /// "nothing weakened", or one more a reviewer could be walked around with.
 const WEAKENINGS: &[(&str, &str, &[&str])] = &[
     (
+        "a CA bundle of its own for the webhook connector: named as the file it is",
+        r##"sed -i 's#ca_file: .*#ca_file: "${WEBHOOK_CA_FILE:-certs/internal-ca.pem}"#' specs/connectors/webhooks.yaml"##,
+        &[
+            "weakened: trust-changed: connector `webhooks`: CA bundle (system) → certs/internal-ca.pem",
+            "weakened: mount-added: deployment `local` instance `template` (full): + certs/internal-ca.pem (ca_file, ro)",
+        ],
+    ),
+    (
         "a new server deployed: its instance has no counterpart, and is compared with nothing",
         r#"cat > specs/servers/mirror.yaml <<'Y'
 name: mirror
@@ -679,4 +687,17 @@ fn a_change_to_the_rules_is_judged_by_the_bases_rules() {
         out.contains("weakened: rules-changed: generated/compose/local.yaml: differs from what the base's rules make of these specs"),
         "{out}"
     );
+}
+
+/// A second connector at an existing one's place, named to sort before it, is new: the review
+/// does not say the existing one was renamed (names are matched before places).
+#[test]
+fn a_new_connector_at_an_existing_place_is_not_taken_for_a_rename() {
+    let (_dir, root) = repo();
+    let (code, text) = review(
+        &root,
+        "sed 's/^name: records/name: archive/' specs/connectors/records.yaml > specs/connectors/archive.yaml",
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(!text.contains("renamed from"), "{text}");
 }

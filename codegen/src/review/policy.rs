@@ -458,9 +458,14 @@ pub fn resolve(model: &Model) -> Policy {
                         .iter()
                         .filter(|m| reaches(m.from))
                         .map(|m| {
+                            // The file or folder the setting names: a CA bundle is its own
+                            // path, never the base URL of the connector that trusts it.
                             let at = model
                                 .connector(&m.connector)
-                                .map(location)
+                                .map(|c| match m.setting {
+                                    "ca_file" => connector_policy(c).trust,
+                                    _ => location(c),
+                                })
                                 .unwrap_or_default();
                             format!(
                                 "{at} ({}, {})",

@@ -316,26 +316,30 @@ fn numbers_loosened<T: PartialOrd + std::fmt::Display>(
 
 fn connectors(base: &Policy, head: &Policy, r: &mut Review) {
     let mut left: Vec<&ConnectorPolicy> = base.connectors.iter().collect();
-    // Counterparts: the same kind at the same place, else the same name; then, so that a
-    // connector renamed *and* moved in one change is still compared with what it was, a base
-    // connector of the same kind that is gone (fails closed: an unrelated pair reports more).
+    // Counterparts, in passes over every head connector: the same name; else the same kind at
+    // the same place (a rename; names first, so a new connector at an existing one's place is
+    // not taken for its rename); else, so that a connector renamed *and* moved in one change is
+    // still compared with what it was, a base connector of the same kind that is gone (fails
+    // closed: an unrelated pair reports more).
     let mut pairs: Vec<(&ConnectorPolicy, &ConnectorPolicy)> = Vec::new();
-    let mut unmatched = Vec::new();
+    let mut unmatched: Vec<&ConnectorPolicy> = Vec::new();
     for h in &head.connectors {
-        let at = left
-            .iter()
-            .position(|b| {
-                b.kind == h.kind
-                    && b.location == h.location
-                    && b.kind != crate::spec::ConnectorKind::Files
-            })
-            .or_else(|| left.iter().position(|b| b.name == h.name));
-        match at {
+        match left.iter().position(|b| b.name == h.name) {
             Some(i) => pairs.push((h, left.remove(i))),
             None => unmatched.push(h),
         }
     }
+    let same_place = |b: &ConnectorPolicy, h: &ConnectorPolicy| {
+        b.kind == h.kind && b.location == h.location && b.kind != crate::spec::ConnectorKind::Files
+    };
+    let mut still = Vec::new();
     for h in unmatched {
+        match left.iter().position(|b| same_place(b, h)) {
+            Some(i) => pairs.push((h, left.remove(i))),
+            None => still.push(h),
+        }
+    }
+    for h in still {
         if let Some(i) = left.iter().position(|b| b.kind == h.kind) {
             pairs.push((h, left.remove(i)));
         }
