@@ -6,6 +6,8 @@ fn main() {
     println!("cargo::rerun-if-changed=specs/deployments");
     // Its identity rules and limits are part of generated/POLICY.md.
     println!("cargo::rerun-if-changed=config.yaml");
+    // Its `owners:` become .github/CODEOWNERS.
+    println!("cargo::rerun-if-changed=specs/policy-acks.yaml");
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     match bulkhead_codegen::Builder::new(root, out).run() {

@@ -60,6 +60,10 @@ pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
         Ok(model) if errors.is_empty() => Ok(model::Model {
             config,
             workspace,
+            // An unreadable acknowledgements file fails the review, which reports it.
+            owners: review::Acks::load(root)
+                .map(|a| a.owners)
+                .unwrap_or_default(),
             ..model
         }),
         Ok(_) => Err(BuildError::Specs(Diagnostics(errors).sorted())),
@@ -154,10 +158,14 @@ pub fn generate(model: &model::Model) -> Output {
 }
 
 /// The files [`generate`]'s model puts at the repository's root (`.dockerignore`, the image's
-/// build context), relative to the root; written beside `generated/` and kept fresh like it.
+/// build context; `.github/CODEOWNERS`, who approves the review), relative to the root; written
+/// beside `generated/` and kept fresh like it.
 pub fn root_files(model: &model::Model) -> Output {
     let mut out = Output::default();
     emit::deploy::docker::root_files(model, &mut out);
+    if let Some(text) = emit::owners::codeowners(model) {
+        out.add(".github/CODEOWNERS", text);
+    }
     out
 }
 

@@ -22,6 +22,9 @@ pub struct Model {
     /// The Cargo workspace the image is built from, when it could be read: the Dockerfile's
     /// dependency layer and the build context's `.dockerignore` follow it.
     pub workspace: Option<crate::workspace::Workspace>,
+    /// Who must approve a change to the review (`owners:` in `specs/policy-acks.yaml`): the
+    /// generated `.github/CODEOWNERS` names them for the acknowledgements and the policy.
+    pub owners: Vec<String>,
 }
 
 impl Model {

@@ -110,6 +110,7 @@ pub fn check(
             warnings,
             config: None,
             workspace: None,
+            owners: Vec::new(),
         })
     } else {
         Err(errors)

@@ -3,6 +3,7 @@
 
 pub mod deploy;
 pub mod input_schema;
+pub mod owners;
 pub mod rust;
 pub mod yaml_text;
 

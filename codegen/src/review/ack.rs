@@ -39,6 +39,11 @@ pub struct Acks {
     /// The accepted weakenings.
     #[serde(default)]
     pub acks: Vec<Ack>,
+    /// Who must approve a change to this file and to the effective policy (`@user`,
+    /// `@org/team` or an e-mail address): the generated `.github/CODEOWNERS` names them, so with
+    /// code-owner review required an acknowledgement needs a second person.
+    #[serde(default)]
+    pub owners: Vec<String>,
 }
 
 /// Why the acknowledgements could not be read (the review then fails: an unreadable list
@@ -58,6 +63,15 @@ impl Acks {
         let file =
             SourceFile::read(&path, ACKS_FILE.to_string()).map_err(|e| AckError(e.to_string()))?;
         let acks = Acks::parse(&file)?;
+        for o in &acks.owners {
+            let ok = (o.starts_with('@') && o.len() > 1 && !o.contains(char::is_whitespace))
+                || (o.contains('@') && !o.starts_with('@') && !o.contains(char::is_whitespace));
+            if !ok {
+                return Err(AckError(format!(
+                    "owner `{o}` is not `@user`, `@org/team` or an e-mail address"
+                )));
+            }
+        }
         for a in &acks.acks {
             let line = a.weakening.trim();
             let rule = line.split_once(':').map_or(line, |(rule, _)| rule.trim());
