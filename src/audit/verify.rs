@@ -37,6 +37,9 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Things worth knowing that are not tampering (a torn last line after a crash).
     pub notes: Vec<String>,
+    /// Records before the first chained one that carry no chain (written before the chain
+    /// existed, or with `audit.chain: false`): not verifiable, not tampering.
+    pub unchained: usize,
 }
 
 impl Report {
@@ -64,6 +67,7 @@ pub fn verify(
     let mut report = Report::default();
     let mut chains: HashMap<String, Vec<Link>> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
+    let mut first_unchained: Option<String> = None;
     for e in entries {
         report.records += 1;
         let parsed: Option<serde_json::Value> = serde_json::from_slice(&e.line).ok();
@@ -85,10 +89,17 @@ pub fn verify(
         let seq = v.get("seq").and_then(serde_json::Value::as_u64);
         let prev = v.get("prev").and_then(|x| x.as_str());
         let (Some(w), Some(seq), Some(prev)) = (w, seq, prev) else {
-            report.problems.push(format!(
-                "{}: a record without its chain fields (`w`, `seq`, `prev`): appended by hand or altered",
-                e.at
-            ));
+            // Only a prefix of unchained records is history (an upgrade, or the chain off);
+            // one after a chained record was put there.
+            if chains.is_empty() {
+                report.unchained += 1;
+                first_unchained.get_or_insert_with(|| e.at.clone());
+            } else {
+                report.problems.push(format!(
+                    "{}: a record without its chain fields (`w`, `seq`, `prev`) after chained ones: appended by hand or altered",
+                    e.at
+                ));
+            }
             continue;
         };
         if !chains.contains_key(w) {
@@ -103,6 +114,12 @@ pub fn verify(
         });
     }
     report.writers = chains.len();
+    if let Some(at) = first_unchained {
+        report.notes.push(format!(
+            "{} record(s) from {at} on carry no chain (written before it existed, or with audit.chain off): they cannot be verified",
+            report.unchained
+        ));
+    }
     let heads: HashMap<&str, &super::chain::Head> = heads
         .iter()
         .map(|h| (h.head.writer.as_str(), &h.head))
@@ -292,4 +309,48 @@ pub fn read_files(path: &std::path::Path, keep: usize) -> std::io::Result<Vec<En
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::chain::Chain;
+
+    fn entry(i: usize, line: &[u8]) -> Entry {
+        Entry {
+            at: format!("log:{}", i + 1),
+            line: line.strip_suffix(b"\n").unwrap_or(line).to_vec(),
+            torn: false,
+            after_rotation: false,
+        }
+    }
+
+    #[test]
+    fn unchained_history_is_noted_and_an_unchained_record_after_the_chain_is_named() {
+        let mut c = Chain::new("s", None);
+        let mut lines: Vec<Vec<u8>> = vec![b"{\"old\":1}\n".to_vec(), b"{\"old\":2}\n".to_vec()];
+        for i in 0..3 {
+            lines.push(c.link(format!("{{\"n\":{i}}}\n").as_bytes()));
+        }
+        let head = Anchored { head: c.head(true) };
+        let entries: Vec<Entry> = lines.iter().enumerate().map(|(i, l)| entry(i, l)).collect();
+        let r = verify(&entries, std::slice::from_ref(&head), None);
+        assert!(r.ok(), "{:?}", r.problems);
+        assert_eq!(r.unchained, 2);
+        assert!(
+            r.notes[0].contains("from log:1 on carry no chain"),
+            "{:?}",
+            r.notes
+        );
+
+        let mut more = entries.clone();
+        more.push(entry(5, b"{\"old\":3}"));
+        let r = verify(&more, &[head], None);
+        assert_eq!(
+            r.problems,
+            [
+                "log:6: a record without its chain fields (`w`, `seq`, `prev`) after chained ones: appended by hand or altered"
+            ]
+        );
+    }
 }

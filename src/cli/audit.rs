@@ -72,11 +72,19 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
     }
     if report.ok() {
         println!(
-            "audit log intact: {} records by {} writers in {what}; {} anchored heads{}",
-            report.records,
+            "audit log intact: {} records by {} writers in {what}; {} anchored heads{}{}",
+            report.records - report.unchained,
             report.writers,
             heads.len(),
-            if key.is_some() { ", all signed" } else { "" }
+            if key.is_some() { ", all signed" } else { "" },
+            if report.unchained > 0 {
+                format!(
+                    " ({} older records unchained, not verifiable)",
+                    report.unchained
+                )
+            } else {
+                String::new()
+            }
         );
         Ok(ExitCode::SUCCESS)
     } else {
