@@ -4,15 +4,19 @@
 //!
 //! A call (a tool call, a resource read, a prompt get) runs only after it was counted against
 //! every limit that applies to it — `rate_limits.per_user`, `per_user_tool` (or the tool's own
-//! `rate_limit:`), `per_tool`, `per_server` — in the state store, all or none, in one round trip.
-//! The store keeps one GCRA bucket per (limit, user, server, tool): its theoretical arrival
-//! time. So N replicas share one budget, not N, and the process keeps nothing per user.
+//! `rate_limit:`), `per_tool`, `per_server` — all or none. The state store keeps one GCRA bucket
+//! per (limit, user, server, tool): its theoretical arrival time. So N replicas share one
+//! budget, not N. Near a limit every call is counted in the store before it runs (at most one
+//! round trip); far from it a process may admit a bounded share of the headroom it last read and
+//! count those calls within [`local::FRESH`] (the rule and its bound: [`local`]).
 //!
 //! # Faults
 //!
 //! A store slower than `rate_limits.store_timeout_ms`, or down, refuses the call (fail closed,
-//! retryable): a limit that cannot be counted is not a limit. A crash loses nothing that matters:
-//! a call counted and then not run only costs its user one call of budget.
+//! retryable): a limit that cannot be counted is not a limit (calls far from their limit may
+//! still be admitted from a reading taken before, for at most [`local::STALE`]). A crash loses
+//! calls admitted locally and not yet counted: at most 1/16 of the headroom the process read,
+//! never near a limit. A call counted and then not run costs its user one call of budget.
 
 mod local;
 mod postgres;

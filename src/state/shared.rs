@@ -40,8 +40,14 @@ pub fn sqlite_path(db: &Path) -> PathBuf {
     db.with_file_name(format!("shared-{name}"))
 }
 
+/// How long opening waits for other processes setting the same file up (every instance of a
+/// deployment starts at once).
+const SETUP_WAIT: Duration = Duration::from_secs(15);
+
 /// Opens (creating, 0600) the shared file beside `db`: WAL, `synchronous=NORMAL` (a power loss
-/// may lose the last rate counts, never a compliance record), busy wait `timeout`.
+/// may lose the last rate counts, never a compliance record), busy wait `timeout` afterwards.
+/// Instances starting together race to switch the journal mode and create the tables, which
+/// SQLite may answer with "database is locked" without waiting: the set-up is retried, bounded.
 pub fn open_sqlite(db: &Path, timeout: Duration) -> rusqlite::Result<Connection> {
     let path = sqlite_path(db);
     let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -53,11 +59,36 @@ pub fn open_sqlite(db: &Path, timeout: Duration) -> rusqlite::Result<Connection>
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
     }
+    conn.busy_timeout(timeout.max(Duration::from_secs(1)))?;
+    let deadline = std::time::Instant::now() + SETUP_WAIT;
+    loop {
+        match set_up(&conn) {
+            Ok(()) => break,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     conn.busy_timeout(timeout)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch(SCHEMA)?;
     Ok(conn)
+}
+
+fn set_up(conn: &Connection) -> rusqlite::Result<()> {
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} COMMIT;"))
+        .inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK");
+        })
 }
 
 /// Opens the shared file read-only, for `bulkhead audit verify` (None: there is none).

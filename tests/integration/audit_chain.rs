@@ -376,3 +376,34 @@ async fn the_postgres_table_is_verified_across_replicas() {
     );
     assert!(out.contains("was altered"), "{out}");
 }
+
+/// Every instance of a deployment starts at once (a compose `up`) on one state directory: all of
+/// them open the shared file (chain heads, rate buckets) and serve; none exits with "database is
+/// locked" while another sets the file up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_starting_together_all_open_the_shared_file() {
+    for round in 0..3 {
+        let dep = Deployment::new(Store::Sqlite, &format!("audit-start-{round}")).await;
+        // A store exists first (as `bulkhead up` and the images make it); the shared file not.
+        let mut first = dep.start("full", None);
+        first.stop();
+        let shared = dep.path().join("state/shared-sessions-default.db");
+        for f in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{f}", shared.display()));
+        }
+        let started: Vec<Result<super::procs::Proc, String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6)
+                .map(|i| {
+                    let dep = &dep;
+                    s.spawn(move || {
+                        dep.try_start(if i % 2 == 0 { "full" } else { "proxied" }, None)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &started {
+            assert!(r.is_ok(), "round {round}: {:?}", r.as_ref().err());
+        }
+    }
+}

@@ -223,3 +223,29 @@ async fn the_log_rotates_and_keeps_the_configured_number_of_files() {
         lines(&p);
     }
 }
+
+/// Every instance of a deployment opens the shared file beside the store at once (a compose
+/// `up`): all of them get it, none fails with "database is locked" while another switches the
+/// journal mode or creates the tables.
+#[test]
+fn many_instances_open_the_shared_file_at_once() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(format!("sessions-{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(16));
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let (db, barrier) = (db.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    bulkhead::state::shared::open_sqlite(&db, std::time::Duration::from_millis(50))
+                        .map(|_| ())
+                })
+            })
+            .collect();
+        for t in threads {
+            let r = t.join().unwrap();
+            assert!(r.is_ok(), "round {round}: {r:?}");
+        }
+    }
+}

@@ -673,6 +673,17 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
                 .filter(|(r, _)| *r == repo)
                 .map(|(_, d)| d)
                 .collect();
+            // A digest the base pinned, gone (the server's image or the proxy's).
+            if !fresh && digest.is_none() && same_repo.iter().any(|d| d.is_some()) {
+                let was: Vec<&str> = same_repo.iter().filter_map(|d| d.as_deref()).collect();
+                push(
+                    r,
+                    Rule::ImageUnpinned,
+                    subject.clone(),
+                    format!("{image}: the digest was removed (was {})", was.join(", ")),
+                    &h.source,
+                );
+            }
             let changed = if same_repo.is_empty() {
                 Some(format!("+ {image} (a repository the base did not run)"))
             } else if digest.is_some() && !same_repo.iter().any(|d| **d == digest) {
@@ -691,15 +702,6 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             if let Some(change) = changed {
                 push(r, Rule::ImageChanged, subject.clone(), change, &h.source);
             }
-        }
-        if !fresh && bs.iter().all(|b| b.pinned) && !h.pinned {
-            push(
-                r,
-                Rule::ImageUnpinned,
-                subject,
-                "the image digest was removed".into(),
-                &h.source,
-            );
         }
     }
 }
