@@ -163,6 +163,22 @@ fn a_container_without_the_engines_seccomp_filter_is_reported() {
     );
 }
 
+/// Writes server `name` with `tools` (YAML under `tools:`) and deploys it in `local` with
+/// `entry` (YAML under its name).
+fn deploy_new_server(dir: &Path, name: &str, tools: &str, entry: &str) {
+    std::fs::write(
+        dir.join(format!("specs/servers/{name}.yaml")),
+        format!("name: {name}\ninstructions: A new server.\ntools:\n{tools}"),
+    )
+    .unwrap();
+    edit(
+        dir,
+        "specs/deployments/local.yaml",
+        "  third_party:\n",
+        &format!("  {name}:\n{entry}  third_party:\n"),
+    );
+}
+
 /// The trust relation (issue 34): a reader of private data and a sender kept apart by a trust
 /// domain the base did not have. Each case is one change of the project's own specs.
 #[test]
@@ -171,16 +187,11 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
 
     // A new server with a `connect` tool over the same connector, in a domain of its own.
     let h = project();
-    std::fs::write(
-        h.path().join("specs/servers/notifier.yaml"),
-        "name: notifier\ninstructions: Tells the team.\ntools:\n  notify_team:\n    description: Post a message to a team channel.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n",
-    )
-    .unwrap();
-    edit(
+    deploy_new_server(
         h.path(),
-        "specs/deployments/local.yaml",
-        "  third_party:\n",
-        "  notifier:\n    port: 8020\n    trust_domain: notify\n    egress: [hooks.example.com:443]\n  third_party:\n",
+        "notifier",
+        "  notify_team:\n    description: Post a message to a team channel.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n",
+        "    port: 8020\n    trust_domain: notify\n    egress: [hooks.example.com:443]\n",
     );
     let got = lines(&base, h.path());
     assert!(
@@ -198,16 +209,11 @@ fn splitting_the_ratchet_is_a_weakening_however_it_is_done() {
     // The read side: a confidential tool moved to a new server in its own domain (the template
     // keeps its connect tool).
     let h = project();
-    std::fs::write(
-        h.path().join("specs/servers/records_desk.yaml"),
-        "name: records_desk\ninstructions: Customer records.\ntools:\n  search_records:\n    description: Search customer records by title.\n    permission: read\n    context: sql_query\n    sensitivity: confidential\n    uses: records.search\n",
-    )
-    .unwrap();
-    edit(
+    deploy_new_server(
         h.path(),
-        "specs/deployments/local.yaml",
-        "  third_party:\n",
-        "  records_desk:\n    port: 8030\n    trust_domain: records\n  third_party:\n",
+        "records_desk",
+        "  search_records:\n    description: Search customer records by title.\n    permission: read\n    context: sql_query\n    sensitivity: confidential\n    uses: records.search\n",
+        "    port: 8030\n    trust_domain: records\n",
     );
     let got = lines(&base, h.path());
     assert!(
@@ -337,6 +343,14 @@ fn an_auth_change_names_the_field() {
     );
 }
 
+/// The weakenings of `head` against `base` that concern rate limits.
+fn rate_lines(base: &Model, head: &Path) -> Vec<String> {
+    lines(base, head)
+        .into_iter()
+        .filter(|l| l.contains("rate"))
+        .collect()
+}
+
 /// A tool's own rate limit raised or removed, and a configured one raised or removed, are
 /// weakenings; fewer calls or a longer period are not.
 #[test]
@@ -372,10 +386,7 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
         "per_server: { calls: 500, per_seconds: 1 }",
         "",
     );
-    let got: Vec<String> = lines(&base, h.path())
-        .into_iter()
-        .filter(|l| l.contains("rate"))
-        .collect();
+    let got = rate_lines(&base, h.path());
     assert_eq!(
         got,
         [
@@ -394,10 +405,7 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
         "    rate_limit: { calls: 30, per_seconds: 60 }\n",
         "",
     );
-    let got: Vec<String> = lines(&base, h.path())
-        .into_iter()
-        .filter(|l| l.contains("rate"))
-        .collect();
+    let got = rate_lines(&base, h.path());
     assert_eq!(
         got,
         [
@@ -419,10 +427,7 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
         "per_user_tool: { calls: 25, per_seconds: 1 }",
         "per_user_tool: { calls: 10, per_seconds: 2 }",
     );
-    let got: Vec<String> = lines(&base, h.path())
-        .into_iter()
-        .filter(|l| l.contains("rate"))
-        .collect();
+    let got = rate_lines(&base, h.path());
     assert!(got.is_empty(), "{got:#?}");
 }
 

@@ -3,7 +3,6 @@
 
 use super::chain::Head;
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 /// Records a writer's head (after the records it covers are durable).
@@ -51,11 +50,9 @@ impl Anchor for SqliteHeads {
     }
 }
 
-/// Heads in PostgreSQL, on the audit writer's own connection.
+/// Heads in PostgreSQL, on a connection of the audit writer thread.
 pub struct PgHeads {
-    rt: tokio::runtime::Runtime,
-    config: tokio_postgres::Config,
-    client: Option<tokio_postgres::Client>,
+    link: super::postgres::PgLink,
 }
 
 const UPSERT_PG: &str = "INSERT INTO bulkhead_audit_heads (writer, server, seq, hash, closed, sig)
@@ -66,44 +63,25 @@ const UPSERT_PG: &str = "INSERT INTO bulkhead_audit_heads (writer, server, seq, 
 impl PgHeads {
     /// Heads in the database at `url` (connects on first use).
     pub fn new(url: &str, connect_timeout: Duration) -> Result<PgHeads, String> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| format!("postgres url: {e}"))?;
-        config
-            .application_name("bulkhead-audit-heads")
-            .connect_timeout(connect_timeout);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(PgHeads {
-            rt,
-            config,
-            client: None,
+            link: super::postgres::PgLink::new(url, "bulkhead-audit-heads", connect_timeout)?,
         })
     }
 }
 
 impl Anchor for PgHeads {
     fn anchor(&mut self, h: &Head) -> Result<(), String> {
-        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
-            let (client, conn) = self
-                .rt
-                .block_on(self.config.connect(tokio_postgres::NoTls))
-                .map_err(|e| format!("postgres audit heads: {e}"))?;
-            self.rt.spawn(async move {
-                let _ = conn.await;
-            });
-            self.client = Some(client);
-        }
-        let client = self.client.as_ref().expect("connected");
-        let r = self.rt.block_on(client.execute(
+        self.link
+            .connect()
+            .map_err(|e| format!("postgres audit heads: {e}"))?;
+        let (rt, client) = self.link.parts();
+        let r = rt.block_on(client.execute(
             UPSERT_PG,
             &[&h.writer, &h.server, &h.seq, &h.hash, &h.closed, &h.sig],
         ));
-        if let Err(e) = r {
-            self.client = None;
-            return Err(format!("postgres audit heads: {e}"));
-        }
-        Ok(())
+        r.map(|_| ()).map_err(|e| {
+            self.link.reset();
+            format!("postgres audit heads: {e}")
+        })
     }
 }

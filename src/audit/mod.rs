@@ -353,25 +353,23 @@ fn writer(
         };
         shared.backlog.fetch_sub(queued, Ordering::Relaxed);
         let synced = sync || anchor_due || sink.durable_on_append();
+        // A due anchor was synced with this round's records above: only now may the store say
+        // the log holds them.
         if result.is_ok()
-            && synced
+            && anchor_due
             && let (Some(c), Some(a)) = (chain.as_ref(), anchor.as_mut())
         {
             let head = c.head(!open);
-            if anchored != Some((head.seq, head.closed))
-                && (!open || anchor_error.is_some() || last_anchor.elapsed() >= interval)
-            {
-                crate::failpoint!("audit.before_anchor");
-                match a.anchor(&head) {
-                    Ok(()) => {
-                        anchored = Some((head.seq, head.closed));
-                        last_anchor = Instant::now();
-                        anchor_error = None;
-                    }
-                    Err(e) => {
-                        anchor_error = Some(e.clone());
-                        result = Err(e);
-                    }
+            crate::failpoint!("audit.before_anchor");
+            match a.anchor(&head) {
+                Ok(()) => {
+                    anchored = Some((head.seq, head.closed));
+                    last_anchor = Instant::now();
+                    anchor_error = None;
+                }
+                Err(e) => {
+                    anchor_error = Some(e.clone());
+                    result = Err(e);
                 }
             }
         }

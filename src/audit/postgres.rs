@@ -1,17 +1,72 @@
 //! The audit sink of a PostgreSQL store: records are rows of `bulkhead_audit` (append-only by
 //! trigger), inserted in batches by the audit writer thread on its own connection. A committed
-//! insert is durable, so every batch counts as synced.
+//! insert is durable, so every batch counts as synced. [`PgLink`] is that thread's connection,
+//! shared with the anchor of chain heads ([`super::anchor::PgHeads`]).
 
 use super::AuditSink;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Inserts audit lines into `bulkhead_audit`.
-pub struct PgAuditSink {
+/// A blocking connection of the audit writer thread to PostgreSQL: made on first use, and
+/// again after it closed or a statement failed.
+pub struct PgLink {
     rt: tokio::runtime::Runtime,
     config: tokio_postgres::Config,
+    client: Option<tokio_postgres::Client>,
+}
+
+impl PgLink {
+    /// A link to the database at `url`, named `application` in `pg_stat_activity`.
+    pub fn new(url: &str, application: &str, connect_timeout: Duration) -> Result<PgLink, String> {
+        let mut config =
+            tokio_postgres::Config::from_str(url).map_err(|e| format!("postgres url: {e}"))?;
+        config
+            .application_name(application)
+            .connect_timeout(connect_timeout);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(PgLink {
+            rt,
+            config,
+            client: None,
+        })
+    }
+
+    /// Connects unless connected; whether the connection is new (statements prepared on an
+    /// older one are gone).
+    pub fn connect(&mut self) -> Result<bool, String> {
+        let fresh = self.client.as_ref().is_none_or(|c| c.is_closed());
+        if fresh {
+            let (client, conn) = self
+                .rt
+                .block_on(self.config.connect(tokio_postgres::NoTls))
+                .map_err(|e| e.to_string())?;
+            self.rt.spawn(async move {
+                let _ = conn.await;
+            });
+            self.client = Some(client);
+        }
+        Ok(fresh)
+    }
+
+    /// The runtime to block on and the connection (after [`connect`](PgLink::connect)).
+    pub fn parts(&self) -> (&tokio::runtime::Runtime, &tokio_postgres::Client) {
+        (&self.rt, self.client.as_ref().expect("connected first"))
+    }
+
+    /// Drops the connection after a failed statement (the next use connects again).
+    pub fn reset(&mut self) {
+        self.client = None;
+    }
+}
+
+/// Inserts audit lines into `bulkhead_audit`.
+pub struct PgAuditSink {
+    link: PgLink,
     server: String,
-    client: Option<(tokio_postgres::Client, tokio_postgres::Statement)>,
+    insert: Option<tokio_postgres::Statement>,
 }
 
 const INSERT: &str = "INSERT INTO bulkhead_audit (server, record, line) \
@@ -20,39 +75,26 @@ const INSERT: &str = "INSERT INTO bulkhead_audit (server, record, line) \
 impl PgAuditSink {
     /// A sink for `server`'s records in the database at `url` (connects on first use).
     pub fn new(url: &str, server: &str, connect_timeout: Duration) -> Result<PgAuditSink, String> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| format!("postgres url: {e}"))?;
-        config
-            .application_name("bulkhead-audit")
-            .connect_timeout(connect_timeout);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(PgAuditSink {
-            rt,
-            config,
+            link: PgLink::new(url, "bulkhead-audit", connect_timeout)?,
             server: server.to_owned(),
-            client: None,
+            insert: None,
         })
     }
 
-    fn connect(&mut self) -> Result<(), String> {
-        if self.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
-            let (client, conn) = self
-                .rt
-                .block_on(self.config.connect(tokio_postgres::NoTls))
-                .map_err(|e| format!("postgres audit: {e}"))?;
-            self.rt.spawn(async move {
-                let _ = conn.await;
-            });
-            let insert = self
-                .rt
-                .block_on(client.prepare(INSERT))
-                .map_err(|e| format!("postgres audit: {e}"))?;
-            self.client = Some((client, insert));
+    fn insert(&mut self, rows: &[&str]) -> Result<(), String> {
+        let fresh = self.link.connect()?;
+        let (rt, client) = self.link.parts();
+        if fresh || self.insert.is_none() {
+            self.insert = Some(
+                rt.block_on(client.prepare(INSERT))
+                    .map_err(|e| e.to_string())?,
+            );
         }
-        Ok(())
+        let insert = self.insert.as_ref().expect("prepared");
+        rt.block_on(client.execute(insert, &[&self.server, &rows]))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -60,16 +102,10 @@ impl AuditSink for PgAuditSink {
     fn append(&mut self, lines: &[u8], _count: usize, _sync: bool) -> Result<(), String> {
         let text = std::str::from_utf8(lines).map_err(|e| e.to_string())?;
         let rows: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-        self.connect()?;
-        let (client, insert) = self.client.as_ref().expect("connected");
-        let result = self
-            .rt
-            .block_on(client.execute(insert, &[&self.server, &rows]));
-        if let Err(e) = result {
-            self.client = None;
-            return Err(format!("postgres audit: {e}"));
-        }
-        Ok(())
+        self.insert(&rows).map_err(|e| {
+            self.link.reset();
+            format!("postgres audit: {e}")
+        })
     }
 
     fn sync(&mut self) -> Result<(), String> {

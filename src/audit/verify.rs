@@ -2,7 +2,7 @@
 //! PostgreSQL table in insertion order) against the heads anchored in the store, and names the
 //! first record that was altered, removed, reordered or appended out of order, and a cut tail.
 
-use super::chain::{genesis, hex, line_hash};
+use super::chain::{Head, genesis, hex, line_hash};
 use std::collections::HashMap;
 
 /// One line of the log, where it was read.
@@ -17,13 +17,6 @@ pub struct Entry {
     /// The line is in the oldest file while older ones were rotated away: a writer's chain may
     /// start there past `seq` 0.
     pub after_rotation: bool,
-}
-
-/// A head as the store holds it.
-#[derive(Clone, Debug)]
-pub struct Anchored {
-    /// The head.
-    pub head: super::chain::Head,
 }
 
 /// What verification found.
@@ -61,7 +54,7 @@ struct Link {
 /// signature by it.
 pub fn verify(
     entries: &[Entry],
-    heads: &[Anchored],
+    heads: &[Head],
     key: Option<&ed25519_dalek::VerifyingKey>,
 ) -> Report {
     let mut report = Report::default();
@@ -120,10 +113,8 @@ pub fn verify(
             report.unchained
         ));
     }
-    let heads: HashMap<&str, &super::chain::Head> = heads
-        .iter()
-        .map(|h| (h.head.writer.as_str(), &h.head))
-        .collect();
+    let heads: HashMap<&str, &super::chain::Head> =
+        heads.iter().map(|h| (h.writer.as_str(), h)).collect();
     for w in &order {
         check_chain(w, &chains[w], heads.get(w.as_str()).copied(), &mut report);
     }
@@ -141,7 +132,7 @@ pub fn verify(
     report
 }
 
-fn check_chain(w: &str, links: &[Link], head: Option<&super::chain::Head>, r: &mut Report) {
+fn check_chain(w: &str, links: &[Link], head: Option<&Head>, r: &mut Report) {
     let Some(head) = head else {
         r.problems.push(format!(
             "{}: writer {w} is unknown to the store (a record appended by hand, or the store's heads were removed)",
@@ -246,7 +237,7 @@ fn check_chain(w: &str, links: &[Link], head: Option<&super::chain::Head>, r: &m
     }
 }
 
-fn check_signature(h: &super::chain::Head, key: &ed25519_dalek::VerifyingKey, r: &mut Report) {
+fn check_signature(h: &Head, key: &ed25519_dalek::VerifyingKey, r: &mut Report) {
     let valid = h
         .sig
         .as_deref()
@@ -332,7 +323,7 @@ mod tests {
         for i in 0..3 {
             lines.push(c.link(format!("{{\"n\":{i}}}\n").as_bytes()));
         }
-        let head = Anchored { head: c.head(true) };
+        let head = c.head(true);
         let entries: Vec<Entry> = lines.iter().enumerate().map(|(i, l)| entry(i, l)).collect();
         let r = verify(&entries, std::slice::from_ref(&head), None);
         assert!(r.ok(), "{:?}", r.problems);

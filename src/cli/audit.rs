@@ -3,7 +3,7 @@
 //! that was altered, removed, reordered or appended, or a cut tail. Exit 0: intact; 1: not.
 
 use bulkhead::audit::chain::{Head, read_verifying_key};
-use bulkhead::audit::verify::{Anchored, Entry, read_files, verify};
+use bulkhead::audit::verify::{Entry, read_files, verify};
 use bulkhead::config::Config;
 use bulkhead::state::StoreLocation;
 use clap::Subcommand;
@@ -43,12 +43,12 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
     let (entries, heads, what) = match config.state.location() {
         StoreLocation::Sqlite { db } => {
             let mut heads = sqlite_heads(&db)?;
-            heads.retain(|h| servers.contains(&h.head.server));
+            heads.retain(|h| servers.contains(&h.server));
             let mut entries = Vec::new();
             let mut files = Vec::new();
             for s in &servers {
                 let path = bulkhead::serve::audit_path(config, s);
-                if path.exists() || heads.iter().any(|h| &h.head.server == s) {
+                if path.exists() || heads.iter().any(|h| &h.server == s) {
                     entries.extend(read_files(&path, config.audit.keep.max(1))?);
                     files.push(path.display().to_string());
                 }
@@ -96,28 +96,26 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn sqlite_heads(db: &std::path::Path) -> anyhow::Result<Vec<Anchored>> {
+fn sqlite_heads(db: &std::path::Path) -> anyhow::Result<Vec<Head>> {
     let Some(conn) = bulkhead::state::shared::open_sqlite_read(db)? else {
         return Ok(Vec::new());
     };
     let mut stmt =
         conn.prepare("SELECT writer, server, seq, hash, closed, sig FROM audit_heads")?;
     let rows = stmt.query_map([], |r| {
-        Ok(Anchored {
-            head: Head {
-                writer: r.get(0)?,
-                server: r.get(1)?,
-                seq: r.get(2)?,
-                hash: r.get(3)?,
-                closed: r.get(4)?,
-                sig: r.get(5)?,
-            },
+        Ok(Head {
+            writer: r.get(0)?,
+            server: r.get(1)?,
+            seq: r.get(2)?,
+            hash: r.get(3)?,
+            closed: r.get(4)?,
+            sig: r.get(5)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-async fn pg_log(url: &str) -> anyhow::Result<(Vec<Entry>, Vec<Anchored>)> {
+async fn pg_log(url: &str) -> anyhow::Result<(Vec<Entry>, Vec<Head>)> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     let rows = client
@@ -142,15 +140,13 @@ async fn pg_log(url: &str) -> anyhow::Result<(Vec<Entry>, Vec<Anchored>)> {
         )
         .await?
         .iter()
-        .map(|r| Anchored {
-            head: Head {
-                writer: r.get(0),
-                server: r.get(1),
-                seq: r.get(2),
-                hash: r.get(3),
-                closed: r.get(4),
-                sig: r.get(5),
-            },
+        .map(|r| Head {
+            writer: r.get(0),
+            server: r.get(1),
+            seq: r.get(2),
+            hash: r.get(3),
+            closed: r.get(4),
+            sig: r.get(5),
         })
         .collect();
     Ok((entries, heads))

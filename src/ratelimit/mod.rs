@@ -75,16 +75,6 @@ impl RateRefusal {
         }
     }
 
-    /// The seconds to wait before retrying, rounded up (HTTP `Retry-After`).
-    pub fn retry_after_secs(&self) -> u64 {
-        match self {
-            RateRefusal::Limited { retry_after, .. } => {
-                retry_after.as_secs_f64().ceil().max(1.0) as u64
-            }
-            RateRefusal::Store(_) => 1,
-        }
-    }
-
     /// The metric label: the limit's name, or `store`.
     pub fn label(&self) -> &'static str {
         match self {

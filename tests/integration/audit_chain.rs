@@ -62,21 +62,10 @@ fn copy_state(dep: &Deployment) -> tempfile::TempDir {
 }
 
 fn verify_at(dir: &Path) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .arg("--config")
-        .arg(dir.join("config.yaml"))
-        .args(["audit", "verify", "--server", "template"])
-        .current_dir(dir)
-        .envs(std::iter::once(("BULKHEAD_LOG", "warn")))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    super::procs::cli_at(
+        &dir.join("config.yaml"),
+        &[("BULKHEAD_LOG".into(), "warn".into())],
+        &["audit", "verify", "--server", "template"],
     )
 }
 
@@ -348,11 +337,7 @@ async fn the_postgres_table_is_verified_across_replicas() {
         "{out}"
     );
 
-    let url = dep.pg_url.clone().unwrap();
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let client = dep.pg_client().await;
     let id: i64 = client
         .query_one(
             "SELECT id FROM bulkhead_audit ORDER BY id OFFSET 10 LIMIT 1",

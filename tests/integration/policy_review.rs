@@ -75,10 +75,16 @@ fn repo_with(edit: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// `bulkhead check --root ROOT --against HEAD~1`: (exit code, stdout and stderr).
 fn check_against_parent(root: &Path) -> (i32, String) {
+    check_against_parent_with(root, &[])
+}
+
+/// [`check_against_parent`] with more arguments.
+fn check_against_parent_with(root: &Path, more: &[&std::ffi::OsStr]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["check", "--root"])
         .arg(root)
         .args(["--against", "HEAD~1"])
+        .args(more)
         .output()
         .expect("run bulkhead check");
     let text = format!(
@@ -647,16 +653,9 @@ fn a_change_to_the_rules_is_judged_by_the_bases_rules() {
         .write_into_whole(by_base.path())
         .unwrap();
     let run = |root: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-            .args(["check", "--root"])
-            .arg(root)
-            .args(["--against", "HEAD~1", "--base-generated"])
-            .arg(by_base.path())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
+        check_against_parent_with(
+            root,
+            &["--base-generated".as_ref(), by_base.path().as_os_str()],
         )
     };
     // The generated files as the base's rules make them: nothing to say.

@@ -231,24 +231,10 @@ impl Deployment {
         std::fs::write(&self.config, text.replace(from, to)).unwrap();
     }
 
-    /// Runs `bulkhead <args>` with this deployment's configuration; returns (exit code, stdout).
+    /// Runs `bulkhead <args>` with this deployment's configuration; returns (exit code, stdout
+    /// and stderr).
     pub fn cli(&self, args: &[&str]) -> (i32, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .current_dir(self.path())
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        cli_at(&self.config, &self.env, args)
     }
 
     /// Leaves a variable out of the instances started from now on (they get this process's).
@@ -354,6 +340,16 @@ impl Deployment {
         .unwrap()
     }
 
+    /// A connection to the deployment's PostgreSQL store (a PostgreSQL deployment only).
+    pub async fn pg_client(&self) -> tokio_postgres::Client {
+        let url = self.pg_url.as_deref().expect("a PostgreSQL deployment");
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    }
+
     /// Every audit record of the deployment (file or table), in write order.
     pub async fn audit(&self) -> Vec<Value> {
         match &self.pg_url {
@@ -362,11 +358,8 @@ impl Deployment {
                 .lines()
                 .map(|l| serde_json::from_str(l).unwrap())
                 .collect(),
-            Some(url) => {
-                let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                    .await
-                    .unwrap();
-                tokio::spawn(conn);
+            Some(_) => {
+                let client = self.pg_client().await;
                 client
                     .query("SELECT record::text FROM bulkhead_audit ORDER BY id", &[])
                     .await
@@ -377,6 +370,27 @@ impl Deployment {
             }
         }
     }
+}
+
+/// Runs `bulkhead --config <config> <args>` in the config's folder with `env`; returns (exit
+/// code, stdout and stderr).
+pub fn cli_at(config: &Path, env: &[(String, String)], args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .current_dir(config.parent().expect("a config file in a folder"))
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
 pub type Client = RunningService<rmcp::RoleClient, ()>;

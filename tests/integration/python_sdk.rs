@@ -46,16 +46,16 @@ fn make_venv() -> PathBuf {
     python
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_lists_and_calls_tools() {
+/// Runs `tests/interop/<script> URL TOKEN` with the SDK's Python; fails unless it exits 0.
+pub async fn run_client(script: &str, url: &str, token: &str) -> std::process::Output {
     let python = tokio::task::spawn_blocking(venv_python).await.unwrap();
-    let dir = Arc::new(tempfile::tempdir().unwrap());
-    let inst = start(dir, NetworkMode::Full, true).await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/python_client.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(script);
     let out = tokio::process::Command::new(python)
         .arg(script)
-        .arg(&inst.url)
-        .arg(token("pat", "py-1"))
+        .arg(url)
+        .arg(token)
         .output()
         .await
         .unwrap();
@@ -64,6 +64,14 @@ async fn the_python_sdk_lists_and_calls_tools() {
         "python client failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_lists_and_calls_tools() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let inst = start(dir, NetworkMode::Full, true).await;
+    let out = run_client("python_client.py", &inst.url, &token("pat", "py-1")).await;
     // The SDK's session ends cleanly: DELETE is answered 204, which it accepts (202 made it log
     // "Session termination failed: 202").
     let stderr = String::from_utf8_lossy(&out.stderr);
