@@ -10,8 +10,8 @@ pub use crate::server::{
 };
 pub use crate::serverdef::ServerDef;
 pub use crate::tooldef::{
-    Annotations, ConnectorDef, DeployedServerDef, DeploymentDef, OperationDef, PresetDef,
-    RateLimit, Target, ToolDef,
+    Annotations, Approval, ApprovalCondition, Approver, ConnectorDef, DeployedServerDef,
+    DeploymentDef, OperationDef, PresetDef, RateLimit, Target, ToolDef,
 };
 pub use bulkhead_vocab::connector::{ConnectorKind, OperationBody};
 pub use serde;

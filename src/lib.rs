@@ -16,6 +16,7 @@ pub(crate) use failpoint;
 #[cfg(feature = "failpoints")]
 pub mod failpoints;
 
+pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod call;

@@ -59,6 +59,8 @@ pub enum Refusal {
     Isolation,
     /// A rate limit was used up, or could not be counted (`bulkhead_rate_limited` says which).
     RateLimit,
+    /// A tool's approval was not given (declined, expired, no way to ask, a bad answer).
+    Approval,
 }
 
 impl Refusal {
@@ -72,6 +74,7 @@ impl Refusal {
             Refusal::Scope => "scope",
             Refusal::Isolation => "isolation",
             Refusal::RateLimit => "rate_limit",
+            Refusal::Approval => "approval",
         }
     }
 }
@@ -85,7 +88,14 @@ pub struct Metrics {
     escalations: Family<LevelLabel, Counter>,
     connector_errors: Family<ConnectorLabel, Counter>,
     rate_limited: Family<LimitLabel, Counter>,
+    approvals: Family<ApprovalLabel, Counter>,
     sessions: Gauge,
+}
+
+/// What became of an approval (`asked`, `given`, `declined`, `expired`, `refused`: bounded).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApprovalLabel {
+    result: &'static str,
 }
 
 /// Which rate limit refused (a name from the configuration: bounded).
@@ -124,6 +134,12 @@ impl Metrics {
         let connector_errors = Family::<ConnectorLabel, Counter>::default();
         let sessions = Gauge::default();
         let rate_limited = Family::<LimitLabel, Counter>::default();
+        let approvals = Family::<ApprovalLabel, Counter>::default();
+        registry.register(
+            "approvals",
+            "Approvals of tool calls, by result (asked, given, declined, expired, refused)",
+            approvals.clone(),
+        );
         registry.register(
             "rate_limited",
             "Calls refused by a rate limit, by limit (`store`: the limits could not be counted)",
@@ -164,8 +180,16 @@ impl Metrics {
             escalations,
             connector_errors,
             rate_limited,
+            approvals,
             sessions,
         }
+    }
+
+    /// Records what became of an approval.
+    pub fn approval(&self, result: &'static str) {
+        self.approvals
+            .get_or_create(&ApprovalLabel { result })
+            .inc();
     }
 
     /// Records a call refused by a rate limit (`limit`: its configured name, or `store`).

@@ -161,6 +161,7 @@ mod tests {
                 output_schema: None,
                 dataset: "r",
                 rate_limit: None,
+                approval: None,
                 target: Target::Static(""),
             },
         }

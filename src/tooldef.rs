@@ -1,7 +1,7 @@
 //! Static descriptions of tools, connectors and deployments, as generated code declares them.
 
 use crate::policy::{Permission, Sensitivity};
-pub use bulkhead_vocab::RateLimit;
+pub use bulkhead_vocab::{Approval, ApprovalCondition, Approver, RateLimit};
 
 /// A context preset declared in a server spec: a built-in one with some numbers overridden.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ pub struct ToolDef {
     pub dataset: &'static str,
     /// The tool's own per-user rate limit (replaces `rate_limits.per_user_tool`).
     pub rate_limit: Option<RateLimit>,
+    /// When a person approves a call before it runs, and who (see [`crate::approval`]).
+    pub approval: Option<Approval>,
     /// What runs.
     pub target: Target,
 }

@@ -28,6 +28,7 @@ static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
     output_schema: None,
     dataset: "bench:echo",
     rate_limit: None,
+    approval: None,
     target: Target::Handler,
 }];
 

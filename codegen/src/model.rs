@@ -158,6 +158,8 @@ pub struct Tool {
     pub returns: Option<Returns>,
     /// Its own per-user rate limit (replaces `rate_limits.per_user_tool`).
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
+    /// When a person approves a call first, and who.
+    pub approval: Option<bulkhead_vocab::Approval>,
 }
 
 /// A declared result.

@@ -28,6 +28,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             ),
             dataset: "crm_db:get",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "get",
@@ -50,6 +51,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -74,6 +76,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             ),
             dataset: "crm_db:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "search",

@@ -172,6 +172,11 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         secrets: &[],
         operations: &[
             bh::OperationDef {
+                name: "delete",
+                params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
+                body: r#"{"files":{"action":"delete"}}"#,
+            },
+            bh::OperationDef {
                 name: "list",
                 params_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Directory under /workspace to look in","minLength":1,"maxLength":4096,"default":"/workspace"},"pattern":{"type":"string","description":"Glob over file names, e.g. *.csv","minLength":1,"maxLength":256,"default":"*"}},"additionalProperties":false}"#,
                 body: r#"{"files":{"action":"list"}}"#,

@@ -30,6 +30,32 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
     presets: &[],
     tools: &[
         bh::ToolDef {
+            name: "delete_file",
+            title: ::std::option::Option::None,
+            description: "Delete a file in your workspace (/workspace/...). A person approves each deletion first.",
+            permission: bh::Permission::Write,
+            context: "default",
+            sensitivity: bh::Sensitivity::Internal,
+            annotations: bh::Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+                open_world: false,
+            },
+            input_schema: r#"{"type":"object","properties":{"path":{"type":"string","description":"Path under /workspace, e.g. /workspace/notes.txt","minLength":1,"maxLength":4096}},"required":["path"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "workspace:delete",
+            rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::Some(bh::Approval {
+                when: ::std::borrow::Cow::Borrowed(&[bh::ApprovalCondition::Always]),
+                approver: bh::Approver::Caller,
+            }),
+            target: bh::Target::Connector {
+                connector: "workspace",
+                operation: "delete",
+            },
+        },
+        bh::ToolDef {
             name: "load_sensitive_dataset",
             title: ::std::option::Option::None,
             description: "Load a named sensitive dataset into the session. The session becomes confidential.",
@@ -48,6 +74,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             ),
             dataset: "dataset:{dataset_name}",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -71,6 +98,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 per_seconds: 60u32,
                 burst: ::std::option::Option::None,
             }),
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -93,6 +121,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -115,6 +144,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "python:run",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "python",
                 operation: "run",
@@ -137,6 +167,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -161,6 +192,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             ),
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -183,6 +215,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "security_logs:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "security_logs",
                 operation: "search",
@@ -205,6 +238,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",
@@ -235,6 +269,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 output_schema: ::std::option::Option::None,
                 dataset: "resource:guide",
                 rate_limit: ::std::option::Option::None,
+                approval: ::std::option::Option::None,
                 target: bh::Target::Static(
                     "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
                 ),
@@ -265,6 +300,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 ),
                 dataset: "resource:record:{id}",
                 rate_limit: ::std::option::Option::None,
+                approval: ::std::option::Option::None,
                 target: bh::Target::Connector {
                     connector: "records",
                     operation: "get",

@@ -26,6 +26,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "everything:get_annotated_message",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "everything",
                 operation: "get_annotated_message",
@@ -48,6 +49,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "meeting-times",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "convert",
@@ -70,6 +72,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "clock:now",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "now",
@@ -92,6 +95,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "fetch:fetch",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "fetch",
                 operation: "fetch",
@@ -114,6 +118,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",

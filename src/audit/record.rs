@@ -18,11 +18,13 @@ pub enum Phase {
     Intent,
     /// What happened. An intent without an outcome means the process died during the call.
     Outcome,
+    /// A person's approval of the call (who answered, how, when), durable before it runs.
+    Approval,
 }
 
 /// What the runtime decided for one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The call ran and the session's level did not change.
     Allowed,
@@ -34,6 +36,9 @@ pub enum Outcome {
     Error,
     /// The caller cancelled the call before it finished.
     Cancelled,
+    /// The call waits for a person's approval (a 2026-07-28 `input_required` answer); it runs
+    /// when the client repeats it with the answer, as a call of its own.
+    AwaitingApproval,
 }
 
 impl Outcome {
@@ -45,6 +50,7 @@ impl Outcome {
             Outcome::Escalated => "escalated",
             Outcome::Error => "error",
             Outcome::Cancelled => "cancelled",
+            Outcome::AwaitingApproval => "awaiting_approval",
         }
     }
 }

@@ -28,6 +28,10 @@ pub struct Claims {
     /// Granted scopes, from `scope` (space-separated, RFC 8693 §4.2) or `scp` (a list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// Every other claim, as sent (the approver rule of a tool's `approval:` reads them; nothing
+    /// else trusts them).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty", flatten)]
+    pub other: serde_json::Map<String, Value>,
 }
 
 /// What a caller's credential grants beyond its identity: every scope (stdio, where the identity
@@ -75,6 +79,8 @@ pub(crate) struct RawClaims {
     scope: Option<Value>,
     #[serde(default)]
     scp: Option<Value>,
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
 }
 
 impl RawClaims {
@@ -120,6 +126,7 @@ impl RawClaims {
             nbf,
             iat,
             scopes,
+            other: self.other,
         };
         Ok((identity, claims))
     }

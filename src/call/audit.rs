@@ -85,6 +85,16 @@ impl<'a> CallAudit<'a> {
         })
     }
 
+    /// Records a person's approval (`detail`: who answered, how, when) and waits until it is
+    /// durable: no call runs on an approval the audit could lose.
+    pub(super) async fn approved(&self, detail: String) -> Result<(), ToolError> {
+        let rec = self.record(Phase::Approval, None, Some(self.redact.apply(&detail)));
+        self.log.append_durable(&rec).await.map_err(|e| {
+            tracing::error!(call = %self.call, error = %e, "approval audit failed; call refused");
+            ToolError::fatal(format!("{}, so this call is refused", e.for_model()))
+        })
+    }
+
     /// A failed call. A failure the model cannot fix (fatal, a bug) is also logged at warn
     /// (rate-limited). Neither the log line nor the audit detail carries argument values
     /// ([`crate::audit::Redactor`]).

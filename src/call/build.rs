@@ -113,6 +113,19 @@ impl Runtime {
         let connectors = Connectors::from_env(used_connectors(&server))?;
         let limits = CallLimits::default();
         let name = server.def.name;
+        let metrics = Arc::new(Metrics::new());
+        let approvals = crate::approval::Approvals::new(
+            name,
+            server.def.tools,
+            None,
+            None,
+            std::time::Duration::from_secs(300),
+            metrics.clone(),
+        )
+        .map_err(|reason| RuntimeError::Schema {
+            tool: "(approval)",
+            reason,
+        })?;
         Ok(Runtime {
             server,
             connectors,
@@ -125,11 +138,35 @@ impl Runtime {
             outputs,
             calls: tokio::sync::Semaphore::new(limits.max_concurrent_calls),
             max_calls: limits.max_concurrent_calls,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
+            approvals,
             scopes: ScopeRequirements::default(),
             isolation: Default::default(),
             rates: crate::ratelimit::RateLimiter::none(name),
         })
+    }
+
+    /// Seals 2026-07-28 approval questions with `secret` and records used answers in `used`;
+    /// a question stands for `expiry`.
+    pub fn with_approvals(
+        mut self,
+        secret: Option<&[u8]>,
+        used: Option<crate::approval::UsedIds>,
+        expiry: std::time::Duration,
+    ) -> Result<Runtime, RuntimeError> {
+        self.approvals = crate::approval::Approvals::new(
+            self.server.def.name,
+            self.server.def.tools,
+            secret,
+            used,
+            expiry,
+            self.metrics.clone(),
+        )
+        .map_err(|reason| RuntimeError::Schema {
+            tool: "(approval)",
+            reason,
+        })?;
+        Ok(self)
     }
 
     /// Counts calls against `rates` (`rate_limits:` and the tools' own limits).

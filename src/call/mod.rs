@@ -1,5 +1,6 @@
 //! The one wrapper every tool call goes through:
-//! identity → session pass (state) → instance mode → permission → arguments → re-admission and
+//! identity → session pass (state) → instance mode → permission → arguments → a person's
+//! approval when the tool declares one ([`crate::approval`]) → re-admission and
 //! escalation → write-ahead intent → handler → context → errors → audit outcome.
 //! Generated code holds no policy; it all lives here, once. The cross-process rule it follows is
 //! stated and enforced in [`crate::state`]: a handler runs only while its call holds a pass on the
@@ -57,6 +58,16 @@ pub struct Runtime {
     scopes: ScopeRequirements,
     isolation: Arc<crate::isolation::selfcheck::IsolationStatus>,
     rates: crate::ratelimit::RateLimiter,
+    approvals: crate::approval::Approvals,
+}
+
+/// How the caller of one call can be asked for approval, and what its token says.
+#[derive(Clone, Default)]
+pub struct AskContext {
+    /// How to ask (none by default).
+    pub asker: crate::approval::Asker,
+    /// The caller's token's claims (the approver rule).
+    pub claims: Option<crate::approval::TokenClaims>,
 }
 
 impl Runtime {
@@ -82,10 +93,24 @@ impl Runtime {
         args: Option<JsonObject>,
         signals: &CallSignals,
     ) -> CallOutcome {
+        self.call_asking(id, grants, tool_name, args, signals, &AskContext::default())
+            .await
+    }
+
+    /// [`call_with`](Runtime::call_with) where the caller can be asked for approval (`ask`).
+    pub async fn call_asking(
+        &self,
+        id: &Identity,
+        grants: &Grants,
+        tool_name: &str,
+        args: Option<JsonObject>,
+        signals: &CallSignals,
+        ask: &AskContext,
+    ) -> CallOutcome {
         let Some(tool) = self.server.def.tool(tool_name) else {
             return self.refuse_unknown(id, tool_name, args.as_ref()).await;
         };
-        self.call_def(id, grants, tool, args, signals).await
+        self.call_def(id, grants, tool, args, signals, ask).await
     }
 
     /// A call of a tool this server does not have (an upstream's own name, a made-up one):
@@ -150,8 +175,15 @@ impl Runtime {
         let signals = CallSignals::new();
         Some((
             resource,
-            self.call_def(id, grants, &resource.tool, Some(args), &signals)
-                .await,
+            self.call_def(
+                id,
+                grants,
+                &resource.tool,
+                Some(args),
+                &signals,
+                &AskContext::default(),
+            )
+            .await,
         ))
     }
 
@@ -163,6 +195,7 @@ impl Runtime {
         tool: &'static ToolDef,
         args: Option<JsonObject>,
         signals: &CallSignals,
+        ask: &AskContext,
     ) -> CallOutcome {
         // Dropped with this future: the work it started (a blocking scan) stops at its next tick.
         let _stop = signals.stop_on_drop();
@@ -207,6 +240,60 @@ impl Runtime {
                 return CallOutcome::error(e, before);
             }
         };
+        // Step 1b: a person approves, when the tool's approval says so. The pass is left while
+        // they are asked (a person may take minutes; escalations of the session must not wait)
+        // and taken again after; the level read then is the one admitted.
+        let mut before = before;
+        if let Some(approval) = self.approvals.needed(tool, &args, before) {
+            self.state.leave(pass).await;
+            let asking = self
+                .approvals
+                .ask(
+                    &ask.asker,
+                    approval,
+                    id,
+                    ask.claims.as_ref(),
+                    tool,
+                    &args,
+                    &crate::approval::shown_args(&args),
+                    before,
+                    self.mode,
+                )
+                .await;
+            match asking {
+                crate::approval::Asking::Approved(detail) => {
+                    if let Err(e) = audit.approved(detail).await {
+                        audit.failed(&e);
+                        return CallOutcome::error(e, before);
+                    }
+                }
+                crate::approval::Asking::Pending(pending) => {
+                    audit.finish(
+                        Outcome::AwaitingApproval,
+                        Some("asked a person (input_required)".into()),
+                    );
+                    let mut out = CallOutcome::error(
+                        ToolError::retry(format!("`{}` waits for a person's approval", tool.name)),
+                        before,
+                    );
+                    out.input_required = Some(pending);
+                    return out;
+                }
+                crate::approval::Asking::Refused(label, err) => {
+                    audit.refuse(Refusal::Approval, Some(format!("{label}: {err}")));
+                    return CallOutcome::error(err, before);
+                }
+            }
+            pass = match self.state.enter(id).await {
+                Ok(p) => p,
+                Err(e) => return self.state_failure(audit, tool, e),
+            };
+            before = pass.level();
+            audit.levels = (before, before);
+            if let Err(refused) = self.admit(tool, before) {
+                return self.refuse(audit, pass, tool, refused).await;
+            }
+        }
         // Step 2: an escalating call takes the pass exclusively, decides again on the level read
         // under it (re-admission), writes its intent, escalates, and keeps the pass shared.
         if tool.sensitivity > before {

@@ -28,6 +28,8 @@ pub struct CallOutcome {
     /// The least isolated instance mode that can serve this session's next call of this tool
     /// (after a refusal: the instance the client must switch to).
     pub required_mode: NetworkMode,
+    /// A question for a person before the call runs (2026-07-28: sent as `input_required`).
+    pub input_required: Option<crate::approval::Pending>,
 }
 
 impl CallOutcome {
@@ -43,6 +45,7 @@ impl CallOutcome {
             level,
             saved_to: None,
             required_mode: level.required_mode(),
+            input_required: None,
         }
     }
 
@@ -59,6 +62,7 @@ impl CallOutcome {
             level,
             saved_to,
             required_mode: level.required_mode(),
+            input_required: None,
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct Config {
     /// none by default).
     #[serde(default)]
     pub rate_limits: RateLimitsConfig,
+    /// How a person is asked to approve the calls of tools that declare `approval:`.
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
     /// Limits on tool calls.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -66,6 +69,51 @@ pub struct Config {
     #[serde(skip)]
     #[schemars(skip)]
     pub secret_vars: Vec<String>,
+}
+
+/// Approvals (`approvals:`): how long a question stands, and the key that seals the
+/// `requestState` of 2026-07-28 clients.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// A file of at least 32 random bytes sealing the question's state (every instance and
+    /// replica of the trust domain reads the same file). Unset: the first HS256 key of `auth.keys`
+    /// (development); with neither, 2026-07-28 clients are refused approval with the reason.
+    pub key_file: Option<PathBuf>,
+    /// Seconds a question stands: a later answer is refused (and on 2025-11-25, the wait ends).
+    pub expiry_secs: u64,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        ApprovalsConfig {
+            key_file: None,
+            expiry_secs: 300,
+        }
+    }
+}
+
+impl ApprovalsConfig {
+    /// The sealing secret: the key file's bytes (at least 32), else the first HS256 secret.
+    pub fn secret(&self, auth: &crate::auth::AuthConfig) -> Result<Option<Vec<u8>>, String> {
+        if let Some(path) = &self.key_file {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("approvals.key_file {}: {e}", path.display()))?;
+            if bytes.len() < 32 {
+                return Err(format!(
+                    "approvals.key_file {} holds {} bytes; it needs at least 32 random bytes",
+                    path.display(),
+                    bytes.len()
+                ));
+            }
+            return Ok(Some(bytes));
+        }
+        Ok(auth
+            .keys
+            .iter()
+            .find_map(|k| k.secret.as_ref())
+            .map(|s| s.as_bytes().to_vec()))
+    }
 }
 
 /// OpenTelemetry traces (`telemetry:`): one span per tool call, exported over OTLP/HTTP.
@@ -610,6 +658,11 @@ impl Config {
             });
         }
         if let Some(key) = config.audit.signing_key.as_mut()
+            && key.is_relative()
+        {
+            *key = base.join(&*key);
+        }
+        if let Some(key) = config.approvals.key_file.as_mut()
             && key.is_relative()
         {
             *key = base.join(&*key);

@@ -58,6 +58,11 @@ pub async fn run(
                 path
             )))
         }
+        "delete" => {
+            let path = arg_str(args, "path")?;
+            ws.remove(path).map_err(map_err)?;
+            Ok(ToolOutput::Text(format!("Deleted {path}")))
+        }
         "list" => {
             let path = arg_str(args, "path")?;
             let pattern = args.get("pattern").and_then(|v| v.as_str()).unwrap_or("*");

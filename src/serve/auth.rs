@@ -317,7 +317,13 @@ pub async fn require_token(
         return state.unauthorized(None);
     };
     let (identity, grants) = match state.verifier.verify_fresh(token.trim()).await {
-        Ok(v) => (v.identity, crate::auth::Grants::Scopes(v.claims.scopes)),
+        Ok(v) => {
+            req.extensions_mut()
+                .insert(crate::approval::TokenClaims(std::sync::Arc::new(
+                    v.claims.other,
+                )));
+            (v.identity, crate::auth::Grants::Scopes(v.claims.scopes))
+        }
         Err(e) => {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();
             if let Some(more) = SITE.allow() {

@@ -13,6 +13,9 @@
 //! `arguments`, nothing else (a `_meta` — progress token, per-request level or version — goes on
 //! to rmcp, which can stream).
 //!
+//! A call of a tool that may ask a person for approval goes on to rmcp too: asking needs the
+//! session's peer (`elicitation/create`).
+//!
 //! Every small `POST` is also read for `notifications/cancelled` (alone or in a batch), which
 //! cancels the caller's matching call here and in rmcp's handler alike (see
 //! [`super::inflight`]); the message then goes on to rmcp unchanged.
@@ -158,6 +161,7 @@ pub async fn layer(State(direct): State<Arc<Direct>>, req: Request, next: Next) 
     cancel_named(&direct.inflight(), &identity, &bytes);
     if eligible_headers(&parts.headers, direct.stateful)
         && let Ok(call) = serde_json::from_slice::<Call>(&bytes)
+        && !direct.handler.may_ask(&call.params.name)
     {
         let session = parts.headers.get(SESSION).and_then(|v| v.to_str().ok());
         let level = session
@@ -190,6 +194,7 @@ async fn answer(
             call.params.arguments,
             &signals,
             &direct.shutdown,
+            &crate::call::AskContext::default(),
         )
         .await;
     let message = match outcome {

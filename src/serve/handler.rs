@@ -123,6 +123,51 @@ impl McpServer {
         }
     }
 
+    /// Whether a call of `tool` may ask a person for approval (it needs the session's peer).
+    pub fn may_ask(&self, tool: &str) -> bool {
+        self.rt
+            .server()
+            .def
+            .tool(tool)
+            .is_some_and(|t| t.approval.is_some())
+    }
+
+    /// How the caller of this request can be asked for approval, and its token's claims: on a
+    /// 2026-07-28 request, input-required rounds (with the answer it carries, if any); on a
+    /// session whose client declared form elicitation, `elicitation/create`; otherwise not at all.
+    fn ask_context(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+    ) -> crate::call::AskContext {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        let claims =
+            parts.and_then(|p| p.extensions.get::<crate::approval::TokenClaims>().cloned());
+        let sessionless = parts.is_some_and(|p| {
+            super::protocol::is_sessionless(p.headers.get("mcp-protocol-version"))
+        });
+        let asker = if sessionless {
+            crate::approval::Asker::Rounds {
+                state: request.request_state.clone(),
+                responses: request
+                    .input_responses
+                    .as_ref()
+                    .map(|r| r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            }
+        } else if ctx.peer.peer_info().is_some_and(|info| {
+            // A client that declares `elicitation: {}` (neither mode named) supports forms.
+            info.capabilities
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some() || e.url.is_none())
+        }) {
+            crate::approval::Asker::Elicit(ctx.peer.clone())
+        } else {
+            crate::approval::Asker::None
+        };
+        crate::call::AskContext { asker, claims }
+    }
+
     /// A handler for stdio, where every call runs as `identity`.
     pub fn stdio(rt: Arc<Runtime>, identity: Identity) -> McpServer {
         McpServer {
@@ -171,6 +216,7 @@ impl McpServer {
         arguments: Option<rmcp::model::JsonObject>,
         signals: &CallSignals,
         ct: &CancellationToken,
+        ask: &crate::call::AskContext,
     ) -> Result<CallOutcome, ErrorData> {
         if self.rt.server().def.tool(name).is_none() {
             // Refused as the protocol says (invalid params), and audited like any refusal.
@@ -183,7 +229,10 @@ impl McpServer {
         let registered = self.inflight.register(id, request_key);
         // Boxed: the wrapper's future is large, and every layer around this one (axum boxes each
         // middleware's future) would otherwise copy it whole.
-        let call = Box::pin(self.rt.call_with(id, grants, name, arguments, signals));
+        let call = Box::pin(
+            self.rt
+                .call_asking(id, grants, name, arguments, signals, ask),
+        );
         tokio::select! {
             out = call => Ok(out),
             _ = async { tokio::select! {
@@ -228,6 +277,24 @@ pub fn mcp_tool(def: &ToolDef) -> Tool {
         tool = tool.with_title(title);
     }
     tool
+}
+
+/// The `input_required` answer of a call waiting for a person: the question under
+/// [`crate::approval::INPUT_KEY`] and the sealed state.
+fn input_required(
+    pending: crate::approval::Pending,
+) -> Result<rmcp::model::InputRequiredResult, ErrorData> {
+    let request: rmcp::model::InputRequest = serde_json::from_value(serde_json::json!({
+        "method": "elicitation/create",
+        "params": pending.question,
+    }))
+    .map_err(|e| ErrorData::internal_error(format!("approval question: {e}"), None))?;
+    let mut requests = rmcp::model::InputRequests::new();
+    requests.insert(crate::approval::INPUT_KEY.to_owned(), request);
+    Ok(rmcp::model::InputRequiredResult::new(
+        Some(requests),
+        Some(pending.state),
+    ))
 }
 
 /// The MCP result of a call outcome, with the session's level in `_meta`.
@@ -384,7 +451,8 @@ impl ServerHandler for McpServer {
             signals.clone(),
         );
         let grants = self.grants(&ctx);
-        let out = self
+        let ask = self.ask_context(&ctx, &request);
+        let mut out = self
             .run_call(
                 &id,
                 &grants,
@@ -393,9 +461,13 @@ impl ServerHandler for McpServer {
                 request.arguments,
                 &signals,
                 &ctx.ct,
+                &ask,
             )
             .await?;
         forwarder.finish().await;
+        if let Some(pending) = out.input_required.take() {
+            return input_required(pending).map(Into::into);
+        }
         Ok(mcp_result(out).into())
     }
 

@@ -151,11 +151,25 @@ pub async fn runtime(
             bytes: config.limits.call_memory_bytes,
         },
     };
+    let used = if server.def.tools.iter().any(|t| t.approval.is_some()) {
+        Some(crate::approval::UsedIds::open(&state).map_err(ServeError::Setup)?)
+    } else {
+        None
+    };
+    let secret = config
+        .approvals
+        .secret(&config.auth)
+        .map_err(ServeError::Setup)?;
     let rt = Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
-        .map(|rt| {
+        .and_then(|rt| {
             rt.with_limits(limits)
                 .with_scopes(config.auth.scopes.clone())
                 .with_rate_limits(rates)
+                .with_approvals(
+                    secret.as_deref(),
+                    used,
+                    std::time::Duration::from_secs(config.approvals.expiry_secs.max(1)),
+                )
         })
         .map_err(|e| setup("runtime")(&e))?;
     let cwd = std::env::current_dir().unwrap_or_default();

@@ -1,5 +1,5 @@
-//! What every instance of a trust domain shares besides the ratchet: rate-limit buckets and the
-//! audit chains' anchored heads. On SQLite they live in `shared-<store file>` beside the store's
+//! What every instance of a trust domain shares besides the ratchet: rate-limit buckets, the
+//! audit chains' anchored heads and the ids of approvals already used. On SQLite they live in `shared-<store file>` beside the store's
 //! database (so they never slow or lock the ratchet's writes, and losing them loses no
 //! compliance record); on PostgreSQL, in tables of the store's database (`schema.sql`).
 //!
@@ -23,6 +23,10 @@ CREATE TABLE IF NOT EXISTS audit_heads (
     closed INTEGER NOT NULL DEFAULT 0,
     sig TEXT,
     at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS approvals_used (
+    id TEXT PRIMARY KEY,
+    exp INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS audit_heads_forward BEFORE UPDATE ON audit_heads
     WHEN NEW.seq < OLD.seq OR (OLD.closed = 1 AND NEW.closed = 0) OR NEW.server <> OLD.server

@@ -109,6 +109,20 @@ fn review(root: &Path, script: &str) -> (i32, String) {
 /// "nothing weakened", or one more a reviewer could be walked around with.
 const WEAKENINGS: &[(&str, &str, &[&str])] = &[
     (
+        "a tool's approval removed",
+        "sed -i '/^    approval: always$/d' specs/servers/template.yaml",
+        &[
+            "weakened: approval-weakened: tool `template.delete_file`: always → none (calls run without asking)",
+        ],
+    ),
+    (
+        "a tool's approval narrowed to paths outside a folder",
+        r#"sed -i 's#^    approval: always$#    approval:\n      when:\n        - path_outside: { argument: path, prefix: /workspace/drafts/ }#' specs/servers/template.yaml"#,
+        &[
+            "weakened: approval-weakened: tool `template.delete_file`: always → `path` outside /workspace/drafts/",
+        ],
+    ),
+    (
         "the proxy image's digest removed (a tag can be pushed again)",
         "sed -i '/^  digest: sha256:0e4b7c2a/d' specs/deployments/cluster.yaml",
         &[

@@ -25,6 +25,7 @@ pub fn docker() -> Command {
 /// cores can miss its health checks' start period (seen: an instance reported unhealthy).
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    report_failures_inline();
     ENGINE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -406,4 +407,30 @@ impl Drop for Project {
             "docker-compose down",
         );
     }
+}
+
+/// Prints every test panic of this process on the real stderr as it happens, besides the
+/// captured copy libtest shows at the end: a CI log cut to an excerpt then still holds why a
+/// long engine test failed, next to its `FAILED` line.
+pub fn report_failures_inline() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            use std::io::Write as _;
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            let mut said = info.to_string();
+            if said.len() > 6000 {
+                let mut cut = 6000;
+                while !said.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                said.truncate(cut);
+                said.push_str(" …");
+            }
+            // Not `eprintln!`: libtest captures that; a direct write reaches the log.
+            let _ = writeln!(std::io::stderr().lock(), "== {test} failed: {said}");
+            default(info);
+        }));
+    });
 }

@@ -272,6 +272,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         output_schema: None,
         dataset: "probe:ping_internal",
         rate_limit: None,
+        approval: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -291,6 +292,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         output_schema: None,
         dataset: "probe:ping",
         rate_limit: None,
+        approval: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -310,6 +312,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         output_schema: None,
         dataset: "probe:secret",
         rate_limit: None,
+        approval: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -329,6 +332,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         output_schema: None,
         dataset: "probe:boom",
         rate_limit: None,
+        approval: None,
         target: Target::Handler,
     },
     ToolDef {
@@ -350,6 +354,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         ),
         dataset: "probe:counted",
         rate_limit: None,
+        approval: None,
         target: Target::Handler,
     },
 ];

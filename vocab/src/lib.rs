@@ -6,6 +6,7 @@
 //! Like cxx's `syntax` module, compiled into both the build-time generator and the runtime:
 //! the two cannot disagree about a rule because there is only one of it.
 
+mod approval;
 pub mod connector;
 mod endpoint;
 mod layer;
@@ -16,6 +17,7 @@ pub mod ranges;
 mod rate;
 mod sensitivity;
 
+pub use approval::{Approval, Approver, Condition as ApprovalCondition};
 pub use endpoint::{HostPort, HostPortError};
 pub use layer::workspace_layer;
 pub use mode::{Egress, NetworkMode};

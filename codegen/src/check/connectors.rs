@@ -906,7 +906,7 @@ pub fn implied_params(kind: ConnectorKind, action: FileAction) -> Vec<Param> {
             ),
             ("context_lines", context_lines),
         ],
-        (_, FileAction::Read) => vec![("path", path)],
+        (_, FileAction::Read | FileAction::Delete) => vec![("path", path)],
         (_, FileAction::Write) => vec![
             ("path", path),
             (

@@ -87,6 +87,7 @@ pub fn resources(
                     dataset: Some(format!("resource:{name}")),
                     returns: None,
                     rate_limit: None,
+                    approval: None,
                 };
                 let mut t = tool(&at, name, &spec, errors);
                 // The dataset names the record read: the template's variables that are arguments.
@@ -163,6 +164,7 @@ pub fn resources(
                     dataset,
                     returns: None,
                     rate_limit: None,
+                    approval: None,
                 }
             }
             _ => {

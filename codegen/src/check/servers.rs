@@ -301,8 +301,20 @@ fn tool(
             .label("not a rate a call can meet"),
         );
     }
+    let approval = spec.approval.as_ref().map(|a| {
+        approval(
+            l,
+            &format!("{at}/approval"),
+            what,
+            name,
+            &a.approval(),
+            &params,
+            errors,
+        )
+    });
     Tool {
         rate_limit: spec.rate_limit,
+        approval,
         name: name.to_string(),
         ident: name.replace(['-', '.'], "_").to_ascii_lowercase(),
         title: spec.title.clone(),
@@ -459,4 +471,73 @@ pub fn is_mcp_tool_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Checks a tool's `approval:` against the tool: a condition names one of its parameters (a
+/// string, for a pattern or a path), a pattern compiles, and [`bulkhead_vocab::Approval::problem`].
+fn approval(
+    l: &Loaded<ServerSpec>,
+    at: &str,
+    what: &str,
+    name: &str,
+    approval: &bulkhead_vocab::Approval,
+    params: &[crate::model::Param],
+    errors: &mut Vec<Diagnostic>,
+) -> bulkhead_vocab::Approval {
+    use bulkhead_vocab::ApprovalCondition as C;
+    if let Some(problem) = approval.problem() {
+        errors.push(
+            l.error_at_value(at, format!("{what} `{name}`: {problem}"))
+                .label("not an approval rule"),
+        );
+    }
+    for (i, c) in approval.when.iter().enumerate() {
+        let (arg, pattern) = match c {
+            C::Argument { name, matches } => (name.as_ref(), Some(matches.as_ref())),
+            C::PathOutside { argument, .. } => (argument.as_ref(), None),
+            C::Always | C::SessionAtLeast(_) => continue,
+        };
+        let here = format!("{at}/when/{i}");
+        match params.iter().find(|p| p.name == arg) {
+            None => {
+                let mut d = l
+                    .error_at_value(
+                        &here,
+                        format!("approval of `{name}` names `{arg}`, which is not a parameter of `{name}`"),
+                    )
+                    .label("unknown parameter");
+                if let Some(h) = did_you_mean(arg, params.iter().map(|p| p.name.as_str())) {
+                    d = d.help(format!("did you mean `{h}`?"));
+                }
+                errors.push(d);
+            }
+            Some(p)
+                if !matches!(
+                    p.ty,
+                    crate::spec::ParamType::String | crate::spec::ParamType::Enum
+                ) =>
+            {
+                errors.push(
+                    l.error_at_value(
+                        &here,
+                        format!("approval of `{name}` tests `{arg}`, which is not a string"),
+                    )
+                    .label("patterns and paths apply to string parameters"),
+                )
+            }
+            Some(_) => {}
+        }
+        if let Some(pattern) = pattern
+            && let Err(e) = regex::Regex::new(pattern)
+        {
+            errors.push(
+                l.error_at_value(
+                    &here,
+                    format!("approval of `{name}`: the pattern does not compile: {e}"),
+                )
+                .label("not a regular expression"),
+            );
+        }
+    }
+    approval.clone()
 }

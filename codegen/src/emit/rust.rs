@@ -209,6 +209,13 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
         None => quote!(::std::option::Option::None),
     };
+    let approval = match &tool.approval {
+        Some(a) => {
+            let a = approval(a);
+            quote!(::std::option::Option::Some(#a))
+        }
+        None => quote!(::std::option::Option::None),
+    };
     let target = match &tool.target {
         Target::Connector {
             connector,
@@ -230,6 +237,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             output_schema: #output,
             dataset: #dataset,
             rate_limit: #rate_limit,
+            approval: #approval,
             target: #target,
         }
     }
@@ -476,4 +484,41 @@ fn registry(model: &Model) -> TokenStream {
             }
         }
     }
+}
+
+/// A tool's `approval:` as a constant (`Cow::Borrowed` throughout).
+fn approval(a: &bulkhead_vocab::Approval) -> TokenStream {
+    use bulkhead_vocab::{ApprovalCondition as C, Approver};
+    let when = a.when.iter().map(|c| match c {
+        C::Always => quote!(bh::ApprovalCondition::Always),
+        C::SessionAtLeast(s) => {
+            let s = sensitivity(*s);
+            quote!(bh::ApprovalCondition::SessionAtLeast(#s))
+        }
+        C::Argument { name, matches } => {
+            let (name, matches) = (name.as_ref(), matches.as_ref());
+            quote!(bh::ApprovalCondition::Argument {
+                name: ::std::borrow::Cow::Borrowed(#name),
+                matches: ::std::borrow::Cow::Borrowed(#matches),
+            })
+        }
+        C::PathOutside { argument, prefix } => {
+            let (argument, prefix) = (argument.as_ref(), prefix.as_ref());
+            quote!(bh::ApprovalCondition::PathOutside {
+                argument: ::std::borrow::Cow::Borrowed(#argument),
+                prefix: ::std::borrow::Cow::Borrowed(#prefix),
+            })
+        }
+    });
+    let approver = match &a.approver {
+        Approver::Caller => quote!(bh::Approver::Caller),
+        Approver::Claim { name, value } => {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            quote!(bh::Approver::Claim {
+                name: ::std::borrow::Cow::Borrowed(#name),
+                value: ::std::borrow::Cow::Borrowed(#value),
+            })
+        }
+    };
+    quote!(bh::Approval { when: ::std::borrow::Cow::Borrowed(&[#(#when),*]), approver: #approver })
 }

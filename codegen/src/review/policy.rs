@@ -52,6 +52,8 @@ pub struct Capability {
     pub params: BTreeMap<String, BTreeMap<&'static str, String>>,
     /// Its own per-user rate limit (tools only).
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
+    /// When a person approves a call first (tools only).
+    pub approval: Option<bulkhead_vocab::Approval>,
 }
 
 impl Capability {
@@ -391,6 +393,7 @@ fn capability(
         sensitivity: t.sensitivity,
         context: (preset_name, overrides),
         rate_limit: t.rate_limit,
+        approval: t.approval.clone(),
         params: params(&t.params),
     }
 }
@@ -420,6 +423,7 @@ pub fn resolve(model: &Model) -> Policy {
                 context: ("-".into(), BTreeMap::new()),
                 params: BTreeMap::new(),
                 rate_limit: None,
+                approval: None,
             });
         }
     }

@@ -26,6 +26,8 @@ pub enum Rule {
     ArgumentLoosened,
     /// `rate-limit-raised`.
     RateLimitRaised,
+    /// A tool's approval was removed or narrowed.
+    ApprovalWeakened,
     /// `location-changed`.
     LocationChanged,
     /// `reach-widened`.
@@ -79,7 +81,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 32] = [
+    pub const ALL: [Rule; 33] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -88,6 +90,7 @@ impl Rule {
         Rule::ContextWidened,
         Rule::ArgumentLoosened,
         Rule::RateLimitRaised,
+        Rule::ApprovalWeakened,
         Rule::LocationChanged,
         Rule::ReachWidened,
         Rule::SettingsChanged,
@@ -125,6 +128,7 @@ impl Rule {
             Rule::ContextWidened => "context-widened",
             Rule::ArgumentLoosened => "argument-loosened",
             Rule::RateLimitRaised => "rate-limit-raised",
+            Rule::ApprovalWeakened => "approval-weakened",
             Rule::LocationChanged => "location-changed",
             Rule::ReachWidened => "reach-widened",
             Rule::SettingsChanged => "settings-changed",
@@ -178,6 +182,9 @@ impl Rule {
             }
             Rule::RateLimitRaised => {
                 "A tool's own rate limit (`rate_limit:` in its spec) admits more calls than before (a higher rate, a larger burst) or is removed, so one user can call it faster than was reviewed."
+            }
+            Rule::ApprovalWeakened => {
+                "A tool's `approval:` is removed, asks in fewer cases (a condition dropped, a level raised, a path prefix shortened, a pattern changed) or lets someone else approve, so calls run without the person the base required."
             }
             Rule::LocationChanged => {
                 "A connector points somewhere else (another path, folder, URL or base URL), so its capabilities read or write data nobody reviewed."

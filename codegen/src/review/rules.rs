@@ -194,6 +194,23 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
         ),
         _ => {}
     }
+    match (&b.approval, &h.approval) {
+        (Some(o), None) => push(
+            r,
+            Rule::ApprovalWeakened,
+            s(),
+            format!("{} → none (calls run without asking)", o.describe()),
+            &h.source,
+        ),
+        (Some(o), Some(n)) if n.is_weaker_than(o) => push(
+            r,
+            Rule::ApprovalWeakened,
+            s(),
+            format!("{} → {}", o.describe(), n.describe()),
+            &h.source,
+        ),
+        _ => {}
+    }
     if h.context.0 != b.context.0 {
         push(
             r,
@@ -894,6 +911,7 @@ mod tests {
             context: ("default".into(), BTreeMap::new()),
             params: BTreeMap::new(),
             rate_limit: None,
+            approval: None,
         };
         use bulkhead_vocab::Permission::*;
         let a = cap(Sensitivity::Public, Read);

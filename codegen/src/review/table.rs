@@ -29,8 +29,10 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
          a session holds confidential data.\n\n\
          A tool's own rate limit (per user, shared by every instance and replica) replaces \
          `rate_limits.per_user_tool` of `config.yaml` for that tool.\n\n\
-         | server | kind | name | permission | sensitivity | from instance | context | rate limit | runs |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         A tool with an approval runs only after a person approves the call (the caller, or a \
+         holder of the named claim), asked through the client the way its protocol era expects.\n\n\
+         | server | kind | name | permission | sensitivity | from instance | context | rate limit | approval | runs |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in &p.capabilities {
         let context = if c.context.1.is_empty() {
@@ -46,7 +48,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} | {} |",
             c.server,
             c.kind,
             cell(&c.name),
@@ -56,6 +58,9 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             cell(&context),
             c.rate_limit
                 .map_or_else(|| "-".to_string(), |r| r.to_string()),
+            c.approval
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |a| cell(&a.describe())),
             cell(&c.runs)
         );
     }

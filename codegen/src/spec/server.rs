@@ -138,6 +138,39 @@ pub struct ToolSpec {
     /// `rate_limits.per_user_tool` of `config.yaml` for this tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
+    /// A person approves a call before it runs: `always`, or `when:` conditions (the session's
+    /// level, an argument matching a pattern, a path outside a prefix) and `approver:` (the
+    /// caller, or a holder of a claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalSpec>,
+}
+
+/// `approval: always`, or the whole declaration.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ApprovalSpec {
+    /// `always`: every call, approved by the caller.
+    Word(ApprovalWord),
+    /// `when:` and `approver:`.
+    Full(bulkhead_vocab::Approval),
+}
+
+/// The one word `approval:` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalWord {
+    /// Every call.
+    Always,
+}
+
+impl ApprovalSpec {
+    /// The declaration it stands for.
+    pub fn approval(&self) -> bulkhead_vocab::Approval {
+        match self {
+            ApprovalSpec::Word(ApprovalWord::Always) => bulkhead_vocab::Approval::ALWAYS,
+            ApprovalSpec::Full(a) => a.clone(),
+        }
+    }
 }
 
 /// How a tool is implemented when it does not use a connector.

@@ -156,6 +156,15 @@ BEGIN
     END IF;
 END $$;
 
+-- Approvals already used (`requestState` ids): one row each until it expires, so an answer is
+-- consumed once across every instance and replica.
+CREATE TABLE IF NOT EXISTS bulkhead_approvals_used (
+    scope text NOT NULL,
+    id    text NOT NULL,
+    exp   bigint NOT NULL,
+    PRIMARY KEY (scope, id)
+);
+
 -- Rate-limit buckets (GCRA: `tat` is the theoretical arrival time of the next call, in seconds
 -- since the epoch of the database's clock, so replicas' clocks never disagree).
 CREATE TABLE IF NOT EXISTS bulkhead_rate (

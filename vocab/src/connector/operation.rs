@@ -12,6 +12,8 @@ pub enum FileAction {
     Read,
     /// Write one file (`path`, `content`).
     Write,
+    /// Delete one file (`path`).
+    Delete,
     /// List files (`path`, `pattern`).
     List,
     /// Search with a regex (`pattern`, `path`, `context_lines`, and for logs `since`/`until`).
@@ -24,6 +26,7 @@ impl FileAction {
         match self {
             FileAction::Read => "read",
             FileAction::Write => "write",
+            FileAction::Delete => "delete",
             FileAction::List => "list",
             FileAction::Search => "search",
         }
@@ -120,7 +123,9 @@ impl OperationBody {
     /// Whether the operation changes data.
     pub fn writes(&self) -> bool {
         match self {
-            OperationBody::Files { action } => *action == FileAction::Write,
+            OperationBody::Files { action } => {
+                matches!(action, FileAction::Write | FileAction::Delete)
+            }
             OperationBody::Sql { writes, .. } => *writes,
             OperationBody::Http { method, .. } => *method != HttpMethod::Get,
             OperationBody::Logs { .. } => false,

@@ -26,6 +26,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "search",
@@ -48,6 +49,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:list",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "list",
@@ -70,6 +72,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "webhooks:notify",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -92,6 +95,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -114,6 +118,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "records:rename",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "rename",
@@ -136,6 +141,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -160,6 +166,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             ),
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -182,6 +189,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",

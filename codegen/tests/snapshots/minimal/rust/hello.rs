@@ -26,6 +26,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             output_schema: ::std::option::Option::None,
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",

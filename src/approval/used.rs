@@ -1,0 +1,78 @@
+//! Single use of an approval across every instance and replica of a trust domain: its id is
+//! inserted into the state store once; a second insert (a replay, a second replica racing on the
+//! same answer) finds it and is refused. SQLite: the store's shared file; PostgreSQL: a table of
+//! the store's database. Expired ids are pruned as visits go (an expired state is refused on its
+//! expiry alone, so forgetting its id later loses nothing).
+
+use crate::state::StateStore;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Where consumed approval ids are kept.
+pub enum UsedIds {
+    /// The SQLite store's shared file.
+    Sqlite(Mutex<rusqlite::Connection>),
+    /// The PostgreSQL store's database.
+    Postgres {
+        /// The store's pool.
+        pool: deadpool_postgres::Pool,
+        /// The trust domain's scope.
+        scope: String,
+    },
+}
+
+impl UsedIds {
+    /// The ids of `store`'s trust domain.
+    pub fn open(store: &StateStore) -> Result<UsedIds, String> {
+        Ok(match store {
+            StateStore::Sqlite(s) => UsedIds::Sqlite(Mutex::new(
+                crate::state::shared::open_sqlite(s.path(), Duration::from_secs(5))
+                    .map_err(|e| format!("approvals: {e}"))?,
+            )),
+            StateStore::Postgres(p) => UsedIds::Postgres {
+                pool: p.pool().clone(),
+                scope: p.scope().to_owned(),
+            },
+        })
+    }
+
+    /// Marks `id` used; `Ok(false)` when it already was. `exp` (seconds since the epoch) is
+    /// when it may be forgotten.
+    pub async fn consume(&self, id: &str, exp: u64) -> Result<bool, String> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        match self {
+            UsedIds::Sqlite(conn) => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                conn.execute("DELETE FROM approvals_used WHERE exp < ?1", [now as i64])
+                    .map_err(|e| e.to_string())?;
+                let n = conn
+                    .execute(
+                        "INSERT INTO approvals_used (id, exp) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                        rusqlite::params![id, exp as i64],
+                    )
+                    .map_err(|e| e.to_string())?;
+                Ok(n == 1)
+            }
+            UsedIds::Postgres { pool, scope } => {
+                let conn = pool.get().await.map_err(|e| e.to_string())?;
+                conn.execute(
+                    "DELETE FROM bulkhead_approvals_used WHERE scope = $1 AND exp < $2",
+                    &[scope, &(now as i64)],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                let n = conn
+                    .execute(
+                        "INSERT INTO bulkhead_approvals_used (scope, id, exp) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        &[scope, &id, &(exp as i64)],
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(n == 1)
+            }
+        }
+    }
+}
