@@ -1,7 +1,7 @@
 //! `bulkhead connect <server>`: a stdio MCP server for desktop clients that routes each call
 //! to the instance its data needs (see `bulkhead::client::Bridge`).
 
-use bulkhead::client::{Bridge, get_mcp_client};
+use bulkhead::client::{AskRelay, Bridge, get_mcp_client_asking};
 use bulkhead::config::{Config, McpServerEntry};
 use rmcp::ServiceExt;
 
@@ -50,8 +50,10 @@ pub fn run(config: &Config, args: ConnectArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = get_mcp_client(&args.server, &config, &token).await?;
-        let bridge = Bridge::new(&args.server, client);
+        // The instances' questions to a person (approvals) go to the desktop client.
+        let relay = AskRelay::to_desktop();
+        let client = get_mcp_client_asking(&args.server, &config, &token, relay.clone()).await?;
+        let bridge = Bridge::asking(&args.server, client, relay);
         let service = bridge.clone().serve(rmcp::transport::io::stdio()).await?;
         service.waiting().await?;
         bridge.close().await;

@@ -27,14 +27,22 @@ use std::sync::Arc;
 pub struct Bridge {
     server: String,
     client: Arc<McpClient>,
+    relay: super::AskRelay,
 }
 
 impl Bridge {
     /// Forwards to `client`, which reaches server `server`.
     pub fn new(server: &str, client: McpClient) -> Bridge {
+        Bridge::asking(server, client, super::AskRelay::none())
+    }
+
+    /// Forwards to `client`, whose questions to a person go through `relay` to the desktop
+    /// client that made the call (see [`super::AskRelay`]).
+    pub fn asking(server: &str, client: McpClient, relay: super::AskRelay) -> Bridge {
         Bridge {
             server: server.to_string(),
             client: Arc::new(client),
+            relay,
         }
     }
 
@@ -78,8 +86,10 @@ impl ServerHandler for Bridge {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // A question the instance asks during this call (an approval) goes to this desktop client.
+        self.relay.set(ctx.peer.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let result = match self.client.call_tool(&request.name, args).await {
             Ok(reply) => reply.raw,

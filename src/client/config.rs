@@ -39,6 +39,16 @@ pub async fn get_mcp_client(
     config: &Config,
     token: &str,
 ) -> Result<McpClient, ClientError> {
+    get_mcp_client_asking(name, config, token, super::AskRelay::none()).await
+}
+
+/// [`get_mcp_client`] whose instances' questions to a person go to `relay` (`bulkhead connect`).
+pub async fn get_mcp_client_asking(
+    name: &str,
+    config: &Config,
+    token: &str,
+    relay: super::AskRelay,
+) -> Result<McpClient, ClientError> {
     let entry = config.mcp_servers.get(name).ok_or_else(|| {
         let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
         ClientError::Config(format!(
@@ -49,16 +59,25 @@ pub async fn get_mcp_client(
     check(name, entry)?;
     let all = instances(entry);
     if all.len() == 1 {
-        let c = StrictClient::connect(
+        let c = StrictClient::connect_asking(
             &entry.url,
             token,
             NetworkMode::Full,
             entry.read_timeout,
             entry.trusted,
+            relay,
         )
         .await?;
         return Ok(McpClient::Strict(c));
     }
-    let c = IsolatingClient::connect(name, &all, token, entry.read_timeout, entry.trusted).await?;
+    let c = IsolatingClient::connect_asking(
+        name,
+        &all,
+        token,
+        entry.read_timeout,
+        entry.trusted,
+        relay,
+    )
+    .await?;
     Ok(McpClient::Isolating(c))
 }

@@ -38,6 +38,28 @@ impl IsolatingClient {
         read_timeout: u64,
         trusted: bool,
     ) -> Result<IsolatingClient, ClientError> {
+        Self::connect_asking(
+            server,
+            instances,
+            token,
+            read_timeout,
+            trusted,
+            super::AskRelay::none(),
+        )
+        .await
+    }
+
+    /// [`connect`](IsolatingClient::connect) with every instance's questions to a person going
+    /// to `relay`. A question is answered inside the call that asked it, on the instance that
+    /// asked: it never moves the session to another instance.
+    pub async fn connect_asking(
+        server: &str,
+        instances: &[(NetworkMode, String)],
+        token: &str,
+        read_timeout: u64,
+        trusted: bool,
+        relay: super::AskRelay,
+    ) -> Result<IsolatingClient, ClientError> {
         let mut sorted = instances.to_vec();
         sorted.sort_by_key(|(m, _)| *m);
         sorted.dedup_by_key(|(m, _)| *m);
@@ -46,11 +68,10 @@ impl IsolatingClient {
                 "server `{server}` needs one URL per network mode"
             )));
         }
-        let opened =
-            join_all(sorted.iter().map(|(mode, url)| {
-                StrictClient::connect(url, token, *mode, read_timeout, trusted)
-            }))
-            .await;
+        let opened = join_all(sorted.iter().map(|(mode, url)| {
+            StrictClient::connect_asking(url, token, *mode, read_timeout, trusted, relay.clone())
+        }))
+        .await;
         let mut clients = Vec::new();
         let mut failure = None;
         for r in opened {

@@ -2,6 +2,7 @@
 //! `mcp_servers`, turn trusted `[FATAL] ` results into hard errors, and follow the session's
 //! sensitivity from the normal instance to the more isolated ones, one way.
 
+mod asks;
 mod bridge;
 mod config;
 mod error;
@@ -10,8 +11,9 @@ mod reply;
 mod route;
 mod strict;
 
+pub use asks::AskRelay;
 pub use bridge::Bridge;
-pub use config::{get_mcp_client, instances};
+pub use config::{get_mcp_client, get_mcp_client_asking, instances};
 pub use error::ClientError;
 pub use isolating::IsolatingClient;
 pub use reply::{ModeRefusal, ToolReply};

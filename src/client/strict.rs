@@ -23,7 +23,7 @@ pub struct StrictClient {
     mode: NetworkMode,
     trusted: bool,
     read_timeout: u64,
-    service: RwLock<Option<RunningService<RoleClient, ()>>>,
+    service: RwLock<Option<RunningService<RoleClient, super::AskRelay>>>,
     /// The listed tools' `outputSchema`s, compiled on the first call.
     outputs: tokio::sync::OnceCell<std::collections::HashMap<String, jsonschema::Validator>>,
 }
@@ -38,6 +38,26 @@ impl StrictClient {
         read_timeout: u64,
         trusted: bool,
     ) -> Result<StrictClient, ClientError> {
+        Self::connect_asking(
+            url,
+            token,
+            mode,
+            read_timeout,
+            trusted,
+            super::AskRelay::none(),
+        )
+        .await
+    }
+
+    /// [`connect`](StrictClient::connect) with the server's questions to a person going to `relay`.
+    pub async fn connect_asking(
+        url: &str,
+        token: &str,
+        mode: NetworkMode,
+        read_timeout: u64,
+        trusted: bool,
+        relay: super::AskRelay,
+    ) -> Result<StrictClient, ClientError> {
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(url.to_string())
                 .auth_header(token.to_string()),
@@ -46,16 +66,14 @@ impl StrictClient {
             url: url.to_string(),
             reason,
         };
-        let service = match tokio::time::timeout(
-            Duration::from_secs(read_timeout),
-            ().serve(transport),
-        )
-        .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(connect_error(e.to_string())),
-            Err(_) => return Err(connect_error(format!("no answer within {read_timeout} s"))),
-        };
+        let service =
+            match tokio::time::timeout(Duration::from_secs(read_timeout), relay.serve(transport))
+                .await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(connect_error(e.to_string())),
+                Err(_) => return Err(connect_error(format!("no answer within {read_timeout} s"))),
+            };
         Ok(StrictClient {
             url: url.to_string(),
             mode,

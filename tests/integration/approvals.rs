@@ -127,3 +127,120 @@ async fn two_replicas_on_postgres_cannot_both_consume_one_approval() {
     let oks = approval_client(&a.url, &token("cy", "race-1"), &b.url, "race").await;
     assert_eq!(oks.len(), 1, "{oks:#?}");
 }
+
+/// A desktop client's side of `bulkhead connect`: answers every question with `approve`, and
+/// counts them.
+#[derive(Clone)]
+struct Desktop {
+    approve: bool,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Desktop {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut elicitation = rmcp::model::ElicitationCapability::new();
+        elicitation.form = Some(rmcp::model::FormElicitationCapability::new());
+        let mut config = rmcp::model::ClientConfig::default();
+        config.capabilities.elicitation = Some(elicitation);
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let message = serde_json::to_value(&request).unwrap()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.asked.lock().unwrap().push(message);
+        let mut result: rmcp::model::ElicitResult = serde_json::from_value(serde_json::json!({
+            "action": "accept",
+            "content": {"approve": self.approve},
+        }))
+        .unwrap();
+        if !self.approve {
+            result.action = rmcp::model::ElicitationAction::Decline;
+            result.content = None;
+        }
+        Ok(result)
+    }
+}
+
+/// `bulkhead connect` (the isolating client over a full and a proxied instance) bridges the
+/// instance's question to the stdio client that made the call: approved, the file goes; declined,
+/// it stays; either way the session stays on the instance that asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_bridges_the_question_to_the_desktop_client() {
+    use rmcp::ServiceExt as _;
+    use serde_json::json;
+    let dep = Deployment::new(Store::Sqlite, "approve-connect").await;
+    let full = dep.start("full", None);
+    let proxied = dep.start("proxied", None);
+    for approve in [true, false] {
+        let session = format!("desk-{approve}");
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&dep.config)
+            .args([
+                "connect",
+                "template",
+                "--url",
+                &full.url,
+                "--url-proxied",
+                &proxied.url,
+            ])
+            .env("BULKHEAD_TOKEN", token("dee", &session))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let desktop = Desktop {
+            approve,
+            asked: Default::default(),
+        };
+        let c = desktop.clone().serve(io).await.expect("bulkhead connect");
+        let call = |name: &'static str, args: serde_json::Value| {
+            let c = &c;
+            async move {
+                let mut p = rmcp::model::CallToolRequestParams::new(name);
+                p.arguments = args.as_object().cloned();
+                let r = tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
+                    .await
+                    .expect("an answer within 60 s")
+                    .unwrap();
+                let text = r
+                    .content
+                    .first()
+                    .and_then(|b| b.as_text())
+                    .map(|t| t.text.clone())
+                    .unwrap_or_default();
+                (r.is_error == Some(true), text)
+            }
+        };
+        let (err, text) = call(
+            "write_file",
+            json!({"path": "/workspace/d.txt", "content": "x"}),
+        )
+        .await;
+        assert!(!err, "{text}");
+        let (err, text) = call("delete_file", json!({"path": "/workspace/d.txt"})).await;
+        assert_eq!(err, !approve, "{text}");
+        let asked = desktop.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(
+            asked[0].contains("delete_file") && asked[0].contains("/workspace/d.txt"),
+            "{asked:?}"
+        );
+        let (err, text) = call("read_file", json!({"path": "/workspace/d.txt"})).await;
+        assert_eq!(err, approve, "after {approve}: {text}");
+        if !approve {
+            assert!(text.contains("x"), "{text}");
+        }
+        c.cancel().await.ok();
+    }
+}
