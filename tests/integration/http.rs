@@ -157,6 +157,7 @@ async fn a_stock_client_lists_and_calls_tools_with_level_in_meta() {
     assert_eq!(
         names,
         [
+            "delete_file",
             "load_sensitive_dataset",
             "notify_team",
             "read_file",

@@ -58,7 +58,7 @@ async fn template_tools_keep_their_promises_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let c = connect(dir.path(), NetworkMode::Proxied, "dora").await;
     let tools = c.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 9);
     for t in &tools {
         let meta = serde_json::to_value(&t.meta).unwrap();
         assert!(

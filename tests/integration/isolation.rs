@@ -458,7 +458,7 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
         // the instance it is routed to, and the session only moves up.
         let c = connect_bridge(&urls, &dev_token("alice", "iso-walk")).await;
         let tools = c.client.list_all_tools().await.unwrap();
-        assert_eq!(tools.len(), 8, "{tools:?}");
+        assert_eq!(tools.len(), 9, "{tools:?}");
         let ok = |(is_error, text): (bool, String), what: &str| {
             assert!(!is_error, "{what}: {text}");
             text

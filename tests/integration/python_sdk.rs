@@ -78,7 +78,7 @@ async fn the_python_sdk_lists_and_calls_tools() {
     assert!(!stderr.contains("Session termination failed"), "{stderr}");
     let seen: Value = serde_json::from_slice(&out.stdout).expect("client prints JSON");
     assert_eq!(seen["server"], "bulkhead-template");
-    assert_eq!(seen["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(seen["tools"].as_array().unwrap().len(), 9);
     assert_eq!(seen["write_error"], false);
     assert_eq!(seen["read_text"], "from python");
     assert_eq!(seen["read_meta"]["bulkhead/sensitivity"], "internal");
