@@ -53,6 +53,14 @@ pub enum Asker {
     },
 }
 
+/// Whether a client with `caps` takes form elicitation (`elicitation: {}`, naming neither mode,
+/// means forms). The one test of it, for the server side and for `bulkhead connect`'s relay.
+pub fn takes_forms(caps: &rmcp::model::ClientCapabilities) -> bool {
+    caps.elicitation
+        .as_ref()
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
 /// What the caller's token says beyond its identity (the approver rule reads it).
 #[derive(Clone, Debug, Default)]
 pub struct TokenClaims(pub Arc<Map<String, Value>>);
@@ -130,7 +138,8 @@ impl Approvals {
             ApprovalCondition::Always => true,
             ApprovalCondition::SessionAtLeast(s) => level >= *s,
             ApprovalCondition::Argument { name, .. } => {
-                // A pattern that cannot be tested (a missing argument) asks: fail closed.
+                // An absent argument matches no pattern; a value that cannot be tested (not a
+                // string, or no compiled pattern) asks: fail closed.
                 match (args.get(name.as_ref()), self.patterns.get(&(tool.name, i))) {
                     (Some(Value::String(v)), Some(re)) => re.is_match(v),
                     (None, _) => false,

@@ -5,13 +5,13 @@
 //! expiry alone, so forgetting its id later loses nothing).
 
 use crate::state::StateStore;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where consumed approval ids are kept.
 pub enum UsedIds {
-    /// The SQLite store's shared file.
-    Sqlite(Mutex<rusqlite::Connection>),
+    /// The SQLite store's shared file (visited on a blocking thread: its lock may wait).
+    Sqlite(Arc<Mutex<rusqlite::Connection>>),
     /// The PostgreSQL store's database.
     Postgres {
         /// The store's pool.
@@ -25,10 +25,10 @@ impl UsedIds {
     /// The ids of `store`'s trust domain.
     pub fn open(store: &StateStore) -> Result<UsedIds, String> {
         Ok(match store {
-            StateStore::Sqlite(s) => UsedIds::Sqlite(Mutex::new(
+            StateStore::Sqlite(s) => UsedIds::Sqlite(Arc::new(Mutex::new(
                 crate::state::shared::open_sqlite(s.path(), Duration::from_secs(5))
                     .map_err(|e| format!("approvals: {e}"))?,
-            )),
+            ))),
             StateStore::Postgres(p) => UsedIds::Postgres {
                 pool: p.pool().clone(),
                 scope: p.scope().to_owned(),
@@ -45,16 +45,21 @@ impl UsedIds {
             .as_secs();
         match self {
             UsedIds::Sqlite(conn) => {
-                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-                conn.execute("DELETE FROM approvals_used WHERE exp < ?1", [now as i64])
-                    .map_err(|e| e.to_string())?;
-                let n = conn
-                    .execute(
-                        "INSERT INTO approvals_used (id, exp) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
-                        rusqlite::params![id, exp as i64],
-                    )
-                    .map_err(|e| e.to_string())?;
-                Ok(n == 1)
+                let (conn, id) = (conn.clone(), id.to_owned());
+                tokio::task::spawn_blocking(move || {
+                    let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                    conn.execute("DELETE FROM approvals_used WHERE exp < ?1", [now as i64])
+                        .map_err(|e| e.to_string())?;
+                    let n = conn
+                        .execute(
+                            "INSERT INTO approvals_used (id, exp) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                            rusqlite::params![id, exp as i64],
+                        )
+                        .map_err(|e| e.to_string())?;
+                    Ok(n == 1)
+                })
+                .await
+                .map_err(|e| e.to_string())?
             }
             UsedIds::Postgres { pool, scope } => {
                 let conn = pool.get().await.map_err(|e| e.to_string())?;

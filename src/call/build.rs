@@ -54,6 +54,9 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// A tool's `approval:` cannot be used (a pattern that does not compile).
+    #[error("{0}")]
+    Approval(String),
     /// A connector's settings are missing or malformed.
     #[error(transparent)]
     Connector(#[from] ConnectorError),
@@ -122,10 +125,7 @@ impl Runtime {
             std::time::Duration::from_secs(300),
             metrics.clone(),
         )
-        .map_err(|reason| RuntimeError::Schema {
-            tool: "(approval)",
-            reason,
-        })?;
+        .map_err(RuntimeError::Approval)?;
         Ok(Runtime {
             server,
             connectors,
@@ -162,10 +162,7 @@ impl Runtime {
             expiry,
             self.metrics.clone(),
         )
-        .map_err(|reason| RuntimeError::Schema {
-            tool: "(approval)",
-            reason,
-        })?;
+        .map_err(RuntimeError::Approval)?;
         Ok(self)
     }
 

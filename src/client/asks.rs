@@ -69,12 +69,9 @@ impl ClientHandler for AskRelay {
                 None,
             ));
         };
-        let can = desktop.peer_info().is_some_and(|i| {
-            i.capabilities
-                .elicitation
-                .as_ref()
-                .is_some_and(|e| e.form.is_some() || e.url.is_none())
-        });
+        let can = desktop
+            .peer_info()
+            .is_some_and(|i| crate::approval::takes_forms(&i.capabilities));
         if !can {
             return Err(ErrorData::invalid_request(
                 "bulkhead connect: the desktop client declared no elicitation",

@@ -154,13 +154,11 @@ impl McpServer {
                     .as_ref()
                     .map(|r| r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
             }
-        } else if ctx.peer.peer_info().is_some_and(|info| {
-            // A client that declares `elicitation: {}` (neither mode named) supports forms.
-            info.capabilities
-                .elicitation
-                .as_ref()
-                .is_some_and(|e| e.form.is_some() || e.url.is_none())
-        }) {
+        } else if ctx
+            .peer
+            .peer_info()
+            .is_some_and(|info| crate::approval::takes_forms(&info.capabilities))
+        {
             crate::approval::Asker::Elicit(ctx.peer.clone())
         } else {
             crate::approval::Asker::None
