@@ -42,6 +42,7 @@ pub mod serve;
 pub mod server;
 pub mod serverdef;
 pub mod servers;
+pub mod sessions;
 pub mod signals;
 pub mod state;
 pub mod telemetry;

@@ -1,5 +1,7 @@
 //! The claims Bulkhead reads from a verified token, and their strict extraction.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -83,15 +85,26 @@ pub(crate) struct RawClaims {
     other: serde_json::Map<String, Value>,
 }
 
+/// Where a token's session comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SessionRule {
+    /// The named claim holds it (`session_id` unless `auth.session_claim` says otherwise).
+    Claim(String),
+    /// The token names no session: an identity provider's token offered to the token service,
+    /// which makes the session itself. [`Claims::session_id`] is then empty.
+    None,
+}
+
 impl RawClaims {
-    /// Checks presence and type of every claim, `iss`/`aud` against the configuration, and
-    /// `sub`/`session_id` through [`Identity::new`]. Time claims were checked by `jsonwebtoken`.
-    pub(crate) fn into_verified(
-        self,
+    /// Checks presence and type of every claim, `iss`/`aud` against the configuration, and the
+    /// session claim the rule names. Time claims were checked by `jsonwebtoken`.
+    pub(crate) fn into_claims(
+        mut self,
         issuer: &str,
         audience: &str,
-    ) -> Result<(Identity, Claims), AuthError> {
-        let exp = time_claim("exp", self.exp)?.ok_or(AuthError::MissingClaim("exp"))?;
+        session: &SessionRule,
+    ) -> Result<Claims, AuthError> {
+        let exp = time_claim("exp", self.exp)?.ok_or(AuthError::MissingClaim("exp".into()))?;
         let nbf = time_claim("nbf", self.nbf)?;
         let iat = time_claim("iat", self.iat)?;
         let iss = string_claim("iss", self.iss)?;
@@ -99,7 +112,7 @@ impl RawClaims {
             return Err(AuthError::WrongIssuer);
         }
         let aud = match self.aud {
-            None | Some(Value::Null) => return Err(AuthError::MissingClaim("aud")),
+            None | Some(Value::Null) => return Err(AuthError::MissingClaim("aud".into())),
             Some(Value::String(s)) => vec![s],
             Some(Value::Array(items)) => items
                 .into_iter()
@@ -114,10 +127,22 @@ impl RawClaims {
             return Err(AuthError::WrongAudience);
         }
         let sub = string_claim("sub", self.sub)?;
-        let session_id = string_claim("session_id", self.session_id)?;
-        let identity = Identity::new(sub.clone(), session_id.clone()).map_err(identity_error)?;
+        let session_id = match session {
+            SessionRule::None => String::new(),
+            SessionRule::Claim(name) if name == "session_id" => {
+                string_claim("session_id", self.session_id.take())?
+            }
+            SessionRule::Claim(name) => {
+                let value = self.other.remove(name.as_str());
+                string_claim_named(Cow::Owned(name.clone()), value)?
+            }
+        };
+        // A `session_id` the rule does not read stays visible to nothing that trusts it.
+        if let Some(v) = self.session_id {
+            self.other.insert("session_id".into(), v);
+        }
         let scopes = scopes(self.scope, self.scp)?;
-        let claims = Claims {
+        Ok(Claims {
             sub,
             session_id,
             iss,
@@ -127,14 +152,31 @@ impl RawClaims {
             iat,
             scopes,
             other: self.other,
+        })
+    }
+
+    /// [`into_claims`](Self::into_claims) for a token that must name a session, with `sub` and
+    /// the session validated through [`Identity::new`].
+    pub(crate) fn into_verified(
+        self,
+        issuer: &str,
+        audience: &str,
+        session: &SessionRule,
+    ) -> Result<(Identity, Claims), AuthError> {
+        let claims = self.into_claims(issuer, audience, session)?;
+        let session_claim = match session {
+            SessionRule::Claim(name) => name.clone(),
+            SessionRule::None => "session_id".into(),
         };
+        let identity = Identity::new(claims.sub.clone(), claims.session_id.clone())
+            .map_err(|e| identity_error(e, session_claim))?;
         Ok((identity, claims))
     }
 }
 
 fn bad(claim: &'static str, reason: &str) -> AuthError {
     AuthError::BadClaim {
-        claim,
+        claim: claim.into(),
         reason: reason.into(),
     }
 }
@@ -163,10 +205,18 @@ fn scopes(scope: Option<Value>, scp: Option<Value>) -> Result<Vec<String>, AuthE
 
 /// A required string claim.
 fn string_claim(name: &'static str, value: Option<Value>) -> Result<String, AuthError> {
+    string_claim_named(Cow::Borrowed(name), value)
+}
+
+/// A required string claim whose name may come from the configuration.
+fn string_claim_named(name: Cow<'static, str>, value: Option<Value>) -> Result<String, AuthError> {
     match value {
         None | Some(Value::Null) => Err(AuthError::MissingClaim(name)),
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(bad(name, "not a string")),
+        Some(_) => Err(AuthError::BadClaim {
+            claim: name,
+            reason: "not a string".into(),
+        }),
     }
 }
 
@@ -183,13 +233,17 @@ fn time_claim(name: &'static str, value: Option<Value>) -> Result<Option<u64>, A
 }
 
 /// Maps an identity refusal to the claim it came from; the reason never repeats the value.
-fn identity_error(err: IdentityError) -> AuthError {
+fn identity_error(err: IdentityError, session_claim: String) -> AuthError {
     let field = match &err {
         IdentityError::Empty { field }
         | IdentityError::TooLong { field }
         | IdentityError::BadChar { field } => *field,
     };
-    let claim = if field == "user" { "sub" } else { "session_id" };
+    let claim = if field == "user" {
+        Cow::Borrowed("sub")
+    } else {
+        Cow::Owned(session_claim)
+    };
     AuthError::BadClaim {
         claim,
         reason: err.to_string(),
@@ -205,26 +259,50 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    fn rule() -> SessionRule {
+        SessionRule::Claim("session_id".into())
+    }
+
+    #[test]
+    fn a_configured_session_claim_is_read_and_session_id_is_not_trusted() {
+        let v = json!({"sub": "a", "session_id": "forged", "conv": "c-1", "iss": "i",
+                       "aud": "me", "exp": 1});
+        let conv = SessionRule::Claim("conv".into());
+        let (id, claims) = raw(v).into_verified("i", "me", &conv).unwrap();
+        assert_eq!(id.session(), "c-1");
+        assert!(!claims.other.contains_key("conv"));
+        let missing = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1});
+        assert_eq!(
+            raw(missing).into_verified("i", "me", &conv).unwrap_err(),
+            AuthError::MissingClaim("conv".into())
+        );
+        let subject = json!({"sub": "a", "iss": "i", "aud": "me", "exp": 1});
+        let claims = raw(subject)
+            .into_claims("i", "me", &SessionRule::None)
+            .unwrap();
+        assert_eq!((claims.sub.as_str(), claims.session_id.as_str()), ("a", ""));
+    }
+
     #[test]
     fn extracts_single_and_list_audience() {
         let base = json!({"sub": "alice", "session_id": "s1", "iss": "i", "aud": "me", "exp": 10});
-        let (id, claims) = raw(base).into_verified("i", "me").unwrap();
+        let (id, claims) = raw(base).into_verified("i", "me", &rule()).unwrap();
         assert_eq!((id.user(), id.session()), ("alice", "s1"));
         assert_eq!(claims.aud, vec!["me".to_string()]);
         let list = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": ["x", "me"], "exp": 1});
-        raw(list).into_verified("i", "me").unwrap();
+        raw(list).into_verified("i", "me", &rule()).unwrap();
     }
 
     #[test]
     fn scopes_come_from_scope_and_scp() {
         let v = json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1,
                        "scope": "openid  mcp:write", "scp": ["mcp:connect"]});
-        let (_, claims) = raw(v).into_verified("i", "me").unwrap();
+        let (_, claims) = raw(v).into_verified("i", "me", &rule()).unwrap();
         assert_eq!(claims.scopes, ["openid", "mcp:write", "mcp:connect"]);
         let v =
             json!({"sub": "a", "session_id": "s", "iss": "i", "aud": "me", "exp": 1, "scope": 7});
         assert_eq!(
-            raw(v).into_verified("i", "me").unwrap_err(),
+            raw(v).into_verified("i", "me", &rule()).unwrap_err(),
             bad("scope", "not a string or list of strings")
         );
         assert!(Grants::Scopes(vec!["x".into()]).has("x"));
@@ -237,7 +315,7 @@ mod tests {
         let cases = [
             (
                 json!({"session_id": "s", "iss": "i", "aud": "me", "exp": 1}),
-                AuthError::MissingClaim("sub"),
+                AuthError::MissingClaim("sub".into()),
             ),
             (
                 json!({"sub": 7, "session_id": "s", "iss": "i", "aud": "me", "exp": 1}),
@@ -257,23 +335,22 @@ mod tests {
             ),
             (
                 json!({"sub": "a", "session_id": "s", "iss": "i", "exp": 1}),
-                AuthError::MissingClaim("aud"),
+                AuthError::MissingClaim("aud".into()),
             ),
         ];
         for (v, want) in cases {
-            let got = raw(v.clone()).into_verified("i", "me").unwrap_err();
+            let got = raw(v.clone())
+                .into_verified("i", "me", &rule())
+                .unwrap_err();
             assert_eq!(got, want, "{v}");
         }
         let err = raw(json!({"sub": "a", "session_id": "../x", "iss": "i", "aud": "me", "exp": 1}))
-            .into_verified("i", "me")
+            .into_verified("i", "me", &rule())
             .unwrap_err();
         assert!(
             matches!(
                 err,
-                AuthError::BadClaim {
-                    claim: "session_id",
-                    ..
-                }
+                AuthError::BadClaim { ref claim, .. } if claim == "session_id"
             ),
             "{err}"
         );

@@ -65,6 +65,11 @@ pub struct AuthConfig {
     /// Scopes a token must carry to call tools of each permission (none required by default).
     #[serde(default)]
     pub scopes: ScopeRequirements,
+    /// The claim that names the agent's session (default `session_id`). For identity providers
+    /// that can put a per-conversation value into their tokens. `sid` (one per login) and `jti`
+    /// (one per token) are refused: see [`AuthConfigError::SessionClaim`].
+    #[serde(default)]
+    pub session_claim: Option<String>,
 }
 
 /// The scope each permission requires (`auth.scopes.read|write|connect`); `None` requires none.
@@ -315,6 +320,14 @@ pub enum AuthConfigError {
         key: String,
         /// What is wrong.
         reason: String,
+    },
+    /// `session_claim` names a claim that cannot hold an agent's session.
+    #[error("auth.session_claim `{claim}` cannot name a session: {reason}")]
+    SessionClaim {
+        /// The configured claim.
+        claim: String,
+        /// Why not.
+        reason: &'static str,
     },
     /// Two keys share a kid, so a token's kid would be ambiguous.
     #[error("{key}: kid {kid:?} is used by another key too")]

@@ -1,5 +1,7 @@
 //! Why a token was refused. Messages are safe to log: they never carry the token or a claim value.
 
+use std::borrow::Cow;
+
 /// A refused token. Every variant maps to HTTP 401 at the edge; the variant is for logs and tests.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -20,12 +22,12 @@ pub enum AuthError {
     WrongIssuer,
     /// A required claim is absent.
     #[error("token lacks required claim `{0}`")]
-    MissingClaim(&'static str),
+    MissingClaim(Cow<'static, str>),
     /// A claim has the wrong type or a value that is not allowed.
     #[error("token claim `{claim}` is invalid: {reason}")]
     BadClaim {
         /// The claim's name.
-        claim: &'static str,
+        claim: Cow<'static, str>,
         /// Why, without the value itself.
         reason: String,
     },
@@ -62,9 +64,9 @@ impl AuthError {
             K::InvalidSignature => AuthError::BadSignature,
             K::InvalidAudience => AuthError::WrongAudience,
             K::InvalidIssuer => AuthError::WrongIssuer,
-            K::MissingRequiredClaim(c) => AuthError::MissingClaim(claim_name(c)),
+            K::MissingRequiredClaim(c) => AuthError::MissingClaim(claim_name(c).into()),
             K::InvalidClaimFormat(c) => AuthError::BadClaim {
-                claim: claim_name(c),
+                claim: claim_name(c).into(),
                 reason: "wrong type".into(),
             },
             K::InvalidAlgorithm | K::InvalidAlgorithmName | K::UnsupportedAlgorithm => {

@@ -52,6 +52,7 @@ mod tests {
             jwks_timeout_ms: 5000,
             jwks_ca_file: None,
             scopes: ScopeRequirements::default(),
+            session_claim: None,
         }
     }
 

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use jsonwebtoken::{Validation, decode};
 use serde::Deserialize;
 
-use super::claims::{Claims, RawClaims};
+use super::claims::{Claims, RawClaims, SessionRule};
 use super::config::{AuthConfig, AuthConfigError, KeyAlg, MAX_LEEWAY_SECS};
 use super::error::AuthError;
 use super::jwks::load_jwks;
@@ -38,6 +38,8 @@ pub struct Verifier {
     scopes: Vec<String>,
     /// Clock-skew allowance for `exp` and `nbf`, in seconds.
     leeway: u64,
+    /// Which claim names the caller's session.
+    session: SessionRule,
     /// Tokens verified before (see [`Accepted`]), at most `verified_max`.
     verified: Mutex<HashMap<Box<str>, Accepted>>,
     verified_max: usize,
@@ -77,6 +79,23 @@ struct PeekHeader {
 impl Verifier {
     /// Checks the configuration and loads every key (inline, from files, from the JWKS file).
     pub fn new(config: &AuthConfig) -> Result<Verifier, AuthConfigError> {
+        Verifier::build(config, None)
+    }
+
+    /// [`new`](Self::new), also accepting tokens signed by `session_key` (the token service's
+    /// key, ES256 with a `kid`): the session tokens this deployment issues, under the same issuer
+    /// and audience rules. `auth` may then name no other key.
+    pub fn with_session_key(
+        config: &AuthConfig,
+        session_key: &jsonwebtoken::jwk::Jwk,
+    ) -> Result<Verifier, AuthConfigError> {
+        Verifier::build(config, Some(session_key))
+    }
+
+    fn build(
+        config: &AuthConfig,
+        session_key: Option<&jsonwebtoken::jwk::Jwk>,
+    ) -> Result<Verifier, AuthConfigError> {
         if config.issuer.is_empty() {
             return Err(AuthConfigError::EmptyIssuer);
         }
@@ -95,6 +114,20 @@ impl Verifier {
         }
         if let Some(path) = &config.jwks_file {
             keys.extend(load_jwks(path)?);
+        }
+        if let Some(jwk) = session_key {
+            let label = "token_service signing key".to_string();
+            let key =
+                jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| AuthConfigError::BadJwk {
+                    key: label.clone(),
+                    reason: e.to_string(),
+                })?;
+            keys.push(VerifyKey {
+                label,
+                kid: jwk.common.key_id.clone(),
+                alg: KeyAlg::ES256,
+                key,
+            });
         }
         let for_remote = config.clone();
         let remote = RemoteKeys::from_config(config, move |alg| validation_for(alg, &for_remote))
@@ -129,6 +162,7 @@ impl Verifier {
             remote,
             scopes: config.scopes.all(),
             leeway: config.leeway_secs,
+            session: SessionRule::Claim(session_claim(config)?),
             verified: Mutex::new(HashMap::new()),
             verified_max: config.verified_tokens,
         })
@@ -254,6 +288,58 @@ impl Verifier {
         token: &str,
         remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
     ) -> Result<Verified, AuthError> {
+        let (identity, claims) = self.verify_signature(token, remote)?.into_verified(
+            &self.issuer,
+            &self.audience,
+            &self.session,
+        )?;
+        Ok(Verified { identity, claims })
+    }
+
+    /// Verifies an identity provider's token offered for exchange: signature, expiry, issuer and
+    /// audience as [`verify`](Self::verify) does, but no session claim is read (the token service
+    /// makes the session). Never remembered: exchanges are rare and each is checked in full.
+    pub async fn verify_subject(&self, token: &str) -> Result<Claims, AuthError> {
+        if token.len() > self.max_token_bytes {
+            return Err(AuthError::TooLarge {
+                max: self.max_token_bytes,
+            });
+        }
+        let check = |remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>| {
+            self.verify_signature(token, remote)?.into_claims(
+                &self.issuer,
+                &self.audience,
+                &SessionRule::None,
+            )
+        };
+        let Some(remote) = &self.remote else {
+            return check(None);
+        };
+        let snapshot = remote.snapshot();
+        let first = check(Some(&snapshot));
+        match first {
+            Err(AuthError::UnknownKid) => {}
+            Err(AuthError::AlgorithmNotAllowed | AuthError::BadSignature)
+                if snapshot.is_empty() => {}
+            other => return other,
+        }
+        remote.refresh(false).await;
+        let snapshot = remote.snapshot();
+        match check(Some(&snapshot)) {
+            Err(_) if snapshot.is_empty() && self.keys.is_empty() => {
+                Err(AuthError::KeysUnavailable)
+            }
+            other => other,
+        }
+    }
+
+    /// Header, key choice and signature (with `exp`/`nbf`, `iss`, `aud` as `jsonwebtoken`
+    /// checks them); the claims still to be read.
+    fn verify_signature(
+        &self,
+        token: &str,
+        remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
+    ) -> Result<RawClaims, AuthError> {
         let header = peek_header(token)?;
         let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
         // Configured keys first; a remote key never shadows a configured kid.
@@ -275,11 +361,7 @@ impl Verifier {
         }
         for (key, validation) in candidates {
             match decode::<RawClaims>(token, &key.key, validation) {
-                Ok(data) => {
-                    let (identity, claims) =
-                        data.claims.into_verified(&self.issuer, &self.audience)?;
-                    return Ok(Verified { identity, claims });
-                }
+                Ok(data) => return Ok(data.claims),
                 Err(e) => match AuthError::from_jwt(&e) {
                     // Another key of the same algorithm may have signed it.
                     AuthError::BadSignature => continue,
@@ -288,6 +370,38 @@ impl Verifier {
             }
         }
         Err(AuthError::BadSignature)
+    }
+}
+
+/// The claim that names a caller's session: `auth.session_claim`, `session_id` by default.
+///
+/// Invariant: the ratchet belongs to one conversation, so the claim must change with the
+/// conversation and stay while it lasts. `sid` is one per login (every conversation of a login
+/// would share one ratchet) and `jti` one per token (a refreshed token would reset the ratchet
+/// mid-conversation); the registered claims that are not per-conversation are refused too.
+fn session_claim(config: &AuthConfig) -> Result<String, AuthConfigError> {
+    let Some(name) = &config.session_claim else {
+        return Ok("session_id".into());
+    };
+    let reason = match name.as_str() {
+        "" => Some("it is empty"),
+        "sid" => {
+            Some("`sid` is one per login: every conversation of a login would share one ratchet")
+        }
+        "jti" => Some(
+            "`jti` is one per token: a refreshed token would reset the ratchet mid-conversation",
+        ),
+        "sub" | "iss" | "aud" | "exp" | "nbf" | "iat" | "scope" | "scp" | "azp" | "client_id" => {
+            Some("a registered claim that does not change with the conversation")
+        }
+        _ => None,
+    };
+    match reason {
+        Some(reason) => Err(AuthConfigError::SessionClaim {
+            claim: name.clone(),
+            reason,
+        }),
+        None => Ok(name.clone()),
     }
 }
 

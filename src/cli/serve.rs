@@ -73,7 +73,11 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!(server = %args.server, mode = %args.mode, identity = %id, "serving on stdio");
             return Ok(serve::stdio::serve(rt, id).await?);
         }
-        let verifier = Verifier::new(&config.auth)?;
+        let tokens = bulkhead::sessions::TokenService::from_config(config)?.map(Arc::new);
+        let verifier = match &tokens {
+            Some(t) => Verifier::with_session_key(&config.auth, t.key().public_jwk())?,
+            None => Verifier::new(&config.auth)?,
+        };
         let listener = Bound::bind(&args.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
@@ -83,7 +87,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
             _ => "http://localhost".to_string(),
         });
         let shutdown = CancellationToken::new();
-        let app = serve::http::router(rt, verifier, &config.auth.issuer, &config.http, &public_url, shutdown.clone());
+        let app = serve::http::router_with_tokens(rt, verifier, &config.auth.issuer, &config.http, &public_url, shutdown.clone(), tokens);
         eprintln!("bulkhead: serving `{}` ({} mode) at {public_url}/mcp  (health: {public_url}/healthz; listening on {})", args.server, args.mode, args.listen);
         let stop = shutdown.clone();
         tokio::spawn(async move {

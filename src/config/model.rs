@@ -30,6 +30,10 @@ pub struct Config {
     pub environment: Environment,
     /// Token verification.
     pub auth: AuthConfig,
+    /// The deployment's token service: identity provider tokens exchanged for session tokens
+    /// (`POST /token`, RFC 8693). Absent: tokens must carry the session claim themselves.
+    #[serde(default)]
+    pub token_service: Option<crate::sessions::TokenServiceConfig>,
     /// Streamable HTTP settings.
     #[serde(default)]
     pub http: HttpConfig,
@@ -635,10 +639,15 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let (mut value, positions) = super::load_yaml_with_positions(text, origin)?;
         let mut secret_vars = Vec::new();
-        let keys = value["auth"]["keys"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let keys: Vec<serde_json::Value> = [
+            &value["auth"]["keys"],
+            &value["token_service"]["provider"]["keys"],
+        ]
+        .into_iter()
+        .filter_map(serde_json::Value::as_array)
+        .flatten()
+        .cloned()
+        .collect();
         for written in keys
             .iter()
             .map(|k| &k["secret"])
@@ -663,6 +672,14 @@ impl Config {
             *key = base.join(&*key);
         }
         if let Some(key) = config.approvals.key_file.as_mut()
+            && key.is_relative()
+        {
+            *key = base.join(&*key);
+        }
+        if let Some(key) = config
+            .token_service
+            .as_mut()
+            .and_then(|t| t.signing_key_file.as_mut())
             && key.is_relative()
         {
             *key = base.join(&*key);

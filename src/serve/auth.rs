@@ -53,6 +53,9 @@ pub struct Evicted(pub tokio::sync::mpsc::Receiver<String>);
 pub struct AuthState {
     verifier: Arc<Verifier>,
     metadata_url: String,
+    /// The token endpoint where an identity provider's token is exchanged for a session token,
+    /// when this deployment has one: a refused token's 401 says so.
+    exchange_hint: Option<String>,
     limits: SessionLimits,
     book: Mutex<SessionBook>,
     /// Where evicted sessions go to be closed in the transport (by [`close_evicted`]'s task;
@@ -135,11 +138,17 @@ impl AuthState {
         let state = AuthState {
             verifier: Arc::new(verifier),
             metadata_url,
+            exchange_hint: None,
             limits,
             book: Mutex::new(SessionBook::default()),
             evicted,
         };
         (state, Evicted(rx))
+    }
+
+    /// Names the token endpoint in every refusal of a token (RFC 8693 exchange).
+    pub fn set_exchange_hint(&mut self, token_endpoint: String) {
+        self.exchange_hint = Some(token_endpoint);
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, SessionBook> {
@@ -282,12 +291,16 @@ impl AuthState {
     }
 
     fn unauthorized(&self, error: Option<&str>) -> Response {
-        let challenge = match error {
-            Some(e) => format!(
+        let challenge = match (error, &self.exchange_hint) {
+            (Some(e), Some(endpoint)) => format!(
+                "Bearer resource_metadata=\"{}\", error=\"invalid_token\", error_description=\"{e}; exchange the identity provider's token for a session token at {endpoint} (RFC 8693)\"",
+                self.metadata_url
+            ),
+            (Some(e), None) => format!(
                 "Bearer resource_metadata=\"{}\", error=\"invalid_token\", error_description=\"{e}\"",
                 self.metadata_url
             ),
-            None => format!("Bearer resource_metadata=\"{}\"", self.metadata_url),
+            (None, _) => format!("Bearer resource_metadata=\"{}\"", self.metadata_url),
         };
         let mut resp = (StatusCode::UNAUTHORIZED, "unauthorized\n").into_response();
         if let Ok(v) = HeaderValue::from_str(&challenge) {

@@ -24,6 +24,21 @@ pub fn router(
     public_url: &str,
     shutdown: CancellationToken,
 ) -> Router {
+    router_with_tokens(rt, verifier, issuer, http, public_url, shutdown, None)
+}
+
+/// [`router`], also serving the deployment's token service when one is given: `POST /token`,
+/// its metadata and key set. A 401 then says where a provider's token is exchanged.
+pub fn router_with_tokens(
+    rt: Arc<Runtime>,
+    verifier: Verifier,
+    issuer: &str,
+    http: &HttpConfig,
+    public_url: &str,
+    shutdown: CancellationToken,
+    tokens: Option<Arc<crate::sessions::TokenService>>,
+) -> Router {
+    let token_urls = crate::sessions::http::Urls::under(public_url);
     let metadata_url = format!(
         "{}/.well-known/oauth-protected-resource",
         public_url.trim_end_matches('/')
@@ -41,7 +56,7 @@ pub fn router(
     // handler sends anything before its result (progress notifications).
     config.json_response = !http.stateful && http.json_response;
     let handler = McpServer::new(rt.clone());
-    let (auth, evicted) = AuthState::new(
+    let (mut auth, evicted) = AuthState::new(
         verifier,
         metadata_url,
         SessionLimits {
@@ -50,6 +65,9 @@ pub fn router(
             stateful: http.stateful,
         },
     );
+    if tokens.is_some() {
+        auth.set_exchange_hint(token_urls.token_endpoint.clone());
+    }
     let auth = Arc::new(auth);
     // The identity provider's keys (when configured) are fetched now and kept fresh.
     let verifier = auth.verifier();
@@ -110,6 +128,16 @@ pub fn router(
         &http.allowed_hosts,
         &http.allowed_origins,
     ));
+    let token_routes = match tokens {
+        Some(service) => {
+            // The provider's keys (when remote) are fetched now and kept fresh, as ours are.
+            let keep = service.clone();
+            let stop = shutdown.clone();
+            tokio::spawn(async move { keep.provider().start_remote(stop).await });
+            crate::sessions::http::routes(service, &token_urls)
+        }
+        None => Router::new(),
+    };
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(session_end_is_no_content))
@@ -119,6 +147,7 @@ pub fn router(
             super::direct::layer,
         ))
         .layer(axum::middleware::from_fn_with_state(auth, require_token))
+        .merge(token_routes)
         .route(
             "/.well-known/oauth-protected-resource",
             get(move || async move { axum::Json(metadata) }),

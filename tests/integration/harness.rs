@@ -62,14 +62,22 @@ pub async fn start_with(
     let addr = listener.local_addr().expect("addr");
     let base = format!("http://{addr}");
     let stop = CancellationToken::new();
-    let verifier = Verifier::new(&config.auth).expect("verifier");
-    let app = bulkhead::serve::http::router(
+    let tokens = bulkhead::sessions::TokenService::from_config(&config)
+        .expect("token service")
+        .map(Arc::new);
+    let verifier = match &tokens {
+        Some(t) => Verifier::with_session_key(&config.auth, t.key().public_jwk()),
+        None => Verifier::new(&config.auth),
+    }
+    .expect("verifier");
+    let app = bulkhead::serve::http::router_with_tokens(
         rt,
         verifier,
         &config.auth.issuer,
         &config.http,
         &base,
         stop.clone(),
+        tokens,
     );
     tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
     Instance {

@@ -10,6 +10,7 @@ mod cross_server;
 mod direct;
 mod egress;
 mod engine;
+mod exchange;
 mod harness;
 mod http;
 mod in_memory;

@@ -13,7 +13,7 @@ fn same_kind(got: &AuthError, want: &AuthError) -> bool {
 
 fn bad_claim(claim: &'static str) -> AuthError {
     AuthError::BadClaim {
-        claim,
+        claim: claim.into(),
         reason: String::new(),
     }
 }
@@ -254,19 +254,22 @@ fn bad_tokens() -> Vec<(String, String, AuthError)> {
 
     // Missing and mistyped claims.
     for name in ["exp", "sub", "session_id", "iss", "aud"] {
-        let want = AuthError::MissingClaim(match name {
-            "exp" => "exp",
-            "sub" => "sub",
-            "session_id" => "session_id",
-            "iss" => "iss",
-            _ => "aud",
-        });
+        let want = AuthError::MissingClaim(
+            match name {
+                "exp" => "exp",
+                "sub" => "sub",
+                "session_id" => "session_id",
+                "iss" => "iss",
+                _ => "aud",
+            }
+            .into(),
+        );
         add(&format!("missing {name}"), hs(&without(name)), want);
     }
     add(
         "sub null",
         hs(&with(json!({"sub": null}))),
-        AuthError::MissingClaim("sub"),
+        AuthError::MissingClaim("sub".into()),
     );
     add(
         "sub as number",

@@ -226,3 +226,51 @@ fn config_parses_from_json_with_unknown_fields_refused() {
         );
     }
 }
+
+/// `auth.session_claim`: a per-login or per-token claim would share or reset the ratchet, so
+/// `sid` and `jti` are refused with the reason; a per-conversation claim is read instead of
+/// `session_id`, which then names nothing.
+#[test]
+fn session_claim_refuses_sid_and_jti_and_reads_the_named_claim() {
+    for (name, says) in [
+        ("sid", "one per login"),
+        ("jti", "one per token"),
+        ("sub", "registered claim"),
+        ("", "empty"),
+    ] {
+        let mut cfg = config(vec![hs_key(None, SECRET)]);
+        cfg.session_claim = Some(name.into());
+        let err = config_error(cfg);
+        assert!(
+            matches!(&err, AuthConfigError::SessionClaim { claim, .. } if claim == name)
+                && err.to_string().contains(says),
+            "{err}"
+        );
+    }
+    let mut cfg = config(vec![hs_key(None, SECRET)]);
+    cfg.session_claim = Some("conversation_id".into());
+    let verifier = Verifier::new(&cfg).unwrap();
+    let token = |extra: Value| {
+        let mut claims = json!({"sub": "ana", "iss": ISS, "aud": AUD,
+                                "exp": get_current_timestamp() + 60});
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(SECRET.as_bytes()),
+        )
+        .unwrap()
+    };
+    let got = verifier
+        .verify(&token(
+            json!({"conversation_id": "c-9", "session_id": "other"}),
+        ))
+        .unwrap();
+    assert_eq!(got.identity.session(), "c-9");
+    assert_eq!(
+        verifier.verify(&token(json!({"session_id": "s-1"}))),
+        Err(AuthError::MissingClaim("conversation_id".into()))
+    );
+}

@@ -1,0 +1,57 @@
+//! The `token_service:` section of `config.yaml`: this deployment issues session tokens.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::auth::AuthConfig;
+
+/// Default lifetime of a session token, in seconds.
+pub const DEFAULT_TTL_SECS: u64 = 600;
+/// Default lifetime of a refresh token (counted from the exchange; refreshing does not extend
+/// it), in seconds.
+pub const DEFAULT_REFRESH_TTL_SECS: u64 = 8 * 3600;
+/// Longest accepted `ttl_secs`: a session token is a bearer token; it should not outlive a day.
+pub const MAX_TTL_SECS: u64 = 24 * 3600;
+
+/// The deployment's token service (OAuth 2.0 Token Exchange, RFC 8693): an identity provider's
+/// token in, a short-lived session token of this deployment out. Absent: no token endpoint, and
+/// tokens must carry the session claim themselves.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenServiceConfig {
+    /// The ES256 private key (PKCS#8 PEM) that signs session tokens. Every instance of the
+    /// deployment that serves the token endpoint reads the same file; instances that only verify
+    /// need the public key (`/.well-known/jwks.json`, or `auth.jwks_url`). Unset in development:
+    /// a key is made once under `state.dir` (`session-signing-key.pem`, mode 0600); production
+    /// refuses to start without it.
+    #[serde(default)]
+    pub signing_key_file: Option<PathBuf>,
+    /// Lifetime of a session token, in seconds (at most a day).
+    #[serde(default = "default_ttl")]
+    pub ttl_secs: u64,
+    /// Lifetime of a refresh token, counted from the exchange, in seconds; a refresh keeps the
+    /// session and the refresh token's expiry. 0 issues no refresh tokens.
+    #[serde(default = "default_refresh_ttl")]
+    pub refresh_ttl_secs: u64,
+    /// Claims of the identity provider's token copied into the session token (strings of at most
+    /// 512 bytes), for tool parameters bound with `from_claim` and approver rules.
+    #[serde(default = "default_claims")]
+    pub claims: Vec<String>,
+    /// The identity provider whose tokens are exchanged: its issuer, the audience its tokens name
+    /// for this deployment, and its keys (inline, JWKS file, JWKS URL or OIDC discovery), read as
+    /// `auth:` is. Its `session_claim` and `scopes` are not used.
+    pub provider: AuthConfig,
+}
+
+fn default_ttl() -> u64 {
+    DEFAULT_TTL_SECS
+}
+
+fn default_refresh_ttl() -> u64 {
+    DEFAULT_REFRESH_TTL_SECS
+}
+
+fn default_claims() -> Vec<String> {
+    vec!["email".into()]
+}

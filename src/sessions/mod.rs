@@ -1,0 +1,470 @@
+//! The deployment's token service: an identity provider's token in, a short-lived session token
+//! of this deployment out (OAuth 2.0 Token Exchange, RFC 8693), so that tokens every provider
+//! issues reach tools with the session their ratchet belongs to.
+//!
+//! Invariants enforced here:
+//! - A session token names the provider's `sub` unchanged and a session that is either fresh
+//!   (128 random bits) or named by the caller: a caller can only ever reach sessions of the user
+//!   its subject token proves, since the ratchet is keyed by (`sub`, session).
+//! - A refresh keeps the session (and so its level) and never outlives the refresh token's
+//!   expiry, fixed at the exchange; a refresh token is never accepted as an access token (its
+//!   audience is not the deployment's) nor an access token as a refresh token (`token_use`).
+//! - The signing key is read from its file by this process only; nothing here hands it on.
+
+mod config;
+mod error;
+pub mod http;
+mod key;
+
+pub use config::{DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, MAX_TTL_SECS, TokenServiceConfig};
+pub use error::{OAuthError, TokenServiceError};
+pub use key::{SigningKey, development_key_path};
+
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, Header, Validation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::auth::{AuthConfig, Claims, Verifier};
+use crate::config::{Config, Environment};
+use crate::identity::validate_id;
+
+/// RFC 8693 grant type.
+pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// RFC 8693 §3: the token types accepted as subject and actor tokens (all JWTs here).
+pub const SUBJECT_TYPES: [&str; 3] = [
+    "urn:ietf:params:oauth:token-type:access_token",
+    "urn:ietf:params:oauth:token-type:jwt",
+    "urn:ietf:params:oauth:token-type:id_token",
+];
+/// The type of the token issued.
+pub const ISSUED_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// Longest value accepted for a copied claim, in bytes.
+const MAX_COPIED_CLAIM: usize = 512;
+
+/// Issues session tokens; one per process that serves the token endpoint.
+pub struct TokenService {
+    issuer: String,
+    audience: String,
+    key: SigningKey,
+    ttl: u64,
+    refresh_ttl: u64,
+    claims: Vec<String>,
+    provider: Verifier,
+    refresh_validation: Validation,
+}
+
+impl std::fmt::Debug for TokenService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenService")
+            .field("issuer", &self.issuer)
+            .field("kid", &self.key.kid())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A token request, as parsed from the form (each parameter at most once).
+#[derive(Clone, Debug, Default)]
+pub struct TokenRequest {
+    /// `grant_type`.
+    pub grant_type: String,
+    /// Every other parameter.
+    pub params: std::collections::BTreeMap<String, String>,
+}
+
+impl TokenRequest {
+    /// Parses `application/x-www-form-urlencoded` pairs; a repeated parameter is refused
+    /// (RFC 6749 §3.2).
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<TokenRequest, OAuthError> {
+        let mut params = std::collections::BTreeMap::new();
+        for (k, v) in pairs {
+            if params.insert(k.clone(), v).is_some() {
+                return Err(OAuthError::request(format!(
+                    "`{k}` is given more than once"
+                )));
+            }
+        }
+        let grant_type = params
+            .remove("grant_type")
+            .ok_or_else(|| OAuthError::request("`grant_type` is missing"))?;
+        Ok(TokenRequest { grant_type, params })
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.params
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn need(&self, name: &str) -> Result<&str, OAuthError> {
+        self.get(name)
+            .ok_or_else(|| OAuthError::request(format!("`{name}` is missing")))
+    }
+}
+
+/// A successful answer (RFC 8693 §2.2.1).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Issued {
+    /// The session token.
+    pub access_token: String,
+    /// Always [`ISSUED_TYPE`].
+    pub issued_token_type: String,
+    /// `Bearer`.
+    pub token_type: String,
+    /// Seconds until the session token expires.
+    pub expires_in: u64,
+    /// Keeps the session past `expires_in` (absent when refresh tokens are off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// The scopes granted, space-separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The session the token names (an extension: hosts show or log it).
+    pub session_id: String,
+}
+
+/// What a session or refresh token says.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Payload {
+    sub: String,
+    session_id: String,
+    iss: String,
+    aud: String,
+    exp: u64,
+    nbf: u64,
+    iat: u64,
+    jti: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+    /// RFC 8693 §4.1: the party acting for the subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    act: Option<Actor>,
+    /// `refresh` on refresh tokens only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token_use: Option<String>,
+    /// The refresh token's fixed expiry (refresh tokens only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh_exp: Option<u64>,
+    /// Claims copied from the provider's token.
+    #[serde(flatten)]
+    copied: Map<String, Value>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct Actor {
+    sub: String,
+}
+
+/// Everything a new token pair carries.
+struct Grant {
+    sub: String,
+    session_id: String,
+    scope: Option<String>,
+    act: Option<Actor>,
+    copied: Map<String, Value>,
+    /// Refresh tokens stop here (seconds since the epoch).
+    refresh_exp: u64,
+}
+
+impl TokenService {
+    /// The token service of `config`, or `None` when it has no `token_service:` section. The
+    /// session tokens it issues name `auth.issuer` and `auth.audience`, so the deployment's
+    /// verifiers accept them once they trust [`SigningKey::public_jwk`].
+    pub fn from_config(config: &Config) -> Result<Option<TokenService>, TokenServiceError> {
+        let Some(ts) = &config.token_service else {
+            return Ok(None);
+        };
+        let key = match (&ts.signing_key_file, config.environment) {
+            (Some(path), _) => SigningKey::read(path)?,
+            (None, Environment::Production) => return Err(TokenServiceError::NoKeyInProduction),
+            (None, Environment::Development) => {
+                SigningKey::read_or_make(&development_key_path(&config.state.dir))?
+            }
+        };
+        TokenService::new(&config.auth, ts, key).map(Some)
+    }
+
+    /// A token service issuing for `auth`'s issuer and audience with `key`.
+    pub fn new(
+        auth: &AuthConfig,
+        ts: &TokenServiceConfig,
+        key: SigningKey,
+    ) -> Result<TokenService, TokenServiceError> {
+        if ts.ttl_secs == 0 || ts.ttl_secs > MAX_TTL_SECS {
+            return Err(TokenServiceError::BadTtl(ts.ttl_secs));
+        }
+        if ts.provider.session_claim.is_some() {
+            return Err(TokenServiceError::Unused("session_claim"));
+        }
+        if ts.provider.scopes != Default::default() {
+            return Err(TokenServiceError::Unused("scopes"));
+        }
+        let provider = Verifier::new(&ts.provider)?;
+        let mut refresh_validation = Validation::new(Algorithm::ES256);
+        refresh_validation.leeway = auth.leeway_secs;
+        refresh_validation.set_issuer(&[&auth.issuer]);
+        refresh_validation.set_audience(&[refresh_audience(&auth.audience)]);
+        refresh_validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        Ok(TokenService {
+            issuer: auth.issuer.clone(),
+            audience: auth.audience.clone(),
+            key,
+            ttl: ts.ttl_secs,
+            refresh_ttl: ts.refresh_ttl_secs,
+            claims: ts.claims.clone(),
+            provider,
+            refresh_validation,
+        })
+    }
+
+    /// The key that signs (its public half goes to every verifier of the deployment).
+    pub fn key(&self) -> &SigningKey {
+        &self.key
+    }
+
+    /// The issuer session tokens name.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The verifier of the identity provider's tokens (keeps remote keys fresh when started).
+    pub fn provider(&self) -> &Verifier {
+        &self.provider
+    }
+
+    /// Answers a token request: token exchange or refresh.
+    pub async fn answer(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
+        match req.grant_type.as_str() {
+            TOKEN_EXCHANGE => self.exchange(req).await,
+            "refresh_token" => self.refresh(req),
+            other => Err(OAuthError::new(
+                "unsupported_grant_type",
+                format!(
+                    "`{other}` is not supported here: use `{TOKEN_EXCHANGE}` or `refresh_token`"
+                ),
+            )),
+        }
+    }
+
+    /// RFC 8693 §2.1: verifies the subject token (and the actor token, when given) with the
+    /// provider's keys, issuer and audience, and issues a token for a fresh session or the one
+    /// the caller names in `session_id`.
+    async fn exchange(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
+        let subject_token = req.need("subject_token")?;
+        token_type(req.need("subject_token_type")?, "subject_token_type")?;
+        let subject = self
+            .provider
+            .verify_subject(subject_token)
+            .await
+            .map_err(|e| OAuthError::grant(format!("subject_token refused: {e}")))?;
+        validate_id("sub", &subject.sub).map_err(|e| {
+            OAuthError::grant(format!("the subject's `sub` cannot name a user here: {e}"))
+        })?;
+        let act = match req.get("actor_token") {
+            None => None,
+            Some(actor_token) => {
+                token_type(req.need("actor_token_type")?, "actor_token_type")?;
+                let actor = self
+                    .provider
+                    .verify_subject(actor_token)
+                    .await
+                    .map_err(|e| OAuthError::grant(format!("actor_token refused: {e}")))?;
+                Some(Actor { sub: actor.sub })
+            }
+        };
+        if let Some(audience) = req.get("audience")
+            && audience != self.audience
+        {
+            return Err(OAuthError::new(
+                "invalid_target",
+                format!(
+                    "this service issues tokens for audience `{}` only",
+                    self.audience
+                ),
+            ));
+        }
+        let session_id = match req.get("session_id") {
+            Some(named) => {
+                validate_id("session_id", named).map_err(|e| OAuthError::request(e.to_string()))?;
+                named.to_owned()
+            }
+            None => fresh_session(),
+        };
+        let scope = granted_scope(req.get("scope"), &subject)?;
+        let now = jsonwebtoken::get_current_timestamp();
+        self.issue(Grant {
+            sub: subject.sub.clone(),
+            session_id,
+            scope,
+            act,
+            copied: self.copy_claims(&subject),
+            refresh_exp: now.saturating_add(self.refresh_ttl),
+        })
+    }
+
+    /// RFC 6749 §6: a new session token for the refresh token's session, until the refresh
+    /// token's fixed expiry.
+    fn refresh(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
+        let token = req.need("refresh_token")?;
+        let data =
+            jsonwebtoken::decode::<Payload>(token, &self.key.decoding, &self.refresh_validation)
+                .map_err(|e| {
+                    OAuthError::grant(format!(
+                        "refresh_token refused: {}",
+                        crate::auth::AuthError::from_jwt(&e)
+                    ))
+                })?;
+        let p = data.claims;
+        if p.token_use.as_deref() != Some("refresh") {
+            return Err(OAuthError::grant(
+                "refresh_token refused: not a refresh token",
+            ));
+        }
+        let scope = match req.get("scope") {
+            None => p.scope.clone(),
+            Some(asked) => {
+                let had: Vec<&str> = p
+                    .scope
+                    .as_deref()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .collect();
+                if let Some(extra) = asked.split_whitespace().find(|s| !had.contains(s)) {
+                    return Err(OAuthError::new(
+                        "invalid_scope",
+                        format!("scope `{extra}` was not granted to this session"),
+                    ));
+                }
+                Some(asked.to_owned())
+            }
+        };
+        self.issue(Grant {
+            sub: p.sub,
+            session_id: p.session_id,
+            scope,
+            act: p.act,
+            copied: p.copied,
+            refresh_exp: p.refresh_exp.unwrap_or(p.exp),
+        })
+    }
+
+    /// Signs the session token, and a refresh token while the grant's refresh expiry is ahead.
+    fn issue(&self, grant: Grant) -> Result<Issued, OAuthError> {
+        let now = jsonwebtoken::get_current_timestamp();
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.key.kid().to_owned());
+        let payload = Payload {
+            sub: grant.sub,
+            session_id: grant.session_id,
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+            exp: now.saturating_add(self.ttl),
+            nbf: now,
+            iat: now,
+            jti: random_id(),
+            scope: grant.scope,
+            act: grant.act,
+            token_use: None,
+            refresh_exp: None,
+            copied: grant.copied,
+        };
+        let sign = |p: &Payload| {
+            jsonwebtoken::encode(&header, p, &self.key.encoding)
+                .map_err(|e| OAuthError::new("server_error", format!("cannot sign: {e}")))
+        };
+        let access_token = sign(&payload)?;
+        let refresh_token = if self.refresh_ttl > 0 && grant.refresh_exp > now {
+            let refresh = Payload {
+                aud: refresh_audience(&self.audience),
+                exp: grant.refresh_exp,
+                jti: random_id(),
+                token_use: Some("refresh".into()),
+                refresh_exp: Some(grant.refresh_exp),
+                ..payload.clone()
+            };
+            Some(sign(&refresh)?)
+        } else {
+            None
+        };
+        tracing::info!(
+            user = %payload.sub,
+            session = %payload.session_id,
+            actor = payload.act.as_ref().map(|a| a.sub.as_str()),
+            "issued a session token"
+        );
+        Ok(Issued {
+            access_token,
+            issued_token_type: ISSUED_TYPE.into(),
+            token_type: "Bearer".into(),
+            expires_in: self.ttl,
+            refresh_token,
+            scope: payload.scope,
+            session_id: payload.session_id,
+        })
+    }
+
+    /// The configured claims of the provider's token that are short strings.
+    fn copy_claims(&self, subject: &Claims) -> Map<String, Value> {
+        let mut out = Map::new();
+        for name in &self.claims {
+            match subject.other.get(name) {
+                Some(Value::String(s)) if s.len() <= MAX_COPIED_CLAIM => {
+                    out.insert(name.clone(), Value::String(s.clone()));
+                }
+                Some(_) => {
+                    tracing::warn!(claim = %name, "claim not copied: not a string of at most 512 bytes")
+                }
+                None => {}
+            }
+        }
+        out
+    }
+}
+
+/// Refresh tokens name an audience no verifier of the deployment accepts.
+fn refresh_audience(audience: &str) -> String {
+    format!("{audience}#refresh")
+}
+
+fn token_type(value: &str, param: &str) -> Result<(), OAuthError> {
+    if SUBJECT_TYPES.contains(&value) {
+        Ok(())
+    } else {
+        Err(OAuthError::request(format!(
+            "`{param}` must be one of {}",
+            SUBJECT_TYPES.join(", ")
+        )))
+    }
+}
+
+/// The requested scopes when every one was granted to the subject; the subject's otherwise.
+fn granted_scope(asked: Option<&str>, subject: &Claims) -> Result<Option<String>, OAuthError> {
+    match asked {
+        None if subject.scopes.is_empty() => Ok(None),
+        None => Ok(Some(subject.scopes.join(" "))),
+        Some(asked) => {
+            if let Some(extra) = asked
+                .split_whitespace()
+                .find(|s| !subject.scopes.iter().any(|g| g == s))
+            {
+                return Err(OAuthError::new(
+                    "invalid_scope",
+                    format!("scope `{extra}` is not granted by the subject token"),
+                ));
+            }
+            Ok(Some(asked.split_whitespace().collect::<Vec<_>>().join(" ")))
+        }
+    }
+}
+
+/// 128 random bits, base64url: `s` + 22 characters (a valid session id).
+fn fresh_session() -> String {
+    format!("s{}", random_id())
+}
+
+fn random_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
