@@ -133,6 +133,12 @@ pub fn router_with_tokens(
             // The provider's keys (when remote) are fetched now and kept fresh, as ours are.
             let keep = service.clone();
             let stop = shutdown.clone();
+            if service.offers_login() {
+                match crate::approval::UsedIds::open(rt.state()) {
+                    Ok(used) => service.use_codes(used),
+                    Err(e) => tracing::warn!(error = %e, "authorization codes cannot be redeemed"),
+                }
+            }
             tokio::spawn(async move { keep.provider().start_remote(stop).await });
             crate::sessions::http::routes(service, &token_urls)
         }

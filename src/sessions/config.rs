@@ -38,6 +38,11 @@ pub struct TokenServiceConfig {
     /// 512 bytes), for tool parameters bound with `from_claim` and approver rules.
     #[serde(default = "default_claims")]
     pub claims: Vec<String>,
+    /// Sign-in through the provider for MCP clients that follow the specification's authorization
+    /// flow (authorization code with PKCE, clients registered at `POST /register`). Absent: the
+    /// token endpoint exchanges and refreshes only.
+    #[serde(default)]
+    pub login: Option<LoginConfig>,
     /// The identity provider whose tokens are exchanged: its issuer, the audience its tokens name
     /// for this deployment, and its keys (inline, JWKS file, JWKS URL or OIDC discovery), read as
     /// `auth:` is. Its `session_claim` and `scopes` are not used.
@@ -54,4 +59,43 @@ fn default_refresh_ttl() -> u64 {
 
 fn default_claims() -> Vec<String> {
     vec!["email".into()]
+}
+
+/// How Bulkhead signs users in at the provider (`token_service.login`). The provider's endpoints
+/// come from its discovery document (`{provider.issuer}/.well-known/openid-configuration`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginConfig {
+    /// Bulkhead's client id at the provider. Unset: Bulkhead registers itself at the provider's
+    /// `registration_endpoint` (RFC 7591) on the first sign-in of each process.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// A file holding the client's secret (`client_secret_basic`); unset: a public client.
+    #[serde(default)]
+    pub client_secret_file: Option<PathBuf>,
+    /// Scopes asked of the provider (space-separated).
+    #[serde(default = "default_login_scope")]
+    pub scope: String,
+    /// The resource indicator (RFC 8707) the provider knows this deployment by, sent with the
+    /// authorization and token requests; unset: none is sent (the provider's default audience).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Seconds a sign-in may take, from the client's request to the provider's answer.
+    #[serde(default = "default_login_secs")]
+    pub timeout_secs: u64,
+    /// Time limit of each request to the provider, in milliseconds.
+    #[serde(default = "default_login_request_ms")]
+    pub request_timeout_ms: u64,
+}
+
+fn default_login_scope() -> String {
+    "openid email".into()
+}
+
+fn default_login_secs() -> u64 {
+    600
+}
+
+fn default_login_request_ms() -> u64 {
+    10_000
 }

@@ -37,6 +37,9 @@ pub enum TokenServiceError {
     /// A lifetime out of range.
     #[error("token_service.ttl_secs is {0}: give 1 to {max}", max = super::config::MAX_TTL_SECS)]
     BadTtl(u64),
+    /// The sign-in settings are unusable.
+    #[error("token_service.login: {0}")]
+    Login(String),
     /// The provider section sets what only `auth:` uses.
     #[error("token_service.provider.{0} is not used: set it under `auth:`")]
     Unused(&'static str),

@@ -21,6 +21,12 @@ pub struct Urls {
     pub token_endpoint: String,
     /// `{public_url}/.well-known/jwks.json`.
     pub jwks_uri: String,
+    /// `{public_url}/authorize`.
+    pub authorization_endpoint: String,
+    /// `{public_url}/register`.
+    pub registration_endpoint: String,
+    /// `{public_url}/oauth/callback`: where the provider sends the user back.
+    pub callback: String,
 }
 
 impl Urls {
@@ -30,19 +36,23 @@ impl Urls {
         Urls {
             token_endpoint: format!("{base}/token"),
             jwks_uri: format!("{base}/.well-known/jwks.json"),
+            authorization_endpoint: format!("{base}/authorize"),
+            registration_endpoint: format!("{base}/register"),
+            callback: format!("{base}/oauth/callback"),
         }
     }
 }
 
 struct Served {
     service: Arc<TokenService>,
+    callback: String,
     metadata: serde_json::Value,
     jwks: serde_json::Value,
 }
 
 /// The routes of the token service.
 pub fn routes(service: Arc<TokenService>, urls: &Urls) -> Router {
-    let metadata = serde_json::json!({
+    let mut metadata = serde_json::json!({
         "issuer": service.issuer(),
         "token_endpoint": urls.token_endpoint,
         "jwks_uri": urls.jwks_uri,
@@ -50,9 +60,20 @@ pub fn routes(service: Arc<TokenService>, urls: &Urls) -> Router {
         "token_endpoint_auth_methods_supported": ["none"],
         "response_types_supported": [],
     });
+    if service.offers_login() {
+        metadata["authorization_endpoint"] = urls.authorization_endpoint.clone().into();
+        metadata["registration_endpoint"] = urls.registration_endpoint.clone().into();
+        metadata["response_types_supported"] = serde_json::json!(["code"]);
+        metadata["grant_types_supported"] =
+            serde_json::json!(["authorization_code", TOKEN_EXCHANGE, "refresh_token"]);
+        metadata["code_challenge_methods_supported"] = serde_json::json!(["S256"]);
+        metadata["authorization_response_iss_parameter_supported"] = true.into();
+        metadata["client_id_metadata_document_supported"] = false.into();
+    }
     let jwks = serde_json::json!({ "keys": [service.key().public_jwk()] });
     let served = Arc::new(Served {
         service,
+        callback: urls.callback.clone(),
         metadata,
         jwks,
     });
@@ -65,11 +86,64 @@ pub fn routes(service: Arc<TokenService>, urls: &Urls) -> Router {
             "/.well-known/oauth-authorization-server",
             get(|State(s): State<Arc<Served>>| async move { axum::Json(s.metadata.clone()) }),
         )
+        .route("/authorize", get(authorize))
+        .route("/oauth/callback", get(callback))
+        .route(
+            "/register",
+            post(register).layer(DefaultBodyLimit::max(MAX_FORM_BYTES)),
+        )
         .route(
             "/.well-known/jwks.json",
             get(|State(s): State<Arc<Served>>| async move { axum::Json(s.jwks.clone()) }),
         )
         .with_state(served)
+}
+
+type Query = axum::extract::Query<std::collections::BTreeMap<String, String>>;
+
+/// A 302 to `url`, or a 400 page saying why there is nowhere to send the user.
+fn step(answer: Result<String, String>) -> Response {
+    match answer {
+        Ok(url) => match HeaderValue::from_str(&url) {
+            Ok(location) => {
+                let mut resp = StatusCode::FOUND.into_response();
+                resp.headers_mut().insert(header::LOCATION, location);
+                resp.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                resp
+            }
+            Err(_) => (StatusCode::BAD_REQUEST, "bad redirect URI\n").into_response(),
+        },
+        Err(why) => (StatusCode::BAD_REQUEST, format!("sign-in refused: {why}\n")).into_response(),
+    }
+}
+
+async fn authorize(State(s): State<Arc<Served>>, axum::extract::Query(q): Query) -> Response {
+    step(s.service.authorize(&s.callback, &q).await)
+}
+
+async fn callback(State(s): State<Arc<Served>>, axum::extract::Query(q): Query) -> Response {
+    step(s.service.callback(&s.callback, &q).await)
+}
+
+async fn register(
+    State(s): State<Arc<Served>>,
+    body: Result<axum::Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let answer = match body {
+        Err(e) => Err(OAuthError::new(
+            "invalid_client_metadata",
+            format!("the body must be JSON: {e}"),
+        )),
+        Ok(axum::Json(body)) => s.service.register(&body),
+    };
+    match answer {
+        Ok(client) => (StatusCode::CREATED, axum::Json(client)).into_response(),
+        Err(e) => {
+            let body = serde_json::json!({"error": e.code, "error_description": e.description});
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        }
+    }
 }
 
 async fn token(

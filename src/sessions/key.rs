@@ -18,6 +18,8 @@ pub struct SigningKey {
     pub(crate) decoding: DecodingKey,
     /// The public key as published (`kid`, `alg: ES256`, `use: sig`).
     pub(crate) jwk: Jwk,
+    /// A digest of the private key, from which the sign-in flow's sealing key is derived.
+    pub(crate) secret_digest: [u8; 32],
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -83,6 +85,7 @@ impl SigningKey {
             encoding,
             decoding,
             jwk,
+            secret_digest: sha2::Sha256::digest(pem).into(),
         })
     }
 

@@ -15,6 +15,8 @@ mod config;
 mod error;
 pub mod http;
 mod key;
+mod login;
+mod seal;
 
 pub use config::{DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, MAX_TTL_SECS, TokenServiceConfig};
 pub use error::{OAuthError, TokenServiceError};
@@ -52,6 +54,12 @@ pub struct TokenService {
     claims: Vec<String>,
     provider: Verifier,
     refresh_validation: Validation,
+    /// Seals what the sign-in flow hands out (clients, sign-ins, codes).
+    sealer: seal::Sealer,
+    /// Sign-in at the provider, when configured.
+    login: Option<login::Login>,
+    /// Authorization codes already used, across the deployment (set when serving).
+    used_codes: std::sync::OnceLock<crate::approval::UsedIds>,
 }
 
 impl std::fmt::Debug for TokenService {
@@ -201,6 +209,11 @@ impl TokenService {
             return Err(TokenServiceError::Unused("scopes"));
         }
         let provider = Verifier::new(&ts.provider)?;
+        let login = ts
+            .login
+            .as_ref()
+            .map(|l| login::Login::new(l, &ts.provider.issuer))
+            .transpose()?;
         let mut refresh_validation = Validation::new(Algorithm::ES256);
         refresh_validation.leeway = auth.leeway_secs;
         refresh_validation.set_issuer(&[&auth.issuer]);
@@ -209,13 +222,27 @@ impl TokenService {
         Ok(TokenService {
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
-            key,
             ttl: ts.ttl_secs,
             refresh_ttl: ts.refresh_ttl_secs,
             claims: ts.claims.clone(),
             provider,
             refresh_validation,
+            sealer: seal::Sealer::from_secret(&key.secret_digest),
+            login,
+            used_codes: std::sync::OnceLock::new(),
+            key,
         })
+    }
+
+    /// Records used authorization codes in `used` (the state store's table, shared by every
+    /// replica); without it the authorization code grant is refused.
+    pub fn use_codes(&self, used: crate::approval::UsedIds) {
+        let _ = self.used_codes.set(used);
+    }
+
+    /// Whether sign-in for MCP clients (`/authorize`, `/register`) is offered.
+    pub fn offers_login(&self) -> bool {
+        self.login.is_some()
     }
 
     /// The key that signs (its public half goes to every verifier of the deployment).
@@ -238,6 +265,7 @@ impl TokenService {
         match req.grant_type.as_str() {
             TOKEN_EXCHANGE => self.exchange(req).await,
             "refresh_token" => self.refresh(req),
+            "authorization_code" if self.login.is_some() => self.redeem(req).await,
             other => Err(OAuthError::new(
                 "unsupported_grant_type",
                 format!(
@@ -347,6 +375,160 @@ impl TokenService {
             copied: p.copied,
             refresh_exp: p.refresh_exp.unwrap_or(p.exp),
         })
+    }
+
+    /// RFC 6749 §4.1.3 with PKCE: a code from [`callback`](Self::callback), once, by the client
+    /// it was given to, with the verifier of its challenge; a fresh session.
+    async fn redeem(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
+        let code: login::Code = self
+            .sealer
+            .open(seal::Kind::Code, req.need("code")?)
+            .ok_or_else(|| OAuthError::grant("`code` is not one this service issued"))?;
+        if login::now() > code.exp {
+            return Err(OAuthError::grant("the code expired"));
+        }
+        if req.get("client_id").is_some_and(|c| c != code.client_id) {
+            return Err(OAuthError::grant("the code was issued to another client"));
+        }
+        if req
+            .get("redirect_uri")
+            .is_some_and(|r| r != code.redirect_uri)
+        {
+            return Err(OAuthError::grant(
+                "`redirect_uri` differs from the authorization request's",
+            ));
+        }
+        let verifier = req.need("code_verifier")?;
+        if !login::pkce_shaped(verifier) || login::s256(verifier) != code.challenge {
+            return Err(OAuthError::grant(
+                "`code_verifier` does not match the challenge",
+            ));
+        }
+        let used = self
+            .used_codes
+            .get()
+            .ok_or_else(|| OAuthError::new("server_error", "codes cannot be redeemed here"))?;
+        match used
+            .consume(&format!("oauth-code:{}", code.id), code.exp)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => return Err(OAuthError::grant("the code was used already")),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot record a used code");
+                return Err(OAuthError::new("temporarily_unavailable", "try again"));
+            }
+        }
+        let now = login::now();
+        self.issue(Grant {
+            sub: code.sub,
+            session_id: fresh_session(),
+            scope: code.scope,
+            act: None,
+            copied: code.copied,
+            refresh_exp: now.saturating_add(self.refresh_ttl),
+        })
+    }
+
+    /// `POST /register`: a public client, its id sealed.
+    pub fn register(&self, body: &Value) -> Result<Value, OAuthError> {
+        if self.login.is_none() {
+            return Err(OAuthError::new(
+                "invalid_request",
+                "sign-in is not configured",
+            ));
+        }
+        login::register(&self.sealer, body)
+    }
+
+    /// `GET /authorize`: a 302 to the provider (or to the client with an error), or a refusal.
+    pub async fn authorize(
+        &self,
+        callback: &str,
+        query: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        let Some(login) = &self.login else {
+            return Err("sign-in is not configured".into());
+        };
+        match login.authorize(&self.sealer, callback, query).await {
+            login::Step::Redirect(url) => Ok(url),
+            login::Step::Refuse(why) => Err(why),
+        }
+    }
+
+    /// `GET /oauth/callback`: verifies the provider's token as an exchange's subject and sends
+    /// the client a sealed single-use code (with `iss`, RFC 9207).
+    pub async fn callback(
+        &self,
+        callback: &str,
+        query: &std::collections::BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        let Some(login) = &self.login else {
+            return Err("sign-in is not configured".into());
+        };
+        let (token, sign_in) = match login.callback(&self.sealer, callback, query).await {
+            Ok(done) => done,
+            Err(login::Step::Redirect(url)) => return Ok(url),
+            Err(login::Step::Refuse(why)) => return Err(why),
+        };
+        let back = |error: &str, description: &str| {
+            login::with_query(
+                &sign_in.redirect_uri,
+                &[
+                    ("error", Some(error)),
+                    ("error_description", Some(description)),
+                    ("state", sign_in.state.as_deref()),
+                    ("iss", Some(&self.issuer)),
+                ],
+            )
+        };
+        let subject = match self.provider.verify_subject(&token).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "the provider's token was refused");
+                return Ok(back(
+                    "access_denied",
+                    "the identity provider's token was refused",
+                ));
+            }
+        };
+        if let Err(e) = validate_id("sub", &subject.sub) {
+            return Ok(back(
+                "access_denied",
+                &format!("the user cannot be named here: {e}"),
+            ));
+        }
+        let scope = match &sign_in.scope {
+            None if subject.scopes.is_empty() => None,
+            None => Some(subject.scopes.join(" ")),
+            Some(asked) => {
+                let kept: Vec<&str> = asked
+                    .split_whitespace()
+                    .filter(|s| subject.scopes.iter().any(|g| g == s))
+                    .collect();
+                (!kept.is_empty()).then(|| kept.join(" "))
+            }
+        };
+        let code = login::Code {
+            id: login::random(16),
+            sub: subject.sub.clone(),
+            scope,
+            copied: self.copy_claims(&subject),
+            client_id: sign_in.client_id,
+            redirect_uri: sign_in.redirect_uri.clone(),
+            challenge: sign_in.challenge,
+            exp: login::now().saturating_add(login::CODE_SECS),
+        };
+        let sealed = self.sealer.seal(seal::Kind::Code, &code);
+        tracing::info!(user = %subject.sub, "signed in at the identity provider");
+        Ok(login::with_query(
+            &sign_in.redirect_uri,
+            &[
+                ("code", Some(&sealed)),
+                ("state", sign_in.state.as_deref()),
+                ("iss", Some(&self.issuer)),
+            ],
+        ))
     }
 
     /// Signs the session token, and a refresh token while the grant's refresh expiry is ahead.

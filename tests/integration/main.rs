@@ -21,6 +21,7 @@ mod jwks;
 mod kubernetes;
 mod limits;
 mod metrics;
+mod oidc;
 mod policy_review;
 mod postgres_tool;
 mod procs;
