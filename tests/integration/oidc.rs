@@ -221,3 +221,301 @@ async fn the_python_sdk_signs_in_through_a_real_provider_and_each_conversation_i
     );
     assert_eq!(seen["client_id_is_sealed"], true);
 }
+
+/// Runs `browser.follow(url, login, stop)` (stdlib Python) and returns the URL it stopped at.
+async fn follow(url: &str, login: &str, stop: &str) -> String {
+    let out = tokio::process::Command::new("python3")
+        .arg(interop("oidc/browser.py"))
+        .args(["follow", url, login, stop])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "browser: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn query(url: &str) -> std::collections::HashMap<String, String> {
+    reqwest::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn pkce() -> (String, String) {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let verifier = format!("{:0>64}", rand::random::<u64>());
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()));
+    (verifier, challenge)
+}
+
+const CB: &str = "http://127.0.0.1:9/cb";
+
+/// `text` with its `at`-th character changed (a base64url character to another).
+fn flip(text: &str, at: usize) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    chars[at] = if chars[at] == 'A' { 'B' } else { 'A' };
+    chars.into_iter().collect()
+}
+
+/// The authorization server refuses what an attacker would try: a redirect URI off loopback at
+/// registration, a forged client, an unregistered redirect URI, a missing PKCE challenge, a
+/// changed sign-in state, a code replayed or redeemed with another verifier or by another client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_server_refuses_forged_replayed_and_misdirected_requests() {
+    let provider = tokio::task::spawn_blocking(|| test_provider(json!([])))
+        .await
+        .unwrap();
+    let bh = start_bulkhead(&provider, NetworkMode::Full, 600).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let register = |uris: Value| {
+        let http = http.clone();
+        let url = format!("{}/register", bh.base);
+        async move {
+            let r = http
+                .post(url)
+                .json(&json!({"redirect_uris": uris, "token_endpoint_auth_method": "none"}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    for bad in [
+        "http://evil.test/cb",
+        "ftp://127.0.0.1/cb",
+        "http://127.0.0.1/cb#frag",
+    ] {
+        let (status, body) = register(json!([bad])).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_redirect_uri")),
+            "{bad}"
+        );
+    }
+    let (status, client) = register(json!([CB])).await;
+    assert_eq!(status, 201, "{client}");
+    let client_id = client["client_id"].as_str().unwrap().to_owned();
+    let (_, other) = register(json!(["http://127.0.0.1:9/other"])).await;
+    let other_id = other["client_id"].as_str().unwrap().to_owned();
+
+    let authorize = |client: &str, redirect: &str, challenge: Option<&str>| {
+        let mut url = reqwest::Url::parse(&format!("{}/authorize", bh.base)).unwrap();
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", client)
+            .append_pair("redirect_uri", redirect)
+            .append_pair("state", "st-1");
+        if let Some(c) = challenge {
+            url.query_pairs_mut()
+                .append_pair("code_challenge", c)
+                .append_pair("code_challenge_method", "S256");
+        }
+        url.to_string()
+    };
+    let status = |url: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            let location = r
+                .headers()
+                .get("location")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (r.status().as_u16(), location)
+        }
+    };
+    let (_, challenge) = pkce();
+    // A forged client id and an unregistered redirect URI get a page, never a redirect.
+    let forged = flip(&client_id, 30);
+    assert_eq!(
+        status(authorize(&forged, CB, Some(&challenge))).await,
+        (400, None)
+    );
+    assert_eq!(
+        status(authorize(
+            &client_id,
+            "http://127.0.0.1:9/evil",
+            Some(&challenge)
+        ))
+        .await,
+        (400, None)
+    );
+    // No PKCE: the error goes to the registered redirect URI, with the client's state.
+    let (code, location) = status(authorize(&client_id, CB, None)).await;
+    let location = location.unwrap();
+    assert_eq!(code, 302);
+    assert!(location.starts_with(CB), "{location}");
+    assert_eq!(query(&location)["error"], "invalid_request");
+    assert_eq!(query(&location)["state"], "st-1");
+
+    // A complete sign-in as bob.
+    let (verifier, challenge) = pkce();
+    let to_provider = status(authorize(&client_id, CB, Some(&challenge)))
+        .await
+        .1
+        .unwrap();
+    assert!(to_provider.starts_with(&provider.issuer), "{to_provider}");
+    // A changed sign-in state is refused at the callback.
+    let mut tampered = reqwest::Url::parse(&format!("{}/oauth/callback", bh.base)).unwrap();
+    let sealed = query(&to_provider)["state"].clone();
+    let flipped = flip(&sealed, sealed.len() / 2);
+    tampered
+        .query_pairs_mut()
+        .append_pair("code", "x")
+        .append_pair("state", &flipped)
+        .append_pair("iss", &provider.issuer);
+    assert_eq!(status(tampered.to_string()).await, (400, None));
+    // RFC 9207: an answer naming another issuer (a mix-up) is refused, its code never used.
+    let mut mixed = reqwest::Url::parse(&format!("{}/oauth/callback", bh.base)).unwrap();
+    mixed
+        .query_pairs_mut()
+        .append_pair("code", "x")
+        .append_pair("state", &sealed)
+        .append_pair("iss", "https://attacker.test");
+    assert_eq!(status(mixed.to_string()).await, (400, None));
+    let back = follow(&authorize(&client_id, CB, Some(&challenge)), "bob", CB).await;
+    let q = query(&back);
+    assert_eq!(q["state"], "st-1");
+    assert_eq!(q["iss"], bh.base, "RFC 9207: the answer names Bulkhead");
+    let code = q["code"].clone();
+    let redeem = |code: String, verifier: String, client: String| {
+        let http = http.clone();
+        let url = format!("{}/token", bh.base);
+        async move {
+            let r = http
+                .post(url)
+                .form(&[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("redirect_uri", CB),
+                    ("client_id", &client),
+                    ("code_verifier", &verifier),
+                ])
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (wrong_verifier, _) = pkce();
+    let (s, body) = redeem(code.clone(), wrong_verifier, client_id.clone()).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    let (s, body) = redeem(code.clone(), verifier.clone(), other_id).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    let (s, body) = redeem(code.clone(), verifier.clone(), client_id.clone()).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["token_type"], "Bearer");
+    let (s, body) = redeem(code, verifier, client_id).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "replay: {body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("used already")
+    );
+}
+
+/// A provider's token used directly (no exchange) is refused with a 401 that leads to the
+/// exchange; exchanged through the token endpoint, it becomes a session token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_access_token_is_refused_directly_and_accepted_exchanged() {
+    let provider = tokio::task::spawn_blocking(|| {
+        test_provider(json!([{
+            "client_id": "agent-host", "client_secret": "agent-host-secret-0123456789",
+            "grant_types": ["client_credentials"]
+        }]))
+    })
+    .await
+    .unwrap();
+    let bh = start_bulkhead(&provider, NetworkMode::Full, 600).await;
+    let http = reqwest::Client::new();
+    // A real token of the provider: the agent host's own (client credentials, sub = client id).
+    let meta: Value = http
+        .get(format!(
+            "{}/.well-known/openid-configuration",
+            provider.issuer
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got: Value = http
+        .post(meta["token_endpoint"].as_str().unwrap())
+        .basic_auth("agent-host", Some("agent-host-secret-0123456789"))
+        .form(&[("grant_type", "client_credentials"), ("scope", "read")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider_token = got["access_token"]
+        .as_str()
+        .expect("a provider token")
+        .to_owned();
+    let resp = http
+        .post(&bh.url)
+        .bearer_auth(&provider_token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+    let challenge = resp.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.contains(&format!("{}/token", bh.base)),
+        "{challenge}"
+    );
+    let r: Value = http
+        .post(format!("{}/token", bh.base))
+        .form(&[
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            ("subject_token", &provider_token),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:access_token",
+            ),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = r["access_token"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let c = crate::harness::client(&bh.url, session).await;
+    let (err, text, _) =
+        crate::harness::call(&c, "read_file", json!({"path": "/workspace/none.txt"})).await;
+    assert!(err && text.contains("no such file"), "{text}");
+    let _ = c.cancel().await;
+}
