@@ -10,7 +10,7 @@ pub use crate::server::{
 };
 pub use crate::serverdef::ServerDef;
 pub use crate::tooldef::{
-    Annotations, Approval, ApprovalCondition, Approver, ConnectorDef, DeployedServerDef,
+    Annotations, Approval, ApprovalCondition, Approver, Bound, ConnectorDef, DeployedServerDef,
     DeploymentDef, OperationDef, PresetDef, RateLimit, Target, ToolDef,
 };
 pub use bulkhead_vocab::connector::{ConnectorKind, OperationBody};

@@ -41,8 +41,19 @@ pub struct ToolDef {
     pub rate_limit: Option<RateLimit>,
     /// When a person approves a call before it runs, and who (see [`crate::approval`]).
     pub approval: Option<Approval>,
+    /// Parameters set from the caller's token, never by the model (see [`crate::call`]).
+    pub bound: &'static [Bound],
     /// What runs.
     pub target: Target,
+}
+
+/// A parameter set from a claim of the caller's token (`from_claim:` in the spec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The parameter.
+    pub param: &'static str,
+    /// The claim (`sub`, or one the token carries, e.g. `email`).
+    pub claim: &'static str,
 }
 
 /// MCP tool annotations, derived from the permission by the generator.

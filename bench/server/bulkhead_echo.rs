@@ -29,6 +29,7 @@ static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
     dataset: "bench:echo",
     rate_limit: None,
     approval: None,
+    bound: &[],
     target: Target::Handler,
 }];
 

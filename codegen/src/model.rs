@@ -200,6 +200,8 @@ pub struct Param {
     pub required: bool,
     /// Default value.
     pub default: Option<Value>,
+    /// The token claim the parameter is set from (never by the model).
+    pub from_claim: Option<String>,
     /// String length limits.
     pub min_length: Option<u64>,
     /// String length limits.

@@ -29,9 +29,41 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_db:get",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "get",
+            },
+        },
+        bh::ToolDef {
+            name: "my_accounts",
+            title: ::std::option::Option::None,
+            description: "The customer accounts you own (id, name, owner).",
+            permission: bh::Permission::Read,
+            context: "sql_query",
+            sensitivity: bh::Sensitivity::Confidential,
+            annotations: bh::Annotations {
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+                open_world: false,
+            },
+            input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::Some(
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},"owner":{"type":"string"}},"required":["id","name","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+            ),
+            dataset: "crm_db:mine",
+            rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
+            bound: &[
+                bh::Bound {
+                    param: "owner",
+                    claim: "sub",
+                },
+            ],
+            target: bh::Target::Connector {
+                connector: "crm_db",
+                operation: "mine",
             },
         },
         bh::ToolDef {
@@ -52,6 +84,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -77,6 +110,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_db:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "crm_db",
                 operation: "search",

@@ -69,6 +69,11 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
                 body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE id = :id","writes":false}}"#,
             },
             bh::OperationDef {
+                name: "mine",
+                params_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
+                body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE owner = :owner ORDER BY id","writes":false}}"#,
+            },
+            bh::OperationDef {
                 name: "search",
                 params_schema: r#"{"type":"object","properties":{"limit":{"type":"integer","description":"Most accounts to return","minimum":1,"maximum":200,"default":20},"query":{"type":"string","description":"Text to look for in account names","minLength":1,"maxLength":200,"pattern":"\\S"}},"required":["query"],"additionalProperties":false}"#,
                 body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE name ILIKE '%' || :query || '%' ORDER BY id LIMIT :limit","writes":false}}"#,

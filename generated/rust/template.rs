@@ -50,6 +50,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 when: ::std::borrow::Cow::Borrowed(&[bh::ApprovalCondition::Always]),
                 approver: bh::Approver::Caller,
             }),
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "delete",
@@ -75,6 +76,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "dataset:{dataset_name}",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -99,6 +101,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 burst: ::std::option::Option::None,
             }),
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -122,6 +125,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -145,6 +149,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "python:run",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "python",
                 operation: "run",
@@ -168,6 +173,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -193,6 +199,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -216,6 +223,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "security_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "security_logs",
                 operation: "search",
@@ -239,6 +247,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",
@@ -270,6 +279,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 dataset: "resource:guide",
                 rate_limit: ::std::option::Option::None,
                 approval: ::std::option::Option::None,
+                bound: &[],
                 target: bh::Target::Static(
                     "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
                 ),
@@ -301,6 +311,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 dataset: "resource:record:{id}",
                 rate_limit: ::std::option::Option::None,
                 approval: ::std::option::Option::None,
+                bound: &[],
                 target: bh::Target::Connector {
                     connector: "records",
                     operation: "get",

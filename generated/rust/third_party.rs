@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "everything:get_annotated_message",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "everything",
                 operation: "get_annotated_message",
@@ -50,6 +51,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "meeting-times",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "convert",
@@ -73,6 +75,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "clock:now",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "clock",
                 operation: "now",
@@ -96,6 +99,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "fetch:fetch",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "fetch",
                 operation: "fetch",
@@ -119,6 +123,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",

@@ -12,6 +12,7 @@
 mod admit;
 mod args;
 mod audit;
+mod bind;
 mod build;
 mod output;
 mod presets;
@@ -227,7 +228,14 @@ impl Runtime {
             return self.refuse(audit, pass, tool, refused).await;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
-            Some(Ok(a)) => a,
+            Some(Ok(mut a)) => match bind::bind(tool, &mut a, id, ask.claims.as_ref()) {
+                Ok(()) => a,
+                Err(e) => {
+                    audit.failed(&e);
+                    self.state.leave(pass).await;
+                    return CallOutcome::error(e, before);
+                }
+            },
             Some(Err(e)) => {
                 audit.failed(&e);
                 self.state.leave(pass).await;

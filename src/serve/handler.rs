@@ -123,13 +123,14 @@ impl McpServer {
         }
     }
 
-    /// Whether a call of `tool` may ask a person for approval (it needs the session's peer).
+    /// Whether a call of `tool` needs the request itself: it may ask a person for approval (the
+    /// session's peer) or binds parameters to the token's claims.
     pub fn may_ask(&self, tool: &str) -> bool {
         self.rt
             .server()
             .def
             .tool(tool)
-            .is_some_and(|t| t.approval.is_some())
+            .is_some_and(|t| t.approval.is_some() || !t.bound.is_empty())
     }
 
     /// How the caller of this request can be asked for approval, and its token's claims: on a

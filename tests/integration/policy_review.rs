@@ -314,6 +314,13 @@ P"#,
         &["weakened: argument-loosened: tool `template.search_records`: `limit` minimum 1 → none"],
     ),
     (
+        "a parameter bound to the caller's claim made one the model sets",
+        "sed -i '/        from_claim: sub/d' specs/connectors/crm_db.yaml",
+        &[
+            "weakened: argument-loosened: tool `crm.my_accounts`: `owner` set from claim `sub` → the model",
+        ],
+    ),
+    (
         "the state store and its trust domain changed in config.yaml",
         "sed -i 's#^  dir: ${BULKHEAD_STATE_DIR:-.bulkhead/state}#  dir: ${BULKHEAD_STATE_DIR:-/tmp/fresh-state}#' config.yaml",
         &["weakened: config-changed: config.yaml state:"],
@@ -470,7 +477,7 @@ fn an_acknowledged_weakening_passes_and_a_different_one_does_not() {
         .filter_map(|l| l.strip_prefix("weakened: "))
         .map(|l| l.rsplit_once(" (").map_or(l, |(line, _)| line).to_string())
         .collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
     let mut acks = String::from("acks:\n");
     for l in &lines {
         acks.push_str(&format!(

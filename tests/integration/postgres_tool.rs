@@ -53,6 +53,39 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
         "bad input is retryable: {}",
         r.text
     );
+    // `my_accounts` reads the caller's own accounts: `owner` comes from the token's `sub`; the
+    // model neither sees it in the schema nor may pass it.
+    let r = call(&c, "my_accounts", json!({})).await.unwrap();
+    assert!(!r.is_error, "{}", r.text);
+    assert!(r.text.contains("1,Acme Corp,ana"), "{}", r.text);
+    assert!(
+        !r.text.contains("ben") && !r.text.contains("chen"),
+        "{}",
+        r.text
+    );
+    let r = call(&c, "my_accounts", json!({"owner": "ben"}))
+        .await
+        .unwrap();
+    assert!(
+        r.is_error && r.text.contains("unknown argument") && !r.text.contains("Globex"),
+        "a bound parameter cannot be overridden: {}",
+        r.text
+    );
+    let tools = c.list_all_tools().await.unwrap();
+    let mine = tools.iter().find(|t| t.name == "my_accounts").unwrap();
+    assert_eq!(
+        serde_json::Value::Object((*mine.input_schema).clone())["properties"],
+        json!({}),
+        "the bound parameter is not shown to the model"
+    );
+    let ben = client(&p.url, "ben", "crm-2").await;
+    let r = call(&ben, "my_accounts", json!({})).await.unwrap();
+    assert!(
+        r.text.contains("2,Globex,ben") && !r.text.contains("ana"),
+        "{}",
+        r.text
+    );
+    let _ = ben.cancel().await;
     let _ = c.cancel().await;
     drop(p);
 }

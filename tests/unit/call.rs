@@ -273,6 +273,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:ping_internal",
         rate_limit: None,
         approval: None,
+        bound: &[],
         target: Target::Handler,
     },
     ToolDef {
@@ -293,6 +294,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:ping",
         rate_limit: None,
         approval: None,
+        bound: &[],
         target: Target::Handler,
     },
     ToolDef {
@@ -313,6 +315,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:secret",
         rate_limit: None,
         approval: None,
+        bound: &[],
         target: Target::Handler,
     },
     ToolDef {
@@ -333,6 +336,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:boom",
         rate_limit: None,
         approval: None,
+        bound: &[],
         target: Target::Handler,
     },
     ToolDef {
@@ -355,6 +359,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:counted",
         rate_limit: None,
         approval: None,
+        bound: &[],
         target: Target::Handler,
     },
 ];

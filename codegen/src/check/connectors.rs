@@ -854,6 +854,7 @@ pub fn implied_params(kind: ConnectorKind, action: FileAction) -> Vec<Param> {
         ty: ParamType::String,
         description: desc.into(),
         default: None,
+        from_claim: None,
         optional: false,
         min_length: Some(1),
         max_length: Some(4096),

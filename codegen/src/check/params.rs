@@ -40,6 +40,7 @@ pub fn lower(name: &str, spec: &ParamSpec) -> Param {
         description: spec.description.trim().to_string(),
         required: spec.default.is_none() && !spec.optional,
         default: spec.default.clone(),
+        from_claim: spec.from_claim.clone(),
         min_length: spec.min_length,
         max_length: spec.max_length,
         pattern: spec.pattern.clone(),
@@ -52,6 +53,65 @@ pub fn lower(name: &str, spec: &ParamSpec) -> Param {
     }
 }
 
+/// A parameter bound to a claim takes the claim's value as it is: the model has no way to give
+/// it, so nothing that stands for a model's value (a default, optionality, limits) may come with
+/// it, and the claim is a string.
+fn check_bound<T>(
+    loaded: &Loaded<T>,
+    here: &str,
+    name: &str,
+    claim: &str,
+    p: &ParamSpec,
+    errors: &mut Vec<Diagnostic>,
+) {
+    let claim_ok = !claim.is_empty()
+        && claim.len() <= 64
+        && claim
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if !claim_ok {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/from_claim"),
+                    format!("`{claim}` is not a claim name"),
+                )
+                .label("not a claim name")
+                .help("name a claim of the session token, e.g. `sub` or `email`"),
+        );
+    }
+    if p.ty != ParamType::String {
+        errors.push(
+            loaded
+                .error_at_value(
+                    &format!("{here}/type"),
+                    format!("`{name}` is bound to a claim but is not a string"),
+                )
+                .label("must be `string`")
+                .help("claims reach tools as strings"),
+        );
+    }
+    for (key, present) in [
+        ("default", p.default.is_some()),
+        ("optional", p.optional),
+        ("min_length", p.min_length.is_some()),
+        ("max_length", p.max_length.is_some()),
+        ("pattern", p.pattern.is_some()),
+    ] {
+        if present {
+            errors.push(
+                loaded
+                    .error_at_key(
+                        &format!("{here}/{key}"),
+                        format!("`{name}` is set from the `{claim}` claim; `{key}` would stand for a value the model gives"),
+                    )
+                    .label("not with `from_claim`")
+                    .help("remove it: the model cannot pass a bound parameter, and a call without the claim is refused"),
+            );
+        }
+    }
+}
+
 fn check_one<T>(
     loaded: &Loaded<T>,
     here: &str,
@@ -59,6 +119,10 @@ fn check_one<T>(
     p: &ParamSpec,
     errors: &mut Vec<Diagnostic>,
 ) {
+    if let Some(claim) = &p.from_claim {
+        check_bound(loaded, here, name, claim, p, errors);
+        return;
+    }
     let ty = p.ty;
     let mut misplaced = |key: &str, present: bool, applies: &[ParamType]| {
         if present && !applies.contains(&ty) {

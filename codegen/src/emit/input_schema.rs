@@ -4,11 +4,12 @@ use crate::model::{Param, Returns};
 use crate::spec::ParamType;
 use serde_json::{Map, Value, json};
 
-/// The `inputSchema` object for a parameter list.
+/// The `inputSchema` object for a parameter list. Parameters bound to a claim are left out: the
+/// model neither sees them nor may pass them (`additionalProperties: false`).
 pub fn input_schema(params: &[Param]) -> Value {
     let mut properties = Map::new();
     let mut required = Vec::new();
-    for p in params {
+    for p in params.iter().filter(|p| p.from_claim.is_none()) {
         properties.insert(p.name.clone(), param_schema(p));
         if p.required {
             required.push(Value::String(p.name.clone()));

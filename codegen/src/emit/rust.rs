@@ -216,6 +216,15 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
         None => quote!(::std::option::Option::None),
     };
+    let bound: Vec<TokenStream> = tool
+        .params
+        .iter()
+        .filter_map(|p| {
+            let claim = p.from_claim.as_ref()?;
+            let param = &p.name;
+            Some(quote!(bh::Bound { param: #param, claim: #claim }))
+        })
+        .collect();
     let target = match &tool.target {
         Target::Connector {
             connector,
@@ -238,6 +247,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             dataset: #dataset,
             rate_limit: #rate_limit,
             approval: #approval,
+            bound: &[#(#bound),*],
             target: #target,
         }
     }

@@ -312,6 +312,9 @@ fn params(list: &[Param]) -> BTreeMap<String, BTreeMap<&'static str, String>> {
             if let Some(v) = &p.default {
                 m.insert("default", v.to_string());
             }
+            if let Some(v) = &p.from_claim {
+                m.insert("from_claim", v.clone());
+            }
             if let Some(v) = p.maximum {
                 m.insert("maximum", v.to_string());
             }

@@ -178,7 +178,7 @@ impl Rule {
                 "A number the server's spec overrides in a capability's context preset is raised, or set or unset where the other revision leaves the default, so more of its results may reach the client."
             }
             Rule::ArgumentLoosened => {
-                "An argument admits more than before (a minimum lowered, a maximum raised or removed, a pattern changed or removed, allowed values added) or its type, item type or default changed, so callers can pass values the base refused."
+                "An argument admits more than before (a minimum lowered, a maximum raised or removed, a pattern changed or removed, allowed values added), its type, item type or default changed, or it is no longer set from the claim the base bound it to (`from_claim`), so callers can pass values the base refused."
             }
             Rule::RateLimitRaised => {
                 "A tool's own rate limit (`rate_limit:` in its spec) admits more calls than before (a higher rate, a larger burst) or is removed, so one user can call it faster than was reviewed."

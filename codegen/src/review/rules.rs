@@ -261,6 +261,20 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
                 );
             }
         }
+        // A parameter bound to a claim that becomes unbound (or bound to another claim) is one
+        // the model may now set, or set from something else.
+        if let Some(o) = old.get("from_claim")
+            && new.get("from_claim") != Some(o)
+        {
+            let n = new.get("from_claim").map_or("the model", |v| v.as_str());
+            push(
+                r,
+                Rule::ArgumentLoosened,
+                s(),
+                format!("`{name}` set from claim `{o}` → {n}"),
+                &h.source,
+            );
+        }
         for what in ["type", "items", "default"] {
             let (o, n) = (old.get(what), new.get(what));
             if o != n {

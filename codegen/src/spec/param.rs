@@ -53,6 +53,11 @@ pub struct ParamSpec {
     /// Value used when the caller omits the parameter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
+    /// The parameter is set from a claim of the caller's token (`sub`, or a claim the token
+    /// service copies, e.g. `email`): left out of `inputSchema`, so the model neither sees nor
+    /// sets it, and a call whose token lacks the claim is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_claim: Option<String>,
     /// The parameter may be omitted and has no default.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,

@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "search",
@@ -50,6 +51,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:list",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "list",
@@ -73,6 +75,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "webhooks:notify",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "webhooks",
                 operation: "notify",
@@ -96,6 +99,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "read",
@@ -119,6 +123,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:rename",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "rename",
@@ -142,6 +147,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "app_logs",
                 operation: "search",
@@ -167,6 +173,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
                 operation: "search",
@@ -190,6 +197,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
                 operation: "write",

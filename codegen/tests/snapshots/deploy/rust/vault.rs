@@ -43,6 +43,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "tool:lookup_customer",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -63,6 +64,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "tool:read_secret",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
     ],

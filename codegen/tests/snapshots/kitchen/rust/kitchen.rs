@@ -68,6 +68,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "kitchen:{label}",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -88,6 +89,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "tool:fetch-page.v2",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
         bh::ToolDef {
@@ -108,6 +110,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "tool:reset",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            bound: &[],
             target: bh::Target::Handler,
         },
     ],

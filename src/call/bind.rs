@@ -1,0 +1,97 @@
+//! Parameters bound to the caller's token (`from_claim:`): their values come from the session
+//! token's claims, never from the model.
+//!
+//! Invariant (enforced in [`bind`], the one place bound values enter a call): a bound parameter
+//! holds the claim of the caller's verified token and nothing else. The model cannot see it
+//! (the generated `inputSchema` leaves it out) nor set it (an argument of that name is refused
+//! by the schema before this runs, and `bind` overwrites whatever is there); a caller whose
+//! token lacks the claim is refused, never run with a guess.
+
+use crate::errors::ToolError;
+use crate::identity::Identity;
+use crate::server::JsonObject;
+use crate::tooldef::ToolDef;
+use serde_json::Value;
+
+/// Sets `tool`'s bound parameters in `args` from the caller: `sub` is the verified user, every
+/// other claim is read from the token's claims (`claims`; none on stdio and in-process calls).
+pub fn bind(
+    tool: &ToolDef,
+    args: &mut JsonObject,
+    id: &Identity,
+    claims: Option<&crate::approval::TokenClaims>,
+) -> Result<(), ToolError> {
+    for b in tool.bound {
+        let value = match b.claim {
+            "sub" => Some(id.user().to_owned()),
+            "session_id" => Some(id.session().to_owned()),
+            claim => claims
+                .and_then(|c| c.0.get(claim))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        let Some(value) = value else {
+            return Err(ToolError::fatal(format!(
+                "`{}` needs the `{}` claim of your sign-in, and your token does not carry it; ask the operator to have the token service copy it (token_service.claims)",
+                tool.name, b.claim
+            )));
+        };
+        args.insert(b.param.to_owned(), Value::String(value));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tooldef::{Annotations, Bound, Target};
+
+    static TOOL: ToolDef = ToolDef {
+        name: "mine",
+        title: None,
+        description: "",
+        permission: crate::policy::Permission::Read,
+        context: "default",
+        sensitivity: crate::policy::Sensitivity::Internal,
+        annotations: Annotations {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        input_schema: "{}",
+        output_schema: None,
+        dataset: "",
+        rate_limit: None,
+        approval: None,
+        bound: &[
+            Bound {
+                param: "owner",
+                claim: "sub",
+            },
+            Bound {
+                param: "email",
+                claim: "email",
+            },
+        ],
+        target: Target::Handler,
+    };
+
+    #[test]
+    fn bound_values_come_from_the_token_and_overwrite_anything_else() {
+        let id = Identity::new("ana", "s1").unwrap();
+        let claims = crate::approval::TokenClaims(std::sync::Arc::new(
+            serde_json::json!({"email": "ana@example.test"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ));
+        let mut args = JsonObject::new();
+        args.insert("owner".into(), "ben".into());
+        bind(&TOOL, &mut args, &id, Some(&claims)).unwrap();
+        assert_eq!(args["owner"], "ana");
+        assert_eq!(args["email"], "ana@example.test");
+        let err = bind(&TOOL, &mut JsonObject::new(), &id, None).unwrap_err();
+        assert!(err.to_string().contains("`email` claim"), "{err}");
+    }
+}
