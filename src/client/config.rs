@@ -46,9 +46,10 @@ pub async fn get_mcp_client(
 pub async fn get_mcp_client_asking(
     name: &str,
     config: &Config,
-    token: &str,
+    token: impl Into<super::Credential>,
     relay: super::AskRelay,
 ) -> Result<McpClient, ClientError> {
+    let token: super::Credential = token.into();
     let entry = config.mcp_servers.get(name).ok_or_else(|| {
         let known: Vec<&str> = config.mcp_servers.keys().map(String::as_str).collect();
         ClientError::Config(format!(

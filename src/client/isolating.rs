@@ -55,7 +55,7 @@ impl IsolatingClient {
     pub async fn connect_asking(
         server: &str,
         instances: &[(NetworkMode, String)],
-        token: &str,
+        token: impl Into<super::Credential>,
         read_timeout: u64,
         trusted: bool,
         relay: super::AskRelay,
@@ -68,8 +68,16 @@ impl IsolatingClient {
                 "server `{server}` needs one URL per network mode"
             )));
         }
+        let credential: super::Credential = token.into();
         let opened = join_all(sorted.iter().map(|(mode, url)| {
-            StrictClient::connect_asking(url, token, *mode, read_timeout, trusted, relay.clone())
+            StrictClient::connect_asking(
+                url,
+                credential.clone(),
+                *mode,
+                read_timeout,
+                trusted,
+                relay.clone(),
+            )
         }))
         .await;
         let mut clients = Vec::new();
@@ -90,7 +98,7 @@ impl IsolatingClient {
             modes: clients.iter().map(StrictClient::mode).collect(),
             instances: clients,
             declared: RwLock::new(HashMap::new()),
-            ratchet: super::route::for_session(token),
+            ratchet: super::route::for_session(&credential.current()),
         };
         if let Err(e) = client.list_tools().await {
             client.close().await;

@@ -52,15 +52,17 @@ impl StrictClient {
     /// [`connect`](StrictClient::connect) with the server's questions to a person going to `relay`.
     pub async fn connect_asking(
         url: &str,
-        token: &str,
+        token: impl Into<super::Credential>,
         mode: NetworkMode,
         read_timeout: u64,
         trusted: bool,
         relay: super::AskRelay,
     ) -> Result<StrictClient, ClientError> {
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(url.to_string())
-                .auth_header(token.to_string()),
+        // The bearer is read from the credential on every request, so a renewed session token
+        // is used as soon as it is there.
+        let transport = StreamableHttpClientTransport::with_client(
+            super::renewing::BearerClient::new(token.into()),
+            StreamableHttpClientTransportConfig::with_uri(url.to_string()),
         );
         let connect_error = |reason: String| ClientError::Connect {
             url: url.to_string(),

@@ -73,6 +73,10 @@ pub struct LoginConfig {
     /// A file holding the client's secret (`client_secret_basic`); unset: a public client.
     #[serde(default)]
     pub client_secret_file: Option<PathBuf>,
+    /// The provider's public client for `bulkhead connect`'s device authorization grant
+    /// (RFC 8628): with it, `connect` signs the user in instead of reading `BULKHEAD_TOKEN`.
+    #[serde(default)]
+    pub device_client_id: Option<String>,
     /// Scopes asked of the provider (space-separated).
     #[serde(default = "default_login_scope")]
     pub scope: String,

@@ -130,7 +130,7 @@ pub async fn start_bulkhead(provider: &Provider, mode: NetworkMode, ttl_secs: u6
     let base = format!("http://{}", listener.local_addr().unwrap());
     let d = dir.path().display();
     let text = format!(
-        "auth:\n  issuer: {base}\n  audience: bulkhead-test\n\
+        "auth:\n  issuer: {base}\n  audience: bulkhead-test\n  leeway_secs: 0\n\
          token_service:\n  ttl_secs: {ttl_secs}\n  claims: [email]\n\
          \x20 login: {{ scope: openid email read }}\n\
          \x20 provider: {{ issuer: \"{}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
@@ -517,5 +517,113 @@ async fn a_provider_access_token_is_refused_directly_and_accepted_exchanged() {
     let (err, text, _) =
         crate::harness::call(&c, "read_file", json!({"path": "/workspace/none.txt"})).await;
     assert!(err && text.contains("no such file"), "{text}");
+    let _ = c.cancel().await;
+}
+
+/// `bulkhead connect` without `BULKHEAD_TOKEN` signs the user in at the provider (the device
+/// grant, completed here by the scripted user), exchanges for a session token of a fresh session
+/// and bridges it; the token is refreshed while the bridge runs and calls keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session() {
+    use rmcp::ServiceExt as _;
+    use tokio::io::AsyncBufReadExt as _;
+    let provider = tokio::task::spawn_blocking(|| {
+        test_provider(json!([{
+            "client_id": "bulkhead-connect", "token_endpoint_auth_method": "none",
+            "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]
+        }]))
+    })
+    .await
+    .unwrap();
+    let bh = start_bulkhead(&provider, NetworkMode::Full, 4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth: {{ issuer: {base}, audience: bulkhead-test, keys: [] }}\n\
+             token_service:\n  login: {{ device_client_id: bulkhead-connect, scope: openid email read }}\n\
+             \x20 provider: {{ issuer: \"{iss}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
+             mcp_servers:\n  template: {{ url: \"{url}\" }}\n\
+             state: {{ dir: {d}/state, workspaces: {d}/ws }}\n",
+            base = bh.base,
+            iss = provider.issuer,
+            url = bh.url,
+            d = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(&config)
+        .args(["connect", "template"])
+        .env_remove("BULKHEAD_TOKEN")
+        .env_remove("BULKHEAD_TOKEN_FILE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    // The prompt: "open URI and enter the code CODE".
+    let prompt = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("enter the code") {
+                return line;
+            }
+        }
+        panic!("bulkhead connect ended without a sign-in prompt");
+    })
+    .await
+    .expect("a prompt within 60 s");
+    let words: Vec<&str> = prompt.split_whitespace().collect();
+    let uri = words[words.iter().position(|w| *w == "open").unwrap() + 1].to_owned();
+    let code = words.last().unwrap().to_string();
+    let out = tokio::process::Command::new("python3")
+        .arg(interop("oidc/browser.py"))
+        .args(["device", &uri, &code, "alice"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let session_line = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("bulkhead: session ") {
+                return line;
+            }
+        }
+        panic!("bulkhead connect ended without a session");
+    })
+    .await
+    .expect("signed in within 60 s (the provider's polling interval is 5 s)");
+    assert!(
+        session_line.contains(&format!("{}/token", bh.base)),
+        "{session_line}"
+    );
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let c = ().serve(io).await.expect("bulkhead connect serves stdio");
+    let call = |args: Value| {
+        let c = &c;
+        async move {
+            let mut p = rmcp::model::CallToolRequestParams::new("write_file");
+            p.arguments = args.as_object().cloned();
+            tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
+                .await
+                .expect("an answer within 60 s")
+                .unwrap()
+        }
+    };
+    let r = call(json!({"path": "/workspace/a.txt", "content": "one"})).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    // Past the first token's expiry (4 s, no leeway): only a refreshed token is accepted now.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let r = call(json!({"path": "/workspace/b.txt", "content": "two"})).await;
+    assert_ne!(r.is_error, Some(true), "{r:?}");
     let _ = c.cancel().await;
 }
