@@ -30,13 +30,19 @@ async fn start_in_process(
     let rt = Arc::new(bulkhead::serve::runtime(config, "template", mode).await?);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
-    let app = bulkhead::serve::http::router(
+    let tokens = bulkhead::sessions::TokenService::from_config(config)?.map(Arc::new);
+    let verifier = match &tokens {
+        Some(t) => Verifier::with_session_key(&config.auth, t.key().public_jwk())?,
+        None => Verifier::new(&config.auth)?,
+    };
+    let app = bulkhead::serve::http::router_with_tokens(
         rt,
-        Verifier::new(&config.auth)?,
+        verifier,
         &config.auth.issuer,
         &config.http,
         &base,
         stop.clone(),
+        tokens,
     );
     tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
     Ok(format!("{base}/mcp"))
@@ -165,8 +171,8 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         // SAFETY: single-threaded here (no runtime or helper thread has started yet).
         unsafe { std::env::set_var(k, v) };
     }
-    let alice = token(&config, "alice", "demo-1")?;
-    let bob = token(&config, "bob", "demo-2")?;
+    let dev_alice = token(&config, "alice", "demo-1")?;
+    let dev_bob = token(&config, "bob", "demo-2")?;
     let dep = bulkhead::servers::DEPLOYMENTS
         .iter()
         .find(|d| d.name == "local")
@@ -192,6 +198,17 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         };
         let (full_url, proxied_url) = (full_url.ok_or_else(|| anyhow::anyhow!("no full instance"))?, proxied_url.ok_or_else(|| anyhow::anyhow!("no proxied instance"))?);
         start_webhook(format!("{webhook_host}:{WEBHOOK_PORT}").parse()?, &stop).await?;
+        // An agent host exchanges the identity provider's token (here the development key plays
+        // the provider) for a session token of a fresh session, once per conversation.
+        let (alice, bob, caller) = if config.token_service.is_some() {
+            let endpoint = format!("{}/token", full_url.trim_end_matches("/mcp"));
+            let alice = bulkhead::client::login::exchange(&endpoint, &dev_alice).await.map_err(|e| anyhow::anyhow!("exchange at {endpoint}: {e}"))?;
+            let bob = bulkhead::client::login::exchange(&endpoint, &dev_bob).await.map_err(|e| anyhow::anyhow!("exchange at {endpoint}: {e}"))?;
+            let caller = format!("alice / session {} (the provider's token exchanged at {endpoint})", alice.session_id);
+            (alice.access_token, bob.access_token, caller)
+        } else {
+            (dev_alice, dev_bob, "alice / session demo-1 (a real HS256 token)".to_string())
+        };
         if isolated {
             println!("Template server via `bulkhead up`: the proxied instance runs in its own network namespace;");
             println!("nftables there allows outbound connections only to its squid egress proxy, which allows");
@@ -201,7 +218,7 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
             println!("Template server, two in-process instances: no real isolation here ({why}).");
             println!("Real isolation needs root plus `ip`, `nft` and `squid` (scripts/test installs them); the policy below is the same.");
         }
-        println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: alice / session demo-1 (a real HS256 token)\n");
+        println!("  full network: {full_url}\n  proxied:      {proxied_url}\n  webhook stand-in: http://{webhook_host}:{WEBHOOK_PORT}\n  caller: {caller}\n");
         // The agent's side: `get_mcp_client` reads the `mcp_servers` entry (url + url_proxied) and
         // returns the isolating client, which routes every call by the session's level.
         let mut client_config = config.clone();

@@ -23,6 +23,7 @@ fn demo_walks_the_four_scenarios() {
     );
     for expect in [
         "→ meeting at 10",
+        "(the provider's token exchanged at http://",
         "retryable error (the model may fix its arguments and try again); session level now: internal",
         "load_sensitive_dataset customers_2026\n    → answered by the proxied instance: ok; session level now: confidential",
         "search_records query=\"\"\n    → answered by the proxied instance: retryable error",

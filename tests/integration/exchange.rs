@@ -424,3 +424,20 @@ async fn a_session_token_of_one_deployment_is_refused_by_another() {
         .unwrap();
     assert_eq!(resp.status(), 401, "same issuer and audience, another key");
 }
+
+/// The README's agent-host example (Python SDK): one exchange per conversation, two sessions,
+/// two ratchets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_agent_host_exchanges_per_conversation() {
+    let inst = deployment(NetworkMode::Proxied).await;
+    let out =
+        crate::python_sdk::run_client("agent_host.py", &inst.url, &provider_token(json!({}))).await;
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the host prints JSON");
+    assert_ne!(seen["sessions"][0], seen["sessions"][1], "{seen}");
+    assert_eq!(
+        seen["loaded"],
+        json!({"error": false, "level": "confidential"}),
+        "{seen}"
+    );
+    assert_eq!(seen["other"]["level"], "internal", "{seen}");
+}
