@@ -71,9 +71,12 @@ impl StoreMarker {
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = self
-            .path
-            .with_extension(format!("tmp-{}", std::process::id()));
+        // Unique across processes of every container sharing the volume (pids repeat there).
+        let tmp = self.path.with_extension(format!(
+            "tmp-{}-{}",
+            std::process::id(),
+            super::new_store_id()
+        ));
         let mut f = OpenOptions::new()
             .write(true)
             .create(true)

@@ -155,13 +155,16 @@ impl SlotFile {
     /// Creates the lock file for store `store_id` at `path` unless one exists (atomically: built
     /// under a temporary name and hard-linked into place).
     pub fn create(path: &Path, store_id: &str, high_water: u64) -> Result<(), StateError> {
+        // A name no other process uses: process ids repeat across containers sharing the
+        // volume (each instance is pid 1 of its own namespace), and a shared name let one
+        // process delete another's file before it was linked into place.
         let tmp = path.with_file_name(format!(
-            ".{}.init-{}",
+            ".{}.init-{}-{}",
             path.file_name().unwrap_or_default().to_string_lossy(),
-            std::process::id()
+            std::process::id(),
+            crate::state::new_store_id()
         ));
         let err = |e| StateError::io(StateErrorKind::Unavailable, &tmp, e);
-        let _ = std::fs::remove_file(&tmp);
         let result = (|| {
             let f = OpenOptions::new()
                 .read(true)
@@ -451,5 +454,39 @@ fn lock_wait(
             ));
         }
         std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instances sharing a volume create the lock file at once, and may share a process id
+    /// (pid 1 of their own containers); threads of one process share it too. Every creator must
+    /// succeed and leave one valid file (a shared temporary name once made one fail with ENOENT).
+    #[test]
+    fn creators_racing_with_one_process_id_all_succeed() {
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("sessions-local.lock");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let (path, barrier) = (path.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        SlotFile::create(&path, "store-1", 0)
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join()
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            }
+            SlotFile::open(&path, "store-1").unwrap();
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(left.len(), 1, "no temporary file is left behind");
+        }
     }
 }
