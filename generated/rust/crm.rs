@@ -50,12 +50,16 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             },
             input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
             output_schema: ::std::option::Option::Some(
-                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},"owner":{"type":"string"}},"required":["id","name","owner"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
+                r#"{"type":"object","properties":{"columns":{"type":"array","items":{"type":"string"}},"rows":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"},"owner":{"type":"string"},"acting_as":{"type":"string"}},"required":["id","name","owner","acting_as"],"additionalProperties":false}},"total_rows":{"type":"integer","minimum":0},"omitted_rows":{"type":"integer","minimum":0},"saved_to":{"type":"string"}},"required":["columns","rows","total_rows","omitted_rows"],"additionalProperties":false}"#,
             ),
             dataset: "crm_db:mine",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
             bound: &[
+                bh::Bound {
+                    param: "db_role",
+                    claim: "db_role",
+                },
                 bh::Bound {
                     param: "owner",
                     claim: "sub",

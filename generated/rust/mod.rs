@@ -60,7 +60,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         name: "crm_db",
         kind: bh::ConnectorKind::Postgres,
         sensitivity: bh::Sensitivity::Confidential,
-        settings: r#"{"url":"${CRM_DATABASE_URL}","statement_timeout_ms":10000}"#,
+        settings: r#"{"url":"${CRM_DATABASE_URL}","statement_timeout_ms":10000,"set_role":{"param":"db_role","roles":["crm_reader","crm_manager"]}}"#,
         secrets: &["CRM_DATABASE_URL"],
         operations: &[
             bh::OperationDef {
@@ -71,7 +71,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "mine",
                 params_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
-                body: r#"{"sql":{"sql":"SELECT id, name, owner FROM accounts WHERE owner = :owner ORDER BY id","writes":false}}"#,
+                body: r#"{"sql":{"sql":"SELECT id, name, owner, current_user AS acting_as FROM accounts WHERE owner = :owner ORDER BY id","writes":false}}"#,
             },
             bh::OperationDef {
                 name: "search",

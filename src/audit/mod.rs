@@ -26,6 +26,7 @@ pub mod verify;
 
 pub use file::AuditFile;
 pub use postgres::PgAuditSink;
+pub(crate) use record::cut_name;
 pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
 pub use redact::Redactor;
 

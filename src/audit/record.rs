@@ -65,6 +65,11 @@ pub struct ArgsSummary {
     /// How many names were left out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_keys: usize,
+    /// Parameters set from the caller's token (`from_claim`), with their values: they come from
+    /// the verified token, not the model (a database role, the user's email), and say on whose
+    /// behalf the call ran. Each value is cut to 64 bytes.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub bound: std::collections::BTreeMap<String, String>,
 }
 
 /// Counts what is written, keeping nothing.
@@ -102,6 +107,7 @@ impl ArgsSummary {
             bytes,
             more_keys: args.len() - keys.len(),
             keys,
+            bound: Default::default(),
         }
     }
 }
@@ -191,6 +197,11 @@ impl AuditRecord {
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.
+/// `s` cut to the longest name kept in a record.
+pub(crate) fn cut_name(s: &str) -> String {
+    cut(s, MAX_NAME)
+}
+
 pub(crate) fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();

@@ -57,6 +57,17 @@ impl<'a> CallAudit<'a> {
         }
     }
 
+    /// Records the values of `tool`'s parameters bound to the caller's token (never the token).
+    pub(super) fn bound(&mut self, tool: &crate::tooldef::ToolDef, args: &JsonObject) {
+        for b in tool.bound {
+            if let Some(v) = args.get(b.param).and_then(|v| v.as_str()) {
+                self.args
+                    .bound
+                    .insert(crate::audit::cut_name(b.param), crate::audit::cut_name(v));
+            }
+        }
+    }
+
     fn record(
         &self,
         phase: Phase,

@@ -229,7 +229,10 @@ impl Runtime {
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
             Some(Ok(mut a)) => match bind::bind(tool, &mut a, id, ask.claims.as_ref()) {
-                Ok(()) => a,
+                Ok(()) => {
+                    audit.bound(tool, &a);
+                    a
+                }
                 Err(e) => {
                     audit.failed(&e);
                     self.state.leave(pass).await;

@@ -18,12 +18,14 @@ use crate::errors::ToolError;
 use crate::server::{Chunk, JsonObject, ToolOutput, ToolResult};
 use crate::signals::{CallSignals, Unit};
 use crate::tooldef::ConnectorDef;
-use bulkhead_vocab::connector::{OperationBody, PostgresSettings};
+use bulkhead_vocab::connector::{OperationBody, PostgresSettings, SetRole};
 
 /// A built `postgres` connector: its connection pool and limits.
 pub struct Postgres {
     name: &'static str,
     pool: Pool,
+    /// The role each statement runs as, from a parameter bound to the caller's token.
+    set_role: Option<SetRole>,
 }
 
 /// `sql` with each `:name` replaced by `$n` (one number per distinct name, in order of first
@@ -109,10 +111,45 @@ impl Postgres {
             .create_timeout(Some(connect_timeout))
             .build()
             .map_err(|e| err(format!("cannot build the connection pool: {e}")))?;
+        if let Some(problem) = s.set_role.as_ref().and_then(SetRole::problem) {
+            return Err(err(problem));
+        }
         Ok(Postgres {
             name: def.name,
             pool,
+            set_role: s.set_role,
         })
+    }
+
+    /// The role this call runs as: the value of the `set_role` parameter (bound to the caller's
+    /// token by the call wrapper, never the model's), when it is one of the allowed roles.
+    ///
+    /// Invariant: a statement of an operation that declares the role parameter never runs under
+    /// the connector's own login (the call wrapper refuses a call whose token lacks the claim,
+    /// so the argument is there). The role is set with `SET LOCAL ROLE` inside the statement's
+    /// transaction, so it ends with it and a pooled connection never carries one caller's role
+    /// to the next; a value outside `roles` (each a plain lowercase identifier, so spliced
+    /// unquoted) refuses the call. Operations without the parameter run as the login.
+    fn role(&self, args: &JsonObject) -> Result<Option<String>, ToolError> {
+        let Some(set) = &self.set_role else {
+            return Ok(None);
+        };
+        let Some(value) = args.get(&set.param) else {
+            return Ok(None);
+        };
+        let value = value.as_str().ok_or_else(|| {
+            ToolError::fatal(format!(
+                "connector `{}`: the role (`{}`) is not a string",
+                self.name, set.param
+            ))
+        })?;
+        if !set.allows(value) {
+            return Err(ToolError::fatal(format!(
+                "connector `{}`: your sign-in names the database role `{value}`, which is not one it may act as (settings.set_role.roles)",
+                self.name
+            )));
+        }
+        Ok(Some(value.to_owned()))
     }
 
     /// Whether the server answers (for readiness).
@@ -140,6 +177,7 @@ impl Postgres {
         signals: &CallSignals,
     ) -> ToolResult {
         let name = self.name;
+        let role = self.role(&args)?;
         let (text, names) = numbered(sql);
         let mut client = self
             .pool
@@ -152,6 +190,11 @@ impl Postgres {
                 .start()
                 .await
                 .map_err(|e| db_error(name, &e))?;
+            if let Some(role) = &role {
+                tx.batch_execute(&format!("SET LOCAL ROLE {role}"))
+                    .await
+                    .map_err(|e| db_error(name, &e))?;
+            }
             let stmt = tx
                 .prepare_cached(&text)
                 .await
@@ -181,6 +224,11 @@ impl Postgres {
                     .start()
                     .await
                     .map_err(|e| db_error(name, &e))?;
+                if let Some(role) = &role {
+                    tx.batch_execute(&format!("SET LOCAL ROLE {role}"))
+                        .await
+                        .map_err(|e| db_error(name, &e))?;
+                }
                 // Prepared once per connection (deadpool's statement cache).
                 let stmt = tx
                     .prepare_cached(&text)

@@ -8,6 +8,37 @@ use serde_json::json;
 
 use crate::tls;
 
+/// A client whose token carries a `db_role` claim (as the token service copies it from the
+/// identity provider's token).
+async fn role_client(
+    url: &str,
+    user: &str,
+    session: &str,
+    role: Option<&str>,
+) -> super::procs::Client {
+    use rmcp::ServiceExt as _;
+    let mut claims = json!({
+        "sub": user, "session_id": session, "iss": "test-issuer", "aud": "bulkhead-test",
+        "exp": jsonwebtoken::get_current_timestamp() + 600,
+    });
+    if let Some(role) = role {
+        claims["db_role"] = json!(role);
+    }
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(super::procs::SECRET.as_bytes()),
+    )
+    .unwrap();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.to_string(),
+        )
+        .auth_header(token),
+    );
+    ().serve(transport).await.expect("client connects")
+}
+
 /// A new database holding the `crm` example's `accounts` table with three accounts; its URL.
 pub async fn crm_database(tag: &str) -> String {
     let url = super::procs::pg::database(tag);
@@ -17,7 +48,10 @@ pub async fn crm_database(tag: &str) -> String {
     tokio::spawn(conn);
     db.batch_execute(
         "CREATE TABLE accounts (id int4 PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
-         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben'), (3, 'acme labs', 'chen');",
+         INSERT INTO accounts VALUES (1, 'Acme Corp', 'ana'), (2, 'Globex', 'ben'), (3, 'acme labs', 'chen');
+         DO $$ BEGIN CREATE ROLE crm_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE crm_manager; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT SELECT ON accounts TO crm_reader;",
     )
     .await
     .unwrap();
@@ -53,17 +87,23 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
         "bad input is retryable: {}",
         r.text
     );
-    // `my_accounts` reads the caller's own accounts: `owner` comes from the token's `sub`; the
-    // model neither sees it in the schema nor may pass it.
-    let r = call(&c, "my_accounts", json!({})).await.unwrap();
+    // `my_accounts` reads the caller's own accounts as the caller's database role: `owner` comes
+    // from the token's `sub` and `db_role` from its `db_role` claim; the model neither sees them
+    // in the schema nor may pass them.
+    let ana = role_client(&p.url, "ana", "crm-1", Some("crm_reader")).await;
+    let r = call(&ana, "my_accounts", json!({})).await.unwrap();
     assert!(!r.is_error, "{}", r.text);
-    assert!(r.text.contains("1,Acme Corp,ana"), "{}", r.text);
+    assert!(
+        r.text.contains("1,Acme Corp,ana,crm_reader"),
+        "runs as the role: {}",
+        r.text
+    );
     assert!(
         !r.text.contains("ben") && !r.text.contains("chen"),
         "{}",
         r.text
     );
-    let r = call(&c, "my_accounts", json!({"owner": "ben"}))
+    let r = call(&ana, "my_accounts", json!({"owner": "ben"}))
         .await
         .unwrap();
     assert!(
@@ -71,21 +111,59 @@ async fn a_postgres_backed_tool_answers_through_the_server() {
         "a bound parameter cannot be overridden: {}",
         r.text
     );
-    let tools = c.list_all_tools().await.unwrap();
+    let r = call(&ana, "my_accounts", json!({"db_role": "postgres"}))
+        .await
+        .unwrap();
+    assert!(
+        r.is_error && r.text.contains("unknown argument"),
+        "{}",
+        r.text
+    );
+    let tools = ana.list_all_tools().await.unwrap();
     let mine = tools.iter().find(|t| t.name == "my_accounts").unwrap();
     assert_eq!(
         serde_json::Value::Object((*mine.input_schema).clone())["properties"],
         json!({}),
-        "the bound parameter is not shown to the model"
+        "the bound parameters are not shown to the model"
     );
-    let ben = client(&p.url, "ben", "crm-2").await;
+    let _ = ana.cancel().await;
+    // The role is really used: crm_manager is allowed but has no grant on the table.
+    let ben = role_client(&p.url, "ben", "crm-2", Some("crm_manager")).await;
     let r = call(&ben, "my_accounts", json!({})).await.unwrap();
     assert!(
-        r.text.contains("2,Globex,ben") && !r.text.contains("ana"),
+        r.is_error && r.text.contains("permission denied"),
         "{}",
         r.text
     );
     let _ = ben.cancel().await;
+    // A role outside the allowlist, and a token without the claim, are refused before SQL.
+    let eve = role_client(&p.url, "eve", "crm-3", Some("postgres")).await;
+    let r = call(&eve, "my_accounts", json!({})).await.unwrap();
+    assert!(
+        r.is_error && r.text.contains("not one it may act as"),
+        "{}",
+        r.text
+    );
+    let _ = eve.cancel().await;
+    let r = call(&c, "my_accounts", json!({})).await.unwrap();
+    assert!(
+        r.is_error && r.text.contains("`db_role` claim"),
+        "{}",
+        r.text
+    );
+    // The audit says on whose behalf the call ran: the bound values, never the token.
+    let audit = std::fs::read_to_string(dep.path().join("state/audit-crm.jsonl")).unwrap();
+    let acted = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["tool"] == "my_accounts" && r["user"] == "ana" && r["outcome"] == "allowed")
+        .expect("an audit record of ana's call");
+    assert_eq!(
+        acted["args"]["bound"],
+        json!({"owner": "ana", "db_role": "crm_reader"}),
+        "{acted}"
+    );
+    assert!(!audit.contains("eyJ"), "no token in the audit");
     let _ = c.cancel().await;
     drop(p);
 }

@@ -48,10 +48,14 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
         } else {
             None
         };
+        let role_param = match &settings {
+            Settings::Postgres(p) => p.set_role.as_ref().map(|r| r.param.clone()),
+            _ => None,
+        };
         let operations = c
             .operations
             .iter()
-            .map(|(name, op)| operation(l, name, op, &lock, errors))
+            .map(|(name, op)| operation(l, name, op, &lock, role_param.as_deref(), errors))
             .collect();
         let package = lock
             .as_ref()
@@ -177,6 +181,7 @@ fn unparsed(kind: ConnectorKind) -> Settings {
             connect_timeout_ms: None,
             statement_timeout_ms: None,
             max_connections: None,
+            set_role: None,
         }),
         ConnectorKind::Sandbox => Settings::Sandbox(SandboxSettings::default()),
         ConnectorKind::Mcp => Settings::Mcp(McpSettings::default()),
@@ -241,6 +246,9 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
             }
         },
         Settings::Postgres(s) => {
+            if let Some(problem) = s.set_role.as_ref().and_then(|r| r.problem()) {
+                return Err(problem);
+            }
             if s.url.starts_with("postgres://")
                 || s.url.starts_with("postgresql://")
                 || s.url.starts_with("${")
@@ -337,6 +345,7 @@ fn operation(
     name: &str,
     op: &OperationSpec,
     lock: &Option<McpLock>,
+    role_param: Option<&str>,
     errors: &mut Vec<Diagnostic>,
 ) -> Operation {
     let at = format!("/operations/{}", ptr(name));
@@ -434,7 +443,27 @@ fn operation(
                 missing("sql", errors);
                 String::new()
             });
-            check_sql(l, &at, &sql, &declared, errors);
+            // An operation that declares the role parameter runs as that role; the model must
+            // never choose it, so it is bound to a claim.
+            if let Some(role) = role_param
+                && let Some(p) = declared.iter().find(|p| p.name == role)
+                && p.from_claim.is_none()
+            {
+                errors.push(
+                    l.error_at_key(
+                        &format!("{at}/params/{}", ptr(role)),
+                        format!("`{role}` is the role this operation runs as (settings.set_role), but the model would give it"),
+                    )
+                    .label("needs `from_claim`")
+                    .help(format!("bind it to the caller's token: `{role}: {{ type: string, description: …, from_claim: <claim> }}`")),
+                );
+            }
+            let in_sql: Vec<Param> = declared
+                .iter()
+                .filter(|p| Some(p.name.as_str()) != role_param)
+                .cloned()
+                .collect();
+            check_sql(l, &at, &sql, &in_sql, errors);
             if kind == ConnectorKind::Postgres && !crate::sql::writes(&sql) {
                 for f in crate::sql::side_effects(&sql) {
                     errors.push(

@@ -24,7 +24,7 @@ pub use http::HttpSettings;
 pub use logs::LogsSettings;
 pub use mcp::McpSettings;
 pub use operation::{FileAction, HttpMethod, OperationBody};
-pub use postgres::PostgresSettings;
+pub use postgres::{PostgresSettings, SetRole};
 pub use sandbox::SandboxSettings;
 pub use sqlite::SqliteSettings;
 
