@@ -10,6 +10,35 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
     presets: &[],
     tools: &[
         bh::ToolDef {
+            name: "account_notes",
+            title: ::std::option::Option::None,
+            description: "The notes on one customer account (by id) that you may read, from the CRM's notes service.",
+            permission: bh::Permission::Connect,
+            context: "default",
+            sensitivity: bh::Sensitivity::Internal,
+            annotations: bh::Annotations {
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+                open_world: true,
+            },
+            input_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The account's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
+            output_schema: ::std::option::Option::None,
+            dataset: "crm_api:notes",
+            rate_limit: ::std::option::Option::None,
+            approval: ::std::option::Option::None,
+            bound: &[
+                bh::Bound {
+                    param: "upstream_token",
+                    claim: "exchange:crm-api",
+                },
+            ],
+            target: bh::Target::Connector {
+                connector: "crm_api",
+                operation: "notes",
+            },
+        },
+        bh::ToolDef {
             name: "get_account",
             title: ::std::option::Option::None,
             description: "One customer account (id, name, owner) by its id.",

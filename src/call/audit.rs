@@ -60,11 +60,23 @@ impl<'a> CallAudit<'a> {
     /// Records the values of `tool`'s parameters bound to the caller's token (never the token).
     pub(super) fn bound(&mut self, tool: &crate::tooldef::ToolDef, args: &JsonObject) {
         for b in tool.bound {
-            if let Some(v) = args.get(b.param).and_then(|v| v.as_str()) {
-                self.args
-                    .bound
-                    .insert(crate::audit::cut_name(b.param), crate::audit::cut_name(v));
-            }
+            let Some(v) = args.get(b.param).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            // An upstream token is named by its audience and id, never written.
+            let shown = match b.claim.strip_prefix(super::bind::EXCHANGE) {
+                Some(audience) => {
+                    let claims = crate::sessions::unverified_claims(v);
+                    crate::audit::cut_name(&format!(
+                        "token for {audience} (jti {})",
+                        claims["jti"].as_str().unwrap_or("none")
+                    ))
+                }
+                None => crate::audit::cut_name(v),
+            };
+            self.args
+                .bound
+                .insert(crate::audit::cut_name(b.param), shown);
         }
     }
 

@@ -1,5 +1,6 @@
 //! Parameters bound to the caller's token (`from_claim:`): their values come from the session
-//! token's claims, never from the model.
+//! token's claims, never from the model; `exchange:<audience>` binds a token of that audience
+//! in the user's name (the token service's upstream exchange).
 //!
 //! Invariant (enforced in [`bind`], the one place bound values enter a call): a bound parameter
 //! holds the claim of the caller's verified token and nothing else. The model cannot see it
@@ -13,15 +14,39 @@ use crate::server::JsonObject;
 use crate::tooldef::ToolDef;
 use serde_json::Value;
 
-/// Sets `tool`'s bound parameters in `args` from the caller: `sub` is the verified user, every
-/// other claim is read from the token's claims (`claims`; none on stdio and in-process calls).
-pub fn bind(
+/// The claim prefix of a parameter bound to an upstream token of an audience.
+pub const EXCHANGE: &str = "exchange:";
+
+/// Sets `tool`'s bound parameters in `args` from the caller: `sub` is the verified user,
+/// `exchange:<audience>` an upstream token from `tokens`, every other claim is read from the
+/// token's claims (`claims`; none on stdio and in-process calls).
+pub async fn bind(
     tool: &ToolDef,
     args: &mut JsonObject,
     id: &Identity,
     claims: Option<&crate::approval::TokenClaims>,
+    tokens: Option<&crate::sessions::TokenService>,
 ) -> Result<(), ToolError> {
     for b in tool.bound {
+        if let Some(audience) = b.claim.strip_prefix(EXCHANGE) {
+            let (Some(tokens), Some(claims)) = (tokens, claims) else {
+                return Err(ToolError::fatal(format!(
+                    "`{}` calls a service in your name, and this instance has no token service to ask for a token of `{audience}`",
+                    tool.name
+                )));
+            };
+            let got = tokens
+                .upstream_token(id.user(), &claims.0, audience)
+                .await
+                .map_err(|e| {
+                    ToolError::fatal(format!(
+                        "`{}` cannot get a token for `{audience}` in your name: {e}",
+                        tool.name
+                    ))
+                })?;
+            args.insert(b.param.to_owned(), Value::String(got.token));
+            continue;
+        }
         let value = match b.claim {
             "sub" => Some(id.user().to_owned()),
             "session_id" => Some(id.session().to_owned()),
@@ -88,10 +113,11 @@ mod tests {
         ));
         let mut args = JsonObject::new();
         args.insert("owner".into(), "ben".into());
-        bind(&TOOL, &mut args, &id, Some(&claims)).unwrap();
+        futures::executor::block_on(bind(&TOOL, &mut args, &id, Some(&claims), None)).unwrap();
         assert_eq!(args["owner"], "ana");
         assert_eq!(args["email"], "ana@example.test");
-        let err = bind(&TOOL, &mut JsonObject::new(), &id, None).unwrap_err();
+        let err = futures::executor::block_on(bind(&TOOL, &mut JsonObject::new(), &id, None, None))
+            .unwrap_err();
         assert!(err.to_string().contains("`email` claim"), "{err}");
     }
 }

@@ -143,6 +143,7 @@ impl Runtime {
             scopes: ScopeRequirements::default(),
             isolation: Default::default(),
             rates: crate::ratelimit::RateLimiter::none(name),
+            tokens: std::sync::OnceLock::new(),
         })
     }
 
@@ -216,6 +217,12 @@ impl Runtime {
             out.push((format!("connector {name}"), result));
         }
         out
+    }
+
+    /// Uses `tokens` for upstream tokens of parameters bound to `exchange:<audience>` (the first
+    /// one given stays).
+    pub fn use_token_service(&self, tokens: Arc<crate::sessions::TokenService>) {
+        let _ = self.tokens.set(tokens);
     }
 
     /// The result of this instance's isolation self-check (see `isolation::selfcheck`).

@@ -60,6 +60,9 @@ pub struct Runtime {
     isolation: Arc<crate::isolation::selfcheck::IsolationStatus>,
     rates: crate::ratelimit::RateLimiter,
     approvals: crate::approval::Approvals,
+    /// The deployment's token service, when this instance serves one: parameters bound to
+    /// `exchange:<audience>` get the caller's upstream tokens from it.
+    tokens: std::sync::OnceLock<Arc<crate::sessions::TokenService>>,
 }
 
 /// How the caller of one call can be asked for approval, and what its token says.
@@ -228,7 +231,15 @@ impl Runtime {
             return self.refuse(audit, pass, tool, refused).await;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
-            Some(Ok(mut a)) => match bind::bind(tool, &mut a, id, ask.claims.as_ref()) {
+            Some(Ok(mut a)) => match bind::bind(
+                tool,
+                &mut a,
+                id,
+                ask.claims.as_ref(),
+                self.tokens.get().map(Arc::as_ref),
+            )
+            .await
+            {
                 Ok(()) => {
                     audit.bound(tool, &a);
                     a

@@ -24,6 +24,8 @@ pub struct Http {
     timeout_ms: u64,
     max_bytes: u64,
     client: Client,
+    /// The parameter sent as `Authorization: Bearer` (bound to the caller's token).
+    bearer_param: Option<String>,
 }
 
 /// `host:port` of a URL, with the scheme's default port filled in.
@@ -110,6 +112,7 @@ impl Http {
             timeout_ms,
             max_bytes: s.max_response_bytes().map_err(settings::invalid(def))?,
             client,
+            bearer_param: s.bearer_param,
         })
     }
 
@@ -142,6 +145,13 @@ impl Http {
         let method = Method::from_bytes(method.as_str().as_bytes())
             .map_err(|_| ToolError::bug(format!("bad HTTP method `{}`", method.as_str())))?;
         let mut req = self.client.request(method, url);
+        // The caller's own credential (bound by the call wrapper, never the model's), only in
+        // the header: the path, query and body never carry it.
+        if let Some(param) = &self.bearer_param
+            && let Some(token) = args.get(param).and_then(Value::as_str)
+        {
+            req = req.bearer_auth(token);
+        }
         if !body.is_empty() {
             let obj: JsonObject = body
                 .iter()

@@ -133,6 +133,7 @@ pub fn router_with_tokens(
             // The provider's keys (when remote) are fetched now and kept fresh, as ours are.
             let keep = service.clone();
             let stop = shutdown.clone();
+            rt.use_token_service(service.clone());
             if service.offers_login() {
                 match crate::approval::UsedIds::open(rt.state()) {
                     Ok(used) => service.use_codes(used),

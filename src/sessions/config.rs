@@ -43,6 +43,12 @@ pub struct TokenServiceConfig {
     /// token endpoint exchanges and refreshes only.
     #[serde(default)]
     pub login: Option<LoginConfig>,
+    /// Tokens for other services, in the user's name (`from_claim: "exchange:<audience>"`): the
+    /// provider's token the session started from is kept sealed in the session token and
+    /// exchanged at the provider (RFC 8693) for one of that service's audience, as this client.
+    /// Absent: such parameters are refused.
+    #[serde(default)]
+    pub upstream: Option<UpstreamConfig>,
     /// The identity provider whose tokens are exchanged: its issuer, the audience its tokens name
     /// for this deployment, and its keys (inline, JWKS file, JWKS URL or OIDC discovery), read as
     /// `auth:` is. Its `session_claim` and `scopes` are not used.
@@ -101,5 +107,22 @@ fn default_login_secs() -> u64 {
 }
 
 fn default_login_request_ms() -> u64 {
+    10_000
+}
+
+/// Bulkhead's client at the provider for upstream exchanges (`token_service.upstream`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The client id (allowed the token-exchange grant at the provider).
+    pub client_id: String,
+    /// A file holding its secret (`client_secret_basic`).
+    pub client_secret_file: PathBuf,
+    /// Upstream tokens kept until they expire (per user and audience), at most this many.
+    #[serde(default = "default_upstream_cache")]
+    pub cache_entries: usize,
+}
+
+fn default_upstream_cache() -> usize {
     10_000
 }

@@ -63,6 +63,8 @@ pub(crate) struct Code {
     pub sub: String,
     pub scope: Option<String>,
     pub copied: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp: Option<String>,
     pub client_id: String,
     pub redirect_uri: String,
     pub challenge: String,

@@ -17,10 +17,15 @@ pub mod http;
 mod key;
 mod login;
 mod seal;
+mod upstream;
 
-pub use config::{DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, MAX_TTL_SECS, TokenServiceConfig};
+pub use config::{
+    DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, LoginConfig, MAX_TTL_SECS, TokenServiceConfig,
+    UpstreamConfig,
+};
 pub use error::{OAuthError, TokenServiceError};
 pub use key::{SigningKey, development_key_path};
+pub use upstream::{UpstreamToken, unverified_claims};
 
 use base64::Engine as _;
 use jsonwebtoken::{Algorithm, Header, Validation};
@@ -60,6 +65,8 @@ pub struct TokenService {
     login: Option<login::Login>,
     /// Authorization codes already used, across the deployment (set when serving).
     used_codes: std::sync::OnceLock<crate::approval::UsedIds>,
+    /// Exchanges for other services' audiences, when configured.
+    upstream: Option<upstream::Upstream>,
 }
 
 impl std::fmt::Debug for TokenService {
@@ -154,6 +161,10 @@ struct Payload {
     /// The refresh token's fixed expiry (refresh tokens only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     refresh_exp: Option<u64>,
+    /// The identity provider's token the session started from, sealed (only with
+    /// `token_service.upstream`): exchanged for other services' tokens in the user's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idp: Option<String>,
     /// Claims copied from the provider's token.
     #[serde(flatten)]
     copied: Map<String, Value>,
@@ -171,6 +182,8 @@ struct Grant {
     scope: Option<String>,
     act: Option<Actor>,
     copied: Map<String, Value>,
+    /// The provider's token, sealed (see [`Payload`]).
+    idp: Option<String>,
     /// Refresh tokens stop here (seconds since the epoch).
     refresh_exp: u64,
 }
@@ -214,6 +227,11 @@ impl TokenService {
             .as_ref()
             .map(|l| login::Login::new(l, &ts.provider.issuer))
             .transpose()?;
+        let upstream = ts
+            .upstream
+            .as_ref()
+            .map(|u| upstream::Upstream::new(u, &ts.provider.issuer))
+            .transpose()?;
         let mut refresh_validation = Validation::new(Algorithm::ES256);
         refresh_validation.leeway = auth.leeway_secs;
         refresh_validation.set_issuer(&[&auth.issuer]);
@@ -230,6 +248,7 @@ impl TokenService {
             sealer: seal::Sealer::from_secret(&key.secret_digest),
             login,
             used_codes: std::sync::OnceLock::new(),
+            upstream,
             key,
         })
     }
@@ -327,6 +346,7 @@ impl TokenService {
             scope,
             act,
             copied: self.copy_claims(&subject),
+            idp: self.seal_idp(subject_token),
             refresh_exp: now.saturating_add(self.refresh_ttl),
         })
     }
@@ -373,6 +393,7 @@ impl TokenService {
             scope,
             act: p.act,
             copied: p.copied,
+            idp: p.idp,
             refresh_exp: p.refresh_exp.unwrap_or(p.exp),
         })
     }
@@ -426,6 +447,7 @@ impl TokenService {
             scope: code.scope,
             act: None,
             copied: code.copied,
+            idp: code.idp,
             refresh_exp: now.saturating_add(self.refresh_ttl),
         })
     }
@@ -514,6 +536,7 @@ impl TokenService {
             sub: subject.sub.clone(),
             scope,
             copied: self.copy_claims(&subject),
+            idp: self.seal_idp(&token),
             client_id: sign_in.client_id,
             redirect_uri: sign_in.redirect_uri.clone(),
             challenge: sign_in.challenge,
@@ -549,6 +572,7 @@ impl TokenService {
             act: grant.act,
             token_use: None,
             refresh_exp: None,
+            idp: grant.idp,
             copied: grant.copied,
         };
         let sign = |p: &Payload| {
@@ -584,6 +608,42 @@ impl TokenService {
             scope: payload.scope,
             session_id: payload.session_id,
         })
+    }
+
+    /// The provider's `token`, sealed for the session token, when upstream exchanges are
+    /// configured and it is short enough to carry (at most 4 KiB).
+    fn seal_idp(&self, token: &str) -> Option<String> {
+        self.upstream.as_ref()?;
+        if token.len() > 4096 {
+            tracing::warn!(
+                "the provider's token is longer than 4 KiB: upstream exchanges are off for this session"
+            );
+            return None;
+        }
+        Some(self.sealer.seal(seal::Kind::Idp, &token))
+    }
+
+    /// A token of `audience` in the name of the caller whose session token carried `claims`
+    /// (`sub` is the verified user): the provider's token it started from, exchanged at the
+    /// provider (RFC 8693).
+    pub async fn upstream_token(
+        &self,
+        user: &str,
+        claims: &Map<String, Value>,
+        audience: &str,
+    ) -> Result<UpstreamToken, String> {
+        let upstream = self
+            .upstream
+            .as_ref()
+            .ok_or("this deployment exchanges no upstream tokens (token_service.upstream)")?;
+        let sealed = claims["idp"]
+            .as_str()
+            .ok_or("the session token carries no provider token; sign in again")?;
+        let subject: String = self
+            .sealer
+            .open(seal::Kind::Idp, sealed)
+            .ok_or("the session token's provider token was sealed by another key")?;
+        upstream.token(user, &subject, audience).await
     }
 
     /// The configured claims of the provider's token that are short strings.

@@ -22,6 +22,8 @@ pub enum Kind {
     SignIn,
     /// An authorization code given to a client.
     Code,
+    /// The identity provider's token inside a session token (`idp`), for upstream exchanges.
+    Idp,
 }
 
 impl Kind {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::Client => b"bulkhead oauth client v1",
             Kind::SignIn => b"bulkhead oauth sign-in v1",
             Kind::Code => b"bulkhead oauth code v1",
+            Kind::Idp => b"bulkhead idp token v1",
         }
     }
 }

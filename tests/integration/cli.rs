@@ -68,7 +68,7 @@ fn check_reports_the_example_specs() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("config ok: "), "{text}");
-    assert!(text.contains("specs ok: 3 server(s), 18 tool(s)"), "{text}");
+    assert!(text.contains("specs ok: 3 server(s), 19 tool(s)"), "{text}");
 }
 
 /// `check` covers config.yaml: a misspelt key fails it with file:line:col and a help line.

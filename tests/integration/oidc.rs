@@ -627,3 +627,176 @@ async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session()
     assert_ne!(r.is_error, Some(true), "{r:?}");
     let _ = c.cancel().await;
 }
+
+/// A service called in the user's name (`crm.account_notes`): the session started from a real
+/// provider token (here the agent host's own, client credentials); at the call Bulkhead
+/// exchanges that token at the provider (RFC 8693, as its upstream client) for one of the
+/// service's audience, which the service receives as the bearer. The audit names the token by
+/// its audience and id, never the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_called_with_the_users_own_exchanged_token() {
+    use super::procs::{Deployment, Store};
+    let provider = tokio::task::spawn_blocking(|| {
+        start_provider(json!({
+            "resource": "urn:bulkhead",
+            "audience": "bulkhead-deployment",
+            "resources": [{"resource": "urn:crm-api", "audience": "crm-api"}],
+            "resource_scopes": ["read"],
+            "signing_alg": "ES256",
+            "users": [],
+            "clients": [
+                {"client_id": "agent-host", "client_secret": "agent-host-secret-0123456789",
+                 "grant_types": ["client_credentials"]},
+                {"client_id": "bulkhead-upstream", "client_secret": "upstream-secret-0123456789",
+                 "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange"]}
+            ],
+        }))
+    })
+    .await
+    .unwrap();
+    // The notes service: records the bearer it was called with.
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    let app = axum::Router::new().route(
+        "/accounts/{id}/notes",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let record = record.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                record.lock().unwrap().push(auth);
+                axum::Json(json!({"notes": ["renewal due in May"]}))
+            }
+        }),
+    );
+    let notes = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let notes_url = format!("http://{}", notes.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(notes, app).await });
+
+    let mut dep = Deployment::new(Store::Sqlite, "upstream-token").await;
+    let secret = dep.path().join("upstream-secret");
+    std::fs::write(&secret, "upstream-secret-0123456789\n").unwrap();
+    std::fs::write(
+        &dep.config,
+        format!(
+            "auth: {{ issuer: test-issuer, audience: bulkhead-test, keys: [] }}\n\
+             token_service:\n  signing_key_file: session.pem\n\
+             \x20 upstream: {{ client_id: bulkhead-upstream, client_secret_file: {} }}\n\
+             \x20 provider: {{ issuer: \"{}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
+             http: {{ allowed_hosts: [localhost, 127.0.0.1], stateful: true }}\n\
+             state: {{ dir: state, workspaces: workspaces }}\n",
+            secret.display(),
+            provider.issuer
+        ),
+    )
+    .unwrap();
+    bulkhead::sessions::SigningKey::read_or_make(&dep.path().join("session.pem")).unwrap();
+    dep.set_env("CRM_DATABASE_URL", "postgres://nobody@127.0.0.1:1/unused");
+    dep.set_env("CRM_API_URL", &notes_url);
+    let crm = dep.try_start_server("crm", "full", None).unwrap();
+
+    // The agent host's provider token, exchanged for a session.
+    let http = reqwest::Client::new();
+    let meta: Value = http
+        .get(format!(
+            "{}/.well-known/openid-configuration",
+            provider.issuer
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got: Value = http
+        .post(meta["token_endpoint"].as_str().unwrap())
+        .basic_auth("agent-host", Some("agent-host-secret-0123456789"))
+        .form(&[("grant_type", "client_credentials"), ("scope", "read")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider_token = got["access_token"].as_str().unwrap().to_owned();
+    let issued = bulkhead::client::login::exchange(&format!("{}/token", crm.base), &provider_token)
+        .await
+        .unwrap();
+    let session = bulkhead::sessions::unverified_claims(&issued.access_token);
+    assert!(
+        session["idp"].is_string(),
+        "the provider token rides sealed: {session}"
+    );
+    assert!(
+        !issued.access_token.contains(&provider_token[..40]),
+        "and is not readable in the session token"
+    );
+    let c = crate::harness::client(&crm.url, &issued.access_token).await;
+    let tools = c.list_all_tools().await.unwrap();
+    let notes_tool = tools.iter().find(|t| t.name == "account_notes").unwrap();
+    assert!(
+        !serde_json::to_string(&notes_tool.input_schema)
+            .unwrap()
+            .contains("upstream_token"),
+        "the model never sees the token parameter"
+    );
+    for _ in 0..2 {
+        let (err, text, _) = crate::harness::call(&c, "account_notes", json!({"id": 1})).await;
+        assert!(!err, "{text}");
+        assert!(text.contains("renewal due in May"), "{text}");
+    }
+    let (err, text, _) = crate::harness::call(
+        &c,
+        "account_notes",
+        json!({"id": 1, "upstream_token": "forged"}),
+    )
+    .await;
+    assert!(err && text.contains("unknown argument"), "{text}");
+    let _ = c.cancel().await;
+    let bearers = seen.lock().unwrap().clone();
+    assert_eq!(bearers.len(), 2, "{bearers:?}");
+    let upstream = bearers[0].strip_prefix("Bearer ").expect("a bearer");
+    assert_eq!(bearers[0], bearers[1], "cached until it expires");
+    let claims = bulkhead::sessions::unverified_claims(upstream);
+    assert_eq!(claims["aud"], "crm-api", "{claims}");
+    assert_eq!(
+        claims["sub"], "agent-host",
+        "the user the session started from: {claims}"
+    );
+    assert_eq!(claims["iss"], provider.issuer.as_str());
+    assert_ne!(
+        upstream, provider_token,
+        "a token of the service's audience, not the provider's"
+    );
+    // The audit: which token was used, never the token. Records reach the file within the
+    // writer's sync interval; wait for them (bounded).
+    let path = dep.path().join("state/audit-crm.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (audit, rec) = loop {
+        let audit = std::fs::read_to_string(&path).unwrap_or_default();
+        let rec = audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["tool"] == "account_notes" && r["phase"] == "outcome");
+        if let Some(rec) = rec {
+            break (audit, rec);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit record of the call:\n{audit}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(!audit.contains(upstream) && !audit.contains(&provider_token));
+    assert_eq!(
+        rec["args"]["bound"]["upstream_token"],
+        format!(
+            "token for crm-api (jti {})",
+            claims["jti"].as_str().unwrap()
+        ),
+        "{rec}"
+    );
+}

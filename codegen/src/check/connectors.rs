@@ -48,8 +48,10 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
         } else {
             None
         };
+        // The parameter the connector itself consumes (a database role, a bearer token), if any.
         let role_param = match &settings {
             Settings::Postgres(p) => p.set_role.as_ref().map(|r| r.param.clone()),
+            Settings::Http(h) => h.bearer_param.clone(),
             _ => None,
         };
         let operations = c
@@ -174,6 +176,7 @@ fn unparsed(kind: ConnectorKind) -> Settings {
             max_response_bytes: None,
             headers: None,
             ca_file: None,
+            bearer_param: None,
         }),
         ConnectorKind::Logs => Settings::Logs(LogsSettings { dir: String::new() }),
         ConnectorKind::Postgres => Settings::Postgres(PostgresSettings {
@@ -413,6 +416,24 @@ fn operation(
             .label(format!("needs `{key}`")),
         );
     };
+    // The parameter the connector consumes itself (settings.set_role, settings.bearer_param)
+    // carries the caller's identity: the model must never give it, so it is bound to a claim.
+    if let Some(own) = role_param
+        && let Some(p) = declared.iter().find(|p| p.name == own)
+        && p.from_claim.is_none()
+    {
+        errors.push(
+            l.error_at_key(
+                &format!("{at}/params/{}", ptr(own)),
+                format!(
+                    "`{own}` carries the caller's identity (settings.{}), but the model would give it",
+                    if kind == ConnectorKind::Postgres { "set_role" } else { "bearer_param" }
+                ),
+            )
+            .label("needs `from_claim`")
+            .help(format!("bind it to the caller's token: `{own}: {{ type: string, description: …, from_claim: <claim> }}`")),
+        );
+    }
     let (body, params) = match kind {
         ConnectorKind::Files | ConnectorKind::Logs => {
             let action = op.action.unwrap_or_else(|| {
@@ -443,21 +464,6 @@ fn operation(
                 missing("sql", errors);
                 String::new()
             });
-            // An operation that declares the role parameter runs as that role; the model must
-            // never choose it, so it is bound to a claim.
-            if let Some(role) = role_param
-                && let Some(p) = declared.iter().find(|p| p.name == role)
-                && p.from_claim.is_none()
-            {
-                errors.push(
-                    l.error_at_key(
-                        &format!("{at}/params/{}", ptr(role)),
-                        format!("`{role}` is the role this operation runs as (settings.set_role), but the model would give it"),
-                    )
-                    .label("needs `from_claim`")
-                    .help(format!("bind it to the caller's token: `{role}: {{ type: string, description: …, from_claim: <claim> }}`")),
-                );
-            }
             let in_sql: Vec<Param> = declared
                 .iter()
                 .filter(|p| Some(p.name.as_str()) != role_param)
@@ -495,7 +501,12 @@ fn operation(
             });
             let query = op.query.clone().unwrap_or_default();
             let body = op.body.clone().unwrap_or_default();
-            check_http(l, &at, &path, &query, &body, &declared, errors);
+            let sent: Vec<Param> = declared
+                .iter()
+                .filter(|p| Some(p.name.as_str()) != role_param)
+                .cloned()
+                .collect();
+            check_http(l, &at, &path, &query, &body, &sent, errors);
             (
                 OperationBody::Http {
                     method,

@@ -26,6 +26,11 @@ pub struct HttpSettings {
     /// PEM file of the certificate authorities trusted for `https://` (default: the system's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+    /// A parameter (bound to the caller's token, e.g. `from_claim: "exchange:<audience>"`) whose
+    /// value is sent as `Authorization: Bearer`, never in the path, query or body: the service
+    /// sees the user, not a shared credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_param: Option<String>,
 }
 
 impl HttpSettings {
