@@ -681,6 +681,7 @@ impl Config {
             .as_mut()
             .and_then(|t| t.signing_key_file.as_mut())
             && key.is_relative()
+            && !key.as_os_str().is_empty()
         {
             *key = base.join(&*key);
         }

@@ -196,7 +196,12 @@ impl TokenService {
         let Some(ts) = &config.token_service else {
             return Ok(None);
         };
-        let key = match (&ts.signing_key_file, config.environment) {
+        // An empty path (`${BULKHEAD_SESSION_KEY_FILE:-}` unset) counts as none.
+        let file = ts
+            .signing_key_file
+            .as_ref()
+            .filter(|p| !p.as_os_str().is_empty());
+        let key = match (file, config.environment) {
             (Some(path), _) => SigningKey::read(path)?,
             (None, Environment::Production) => return Err(TokenServiceError::NoKeyInProduction),
             (None, Environment::Development) => {

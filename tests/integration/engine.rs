@@ -389,7 +389,7 @@ fn the_generated_compose_deployment_runs_on_a_real_engine() {
             &alice,
             &bob,
         ],
-        16,
+        17,
     );
 
     // An upstream MCP server nobody here wrote, installed in the image at its pinned version,

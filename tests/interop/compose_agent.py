@@ -3,13 +3,19 @@ official MCP Python SDK, as an isolating client: each call goes to the instance 
 needs, one way, read from the structured `_meta` of tools/list and of every reply (never text).
 
 Usage: compose_agent.py FULL_URL PROXIED_URL ISOLATED_URL ALICE_TOKEN BOB_TOKEN
+The two tokens are the identity provider's (here the development key's); the agent host first
+exchanges each at the deployment's token service for a session token of a fresh session (RFC 8693),
+and runs every scenario with those.
 Prints one line per scenario ("ok <n> <name>" or "FAIL <n> <name>: why") and exits non-zero when
 any failed.
 """
 
 import asyncio
 import contextlib
+import json
 import sys
+import urllib.parse
+import urllib.request
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -78,6 +84,18 @@ class IsolatingAgent:
         raise RuntimeError(f"{tool}: kept being sent elsewhere")
 
 
+def exchange(full, provider_token):
+    """A session token for a new conversation from the provider's token (POST /token)."""
+    form = urllib.parse.urlencode({
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "subject_token": provider_token,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:access_token",
+    }).encode()
+    endpoint = full.removesuffix("/mcp") + "/token"
+    with urllib.request.urlopen(urllib.request.Request(endpoint, data=form), timeout=30) as r:
+        return json.load(r)
+
+
 async def main(full, proxied, isolated, alice, bob):
     urls = {"full": full, "proxied": proxied, "none": isolated}
     results = []
@@ -85,6 +103,12 @@ async def main(full, proxied, isolated, alice, bob):
     def check(name, ok, why=""):
         results.append(ok)
         print(("ok" if ok else "FAIL") + f" {len(results)} {name}" + ("" if ok else f": {why}"), flush=True)
+
+    issued = [exchange(full, alice), exchange(full, bob)]
+    check("the provider's tokens are exchanged for session tokens of fresh sessions",
+          all(i.get("token_type") == "Bearer" for i in issued)
+          and issued[0]["session_id"] != issued[1]["session_id"], issued)
+    alice, bob = issued[0]["access_token"], issued[1]["access_token"]
 
     async with contextlib.AsyncExitStack() as stack:
         agent = IsolatingAgent(stack, urls, alice)

@@ -28,6 +28,22 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                 "secret": "${BULKHEAD_DEV_SECRET:?set BULKHEAD_DEV_SECRET (32 bytes or more) before starting the deployment}",
             }],
         },
+        // The token service (`POST /token` on every instance): the identity provider's token in,
+        // a session token out. The development key plays the provider; the signing key is made
+        // once in the shared state volume, or read from BULKHEAD_SESSION_KEY_FILE (production
+        // refuses to start without it).
+        "token_service": {
+            "signing_key_file": "${BULKHEAD_SESSION_KEY_FILE:-}",
+            "provider": {
+                "issuer": "${BULKHEAD_ISSUER:-bulkhead-dev}",
+                "audience": "${BULKHEAD_AUDIENCE:-bulkhead}",
+                "keys": [{
+                    "kid": "dev",
+                    "alg": "HS256",
+                    "secret": "${BULKHEAD_DEV_SECRET:?set BULKHEAD_DEV_SECRET (32 bytes or more) before starting the deployment}",
+                }],
+            },
+        },
         "http": { "allowed_hosts": hosts, "stateful": true },
         "state": {
             "dir": format!("${{BULKHEAD_STATE_DIR:-{STATE_DIR}}}"),
@@ -42,7 +58,10 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     let mut text = header("#", &[&d.source]);
     text.push_str(&format!(
         "# Runtime configuration of the `{}` instances, mounted read-only at /etc/bulkhead/config.yaml\n\
-         # by compose/{}.yaml. `allowed_hosts` lists the compose service names (the Host check).\n",
+         # by compose/{}.yaml. `allowed_hosts` lists the compose service names (the Host check).\n\
+         # `token_service`: identity provider tokens are exchanged at `POST /token` of any instance\n\
+         # for session tokens (the development key plays the provider; production sets\n\
+         # BULKHEAD_SESSION_KEY_FILE to an ES256 key, or the instances refuse to start).\n",
         d.name, d.name
     ));
     text.push_str(&to_yaml(&doc));
