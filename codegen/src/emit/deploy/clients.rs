@@ -101,13 +101,27 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     text.push_str(&to_yaml(&json!({ "mcp_servers": entries })));
     out.add(format!("clients/{}.yaml", d.name), text);
 
+    // With a device client configured, `bulkhead connect` signs the user in itself.
+    let signs_in = model
+        .config
+        .as_ref()
+        .and_then(|c| c.pointer("/token_service/login/device_client_id"))
+        .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()));
     for runner in [Runner::Compose, Runner::Up] {
-        desktop_files(d, &plans, runner, out);
+        desktop_files(d, &plans, runner, signs_in, out);
     }
 }
 
-/// The Claude Desktop, VS Code and Cursor files of `d` run by `runner`.
-fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut Output) {
+/// The Claude Desktop, VS Code and Cursor files of `d` run by `runner`. When `signs_in`, the
+/// entries carry no token: `bulkhead connect` signs the user in (device grant) and exchanges and
+/// refreshes per start.
+fn desktop_files(
+    d: &Deployment,
+    plans: &[ServerPlan],
+    runner: Runner,
+    signs_in: bool,
+    out: &mut Output,
+) {
     let how = match runner {
         Runner::Compose => format!(
             "For the compose deployment (docker compose -f generated/compose/{}.yaml up), its ports published on 127.0.0.1.",
@@ -118,13 +132,25 @@ fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut
             d.name
         ),
     };
+    let token = if signs_in {
+        "No token here: `bulkhead connect` signs you in at the identity provider (token_service.login.device_client_id), then exchanges for a session token and refreshes it."
+    } else {
+        "BULKHEAD_TOKEN is a session token (exchange the identity provider's at the deployment's POST /token; on the development defaults `bulkhead token` prints one), or leave it out and set token_service.login.device_client_id so `bulkhead connect` signs you in."
+    };
     let note = format!(
-        "{} {how}",
+        "{} {how} {token}",
         header("", &[&d.source]).replace('\n', " ").trim()
     );
     let mut claude = Map::new();
     let mut vscode = Map::new();
     let mut cursor = Map::new();
+    let env = |value: &str| {
+        if signs_in {
+            json!({})
+        } else {
+            json!({ "BULKHEAD_TOKEN": value })
+        }
+    };
     for p in plans {
         let name = p.server.name.clone();
         let args = connect_args(p, runner);
@@ -133,7 +159,7 @@ fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut
             json!({
                 "command": "bulkhead",
                 "args": args,
-                "env": { "BULKHEAD_TOKEN": "<token from `bulkhead token`>" },
+                "env": env("<token from `bulkhead token`>"),
             }),
         );
         vscode.insert(
@@ -142,7 +168,7 @@ fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut
                 "type": "stdio",
                 "command": "bulkhead",
                 "args": args,
-                "env": { "BULKHEAD_TOKEN": "${input:bulkhead_token}" },
+                "env": env("${input:bulkhead_token}"),
             }),
         );
         cursor.insert(
@@ -150,16 +176,20 @@ fn desktop_files(d: &Deployment, plans: &[ServerPlan], runner: Runner, out: &mut
             json!({
                 "command": "bulkhead",
                 "args": args,
-                "env": { "BULKHEAD_TOKEN": "${env:BULKHEAD_TOKEN}" },
+                "env": env("${env:BULKHEAD_TOKEN}"),
             }),
         );
     }
-    let inputs = json!([{
-        "type": "promptString",
-        "id": "bulkhead_token",
-        "description": "Bulkhead bearer token (`bulkhead token`)",
-        "password": true,
-    }]);
+    let inputs = if signs_in {
+        json!([])
+    } else {
+        json!([{
+            "type": "promptString",
+            "id": "bulkhead_token",
+            "description": "Bulkhead session token (`bulkhead token`, or an exchanged one)",
+            "password": true,
+        }])
+    };
     let files = [
         (
             "claude_desktop",
