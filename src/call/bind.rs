@@ -17,34 +17,20 @@ use serde_json::Value;
 /// The claim prefix of a parameter bound to an upstream token of an audience.
 pub const EXCHANGE: &str = "exchange:";
 
-/// Sets `tool`'s bound parameters in `args` from the caller: `sub` is the verified user,
-/// `exchange:<audience>` an upstream token from `tokens`, every other claim is read from the
-/// token's claims (`claims`; none on stdio and in-process calls).
-pub async fn bind(
+/// Sets `tool`'s parameters bound to claims in `args` from the caller: `sub` is the verified
+/// user, every other claim is read from the token's claims (`claims`; none on stdio and
+/// in-process calls). Upstream tokens (`exchange:`) are left to [`bind_upstream`], which runs
+/// after a person approved the call: the question shown to them and its digest never hold one.
+pub fn bind(
     tool: &ToolDef,
     args: &mut JsonObject,
     id: &Identity,
     claims: Option<&crate::approval::TokenClaims>,
-    tokens: Option<&crate::sessions::TokenService>,
 ) -> Result<(), ToolError> {
     for b in tool.bound {
-        if let Some(audience) = b.claim.strip_prefix(EXCHANGE) {
-            let (Some(tokens), Some(claims)) = (tokens, claims) else {
-                return Err(ToolError::fatal(format!(
-                    "`{}` calls a service in your name, and this instance has no token service to ask for a token of `{audience}`",
-                    tool.name
-                )));
-            };
-            let got = tokens
-                .upstream_token(id.user(), &claims.0, audience)
-                .await
-                .map_err(|e| {
-                    ToolError::fatal(format!(
-                        "`{}` cannot get a token for `{audience}` in your name: {e}",
-                        tool.name
-                    ))
-                })?;
-            args.insert(b.param.to_owned(), Value::String(got.token));
+        if b.claim.starts_with(EXCHANGE) {
+            // Never the model's either: a value it slipped in is gone until the token is set.
+            args.remove(b.param);
             continue;
         }
         let value = match b.claim {
@@ -62,6 +48,40 @@ pub async fn bind(
             )));
         };
         args.insert(b.param.to_owned(), Value::String(value));
+    }
+    Ok(())
+}
+
+/// Sets `tool`'s parameters bound to `exchange:<audience>`: a token of that audience in the
+/// caller's name, from the token service (`tokens`) and the provider's token the session token
+/// carries (`claims`).
+pub async fn bind_upstream(
+    tool: &ToolDef,
+    args: &mut JsonObject,
+    id: &Identity,
+    claims: Option<&crate::approval::TokenClaims>,
+    tokens: Option<&crate::sessions::TokenService>,
+) -> Result<(), ToolError> {
+    for b in tool.bound {
+        let Some(audience) = b.claim.strip_prefix(EXCHANGE) else {
+            continue;
+        };
+        let (Some(tokens), Some(claims)) = (tokens, claims) else {
+            return Err(ToolError::fatal(format!(
+                "`{}` calls a service in your name, and this instance has no token service to ask for a token of `{audience}`",
+                tool.name
+            )));
+        };
+        let got = tokens
+            .upstream_token(id.user(), &claims.0, audience)
+            .await
+            .map_err(|e| {
+                ToolError::fatal(format!(
+                    "`{}` cannot get a token for `{audience}` in your name: {e}",
+                    tool.name
+                ))
+            })?;
+        args.insert(b.param.to_owned(), Value::String(got.token));
     }
     Ok(())
 }
@@ -113,11 +133,10 @@ mod tests {
         ));
         let mut args = JsonObject::new();
         args.insert("owner".into(), "ben".into());
-        futures::executor::block_on(bind(&TOOL, &mut args, &id, Some(&claims), None)).unwrap();
+        bind(&TOOL, &mut args, &id, Some(&claims)).unwrap();
         assert_eq!(args["owner"], "ana");
         assert_eq!(args["email"], "ana@example.test");
-        let err = futures::executor::block_on(bind(&TOOL, &mut JsonObject::new(), &id, None, None))
-            .unwrap_err();
+        let err = bind(&TOOL, &mut JsonObject::new(), &id, None).unwrap_err();
         assert!(err.to_string().contains("`email` claim"), "{err}");
     }
 }

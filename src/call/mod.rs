@@ -231,15 +231,7 @@ impl Runtime {
             return self.refuse(audit, pass, tool, refused).await;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
-            Some(Ok(mut a)) => match bind::bind(
-                tool,
-                &mut a,
-                id,
-                ask.claims.as_ref(),
-                self.tokens.get().map(Arc::as_ref),
-            )
-            .await
-            {
+            Some(Ok(mut a)) => match bind::bind(tool, &mut a, id, ask.claims.as_ref()) {
                 Ok(()) => {
                     audit.bound(tool, &a);
                     a
@@ -315,6 +307,24 @@ impl Runtime {
             if let Err(refused) = self.admit(tool, before) {
                 return self.refuse(audit, pass, tool, refused).await;
             }
+        }
+        // Step 1c: upstream tokens in the caller's name, only now (never in a question to a
+        // person, nor in its digest).
+        let mut args = args;
+        if tool
+            .bound
+            .iter()
+            .any(|b| b.claim.starts_with(bind::EXCHANGE))
+        {
+            let tokens = self.tokens.get().map(Arc::as_ref);
+            if let Err(e) =
+                bind::bind_upstream(tool, &mut args, id, ask.claims.as_ref(), tokens).await
+            {
+                audit.failed(&e);
+                self.state.leave(pass).await;
+                return CallOutcome::error(e, before);
+            }
+            audit.bound(tool, &args);
         }
         // Step 2: an escalating call takes the pass exclusively, decides again on the level read
         // under it (re-admission), writes its intent, escalates, and keeps the pass shared.

@@ -19,11 +19,27 @@ pub struct DeviceLogin {
     pub scope: String,
 }
 
+/// No redirects: a token request must not be re-sent (307/308) wherever an answer points.
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("an HTTP client builds")
+}
+
+/// The token endpoint only where the provider's token may go: the instance's own origin, or
+/// `https` (an authorization server the instance names, reached with TLS). Anything else could
+/// be an answer made up to collect the user's provider token.
+fn trusted_endpoint(instance: &reqwest::Url, endpoint: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(endpoint).map_err(|e| format!("`{endpoint}`: {e}"))?;
+    if url.origin() == instance.origin() || url.scheme() == "https" {
+        Ok(endpoint.to_owned())
+    } else {
+        Err(format!(
+            "the token endpoint `{endpoint}` is neither on the instance's origin nor https; refusing to send it your sign-in"
+        ))
+    }
 }
 
 async fn json(resp: reqwest::Response) -> Result<(u16, Value), String> {
@@ -131,9 +147,9 @@ pub async fn token_endpoint(instance_url: &str) -> Result<String, String> {
         && let Ok((200, meta)) = json(r).await
         && let Some(endpoint) = meta["token_endpoint"].as_str()
     {
-        return Ok(endpoint.to_owned());
+        return trusted_endpoint(&url, endpoint);
     }
-    Ok(format!("{}/token", base.trim_end_matches('/')))
+    trusted_endpoint(&url, &format!("{}/token", base.trim_end_matches('/')))
 }
 
 /// Exchanges the provider's `subject` token for a session token of a fresh session.

@@ -67,6 +67,7 @@ impl Renewing {
             token_endpoint: token_endpoint.to_owned(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client builds"),
         });

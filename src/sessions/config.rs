@@ -90,6 +90,12 @@ pub struct LoginConfig {
     /// authorization and token requests; unset: none is sent (the provider's default audience).
     #[serde(default)]
     pub resource: Option<String>,
+    /// `https` origins (`https://host[:port]`) whose redirect URIs a client may register, beside
+    /// loopback (`http://127.0.0.1`, `localhost`, `[::1]`, any port: the native and desktop
+    /// clients MCP has). Empty by default: a web origin is trusted only when listed, since a
+    /// registered redirect URI receives the codes of whoever follows a sign-in link.
+    #[serde(default)]
+    pub redirect_origins: Vec<String>,
     /// Seconds a sign-in may take, from the client's request to the provider's answer.
     #[serde(default = "default_login_secs")]
     pub timeout_secs: u64,

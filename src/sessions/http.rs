@@ -101,15 +101,19 @@ pub fn routes(service: Arc<TokenService>, urls: &Urls) -> Router {
 
 type Query = axum::extract::Query<std::collections::BTreeMap<String, String>>;
 
-/// A 302 to `url`, or a 400 page saying why there is nowhere to send the user.
-fn step(answer: Result<String, String>) -> Response {
+/// A 302 to `url` (setting the cookie, when there is one), or a 400 page saying why there is
+/// nowhere to send the user.
+fn step(answer: Result<(String, Option<String>), String>) -> Response {
     match answer {
-        Ok(url) => match HeaderValue::from_str(&url) {
+        Ok((url, cookie)) => match HeaderValue::from_str(&url) {
             Ok(location) => {
                 let mut resp = StatusCode::FOUND.into_response();
                 resp.headers_mut().insert(header::LOCATION, location);
                 resp.headers_mut()
                     .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                if let Some(cookie) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                    resp.headers_mut().insert(header::SET_COOKIE, cookie);
+                }
                 resp
             }
             Err(_) => (StatusCode::BAD_REQUEST, "bad redirect URI\n").into_response(),
@@ -122,8 +126,22 @@ async fn authorize(State(s): State<Arc<Served>>, axum::extract::Query(q): Query)
     step(s.service.authorize(&s.callback, &q).await)
 }
 
-async fn callback(State(s): State<Arc<Served>>, axum::extract::Query(q): Query) -> Response {
-    step(s.service.callback(&s.callback, &q).await)
+async fn callback(
+    State(s): State<Arc<Served>>,
+    headers: axum::http::HeaderMap,
+    axum::extract::Query(q): Query,
+) -> Response {
+    let cookies: Vec<&str> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    step(
+        s.service
+            .callback(&s.callback, &q, &cookies.join("; "))
+            .await
+            .map(|url| (url, None)),
+    )
 }
 
 async fn register(

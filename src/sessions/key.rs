@@ -85,7 +85,7 @@ impl SigningKey {
             encoding,
             decoding,
             jwk,
-            secret_digest: sha2::Sha256::digest(pem).into(),
+            secret_digest: scalar_digest(pem)?,
         })
     }
 
@@ -149,4 +149,14 @@ fn warn_if_readable_by_others(path: &Path) {
             "the session signing key is readable by group or others; chmod 600 it"
         );
     }
+}
+
+/// A digest of the private scalar: every encoding of one key (PEM line breaks, a re-export)
+/// gives every replica the same sealing key.
+fn scalar_digest(pem: &[u8]) -> Result<[u8; 32], String> {
+    use p256::pkcs8::DecodePrivateKey as _;
+    let text = std::str::from_utf8(pem).map_err(|_| "the key file is not PEM text".to_string())?;
+    let key = p256::SecretKey::from_pkcs8_pem(text)
+        .map_err(|e| format!("not a PKCS#8 P-256 private key: {e}"))?;
+    Ok(sha2::Sha256::digest(key.to_bytes()).into())
 }

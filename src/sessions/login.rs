@@ -53,6 +53,10 @@ struct SignIn {
     scope: Option<String>,
     /// The PKCE verifier of Bulkhead's own request to the provider.
     verifier: String,
+    /// The cookie that ties the sign-in to the browser that started it, and the S256 digest of
+    /// its value (the value itself is only in the browser).
+    cookie: String,
+    browser: String,
     exp: u64,
 }
 
@@ -94,6 +98,8 @@ struct ProviderClient {
 pub(crate) enum Step {
     /// 302 to this URL.
     Redirect(String),
+    /// 302 to this URL, setting this cookie (`name=value; attributes`).
+    RedirectSetting(String, String),
     /// 400 with this text.
     Refuse(String),
 }
@@ -146,6 +152,11 @@ impl Login {
             endpoints: tokio::sync::OnceCell::new(),
             client,
         })
+    }
+
+    /// The `https` origins clients may register redirect URIs under.
+    pub(crate) fn redirect_origins(&self) -> &[String] {
+        &self.config.redirect_origins
     }
 
     async fn endpoints(&self) -> Result<&Endpoints, String> {
@@ -246,6 +257,9 @@ impl Login {
             (None, _) => return Step::Refuse("`redirect_uri` is missing".into()),
         };
         let state = get("state").map(str::to_owned);
+        if state.as_ref().is_some_and(|s| s.len() > MAX_URI_BYTES) {
+            return Step::Refuse("`state` is longer than 512 bytes".into());
+        }
         let back = |error: &str, description: &str| {
             Step::Redirect(with_query(
                 &redirect_uri,
@@ -289,6 +303,11 @@ impl Login {
             }
         };
         let verifier = random(32);
+        // The browser that starts a sign-in must be the one that finishes it: otherwise a
+        // provider link made by someone else (their client, their redirect URI) would hand them
+        // the code of whoever signs in through it.
+        let nonce = random(32);
+        let cookie = format!("bulkhead_signin_{}", &s256(&nonce)[..12]);
         let sign_in = SignIn {
             client_id: client_id.to_owned(),
             redirect_uri: redirect_uri.clone(),
@@ -296,22 +315,36 @@ impl Login {
             challenge: challenge.to_owned(),
             scope: get("scope").map(str::to_owned),
             verifier: verifier.clone(),
+            cookie: cookie.clone(),
+            browser: s256(&nonce),
             exp: now().saturating_add(self.config.timeout_secs),
         };
         let sealed = sealer.seal(Kind::SignIn, &sign_in);
-        Step::Redirect(with_query(
-            &endpoints.authorization_endpoint,
-            &[
-                ("response_type", Some("code")),
-                ("client_id", Some(&provider_client.client_id)),
-                ("redirect_uri", Some(callback)),
-                ("scope", Some(&self.config.scope)),
-                ("state", Some(&sealed)),
-                ("code_challenge", Some(&s256(&verifier))),
-                ("code_challenge_method", Some("S256")),
-                ("resource", self.config.resource.as_deref()),
-            ],
-        ))
+        let secure = if callback.starts_with("https://") {
+            "; Secure"
+        } else {
+            ""
+        };
+        let set_cookie = format!(
+            "{cookie}={nonce}; Path=/oauth/callback; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+            self.config.timeout_secs
+        );
+        Step::RedirectSetting(
+            with_query(
+                &endpoints.authorization_endpoint,
+                &[
+                    ("response_type", Some("code")),
+                    ("client_id", Some(&provider_client.client_id)),
+                    ("redirect_uri", Some(callback)),
+                    ("scope", Some(&self.config.scope)),
+                    ("state", Some(&sealed)),
+                    ("code_challenge", Some(&s256(&verifier))),
+                    ("code_challenge_method", Some("S256")),
+                    ("resource", self.config.resource.as_deref()),
+                ],
+            ),
+            set_cookie,
+        )
     }
 
     /// `GET /oauth/callback`: the provider's answer. Returns the provider's access token and the
@@ -321,11 +354,23 @@ impl Login {
         sealer: &Sealer,
         callback: &str,
         query: &BTreeMap<String, String>,
+        cookies: &str,
     ) -> Result<(String, SignInFor), Step> {
         let get = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
         let sign_in = get("state")
             .and_then(|s| sealer.open::<SignIn>(Kind::SignIn, s))
             .ok_or_else(|| Step::Refuse("this sign-in is not one Bulkhead started".into()))?;
+        let held = cookies
+            .split(';')
+            .filter_map(|c| c.trim().split_once('='))
+            .find(|(name, _)| *name == sign_in.cookie)
+            .map(|(_, value)| value);
+        if held.map(s256).as_deref() != Some(sign_in.browser.as_str()) {
+            return Err(Step::Refuse(
+                "this sign-in was started in another browser; start it again from your client"
+                    .into(),
+            ));
+        }
         let back = |error: &str, description: &str| {
             Step::Redirect(with_query(
                 &sign_in.redirect_uri,
@@ -428,7 +473,11 @@ pub(crate) struct SignInFor {
 
 /// `POST /register` (RFC 7591): a public client with its redirect URIs, as a sealed id. Only
 /// `https` URIs and `http` on loopback are accepted (native apps, RFC 8252).
-pub(crate) fn register(sealer: &Sealer, body: &Value) -> Result<Value, OAuthError> {
+pub(crate) fn register(
+    sealer: &Sealer,
+    body: &Value,
+    origins: &[String],
+) -> Result<Value, OAuthError> {
     let bad = |d: String| OAuthError::new("invalid_client_metadata", d);
     let uris = body["redirect_uris"]
         .as_array()
@@ -442,7 +491,7 @@ pub(crate) fn register(sealer: &Sealer, body: &Value) -> Result<Value, OAuthErro
     let mut redirect_uris = Vec::new();
     for uri in uris {
         let uri = uri.as_str().unwrap_or_default();
-        redirect_check(uri).map_err(|d| OAuthError::new("invalid_redirect_uri", d))?;
+        redirect_check(uri, origins).map_err(|d| OAuthError::new("invalid_redirect_uri", d))?;
         redirect_uris.push(uri.to_owned());
     }
     match body["token_endpoint_auth_method"].as_str() {
@@ -481,7 +530,14 @@ pub(crate) fn register(sealer: &Sealer, body: &Value) -> Result<Value, OAuthErro
     Ok(out)
 }
 
-fn redirect_check(uri: &str) -> Result<(), String> {
+/// A redirect URI a client may register: `http` on loopback (any port, RFC 8252), or `https`
+/// under one of the configured `origins`.
+///
+/// Invariant: a code goes only to a redirect URI of its client, and a client registers only
+/// these. Nothing asks the user to consent to each client, so an open `https` registration would
+/// let anyone who gets a user to follow a sign-in link receive that user's code (a confused
+/// deputy); loopback URIs reach only the user's own machine.
+fn redirect_check(uri: &str, origins: &[String]) -> Result<(), String> {
     if uri.len() > MAX_URI_BYTES {
         return Err("a redirect URI is longer than 512 bytes".into());
     }
@@ -490,11 +546,12 @@ fn redirect_check(uri: &str) -> Result<(), String> {
         return Err(format!("`{uri}` has a fragment"));
     }
     let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    let origin = url.origin().ascii_serialization();
     match url.scheme() {
-        "https" => Ok(()),
         "http" if loopback => Ok(()),
+        "https" if origins.iter().any(|o| o.trim_end_matches('/') == origin) => Ok(()),
         _ => Err(format!(
-            "`{uri}`: redirect URIs must be https, or http on loopback"
+            "`{uri}`: redirect URIs must be http on loopback, or https under an origin listed in token_service.login.redirect_origins"
         )),
     }
 }

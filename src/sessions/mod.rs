@@ -46,6 +46,24 @@ pub const SUBJECT_TYPES: [&str; 3] = [
 ];
 /// The type of the token issued.
 pub const ISSUED_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// Claims a session token's own fields use; none is copied from the provider.
+const RESERVED_CLAIMS: [&str; 15] = [
+    "sub",
+    "session_id",
+    "iss",
+    "aud",
+    "exp",
+    "nbf",
+    "iat",
+    "jti",
+    "scope",
+    "scp",
+    "act",
+    "token_use",
+    "refresh_exp",
+    "idp",
+    "client_id",
+];
 /// Longest value accepted for a copied claim, in bytes.
 const MAX_COPIED_CLAIM: usize = 512;
 
@@ -196,6 +214,15 @@ impl TokenService {
         let Some(ts) = &config.token_service else {
             return Ok(None);
         };
+        // In production the instances accept session tokens, not the provider's: one issuer for
+        // both would let a provider token past the exchange (its claim filter, lifetime and fresh
+        // session). Development shares one on purpose (the development key plays both).
+        if config.environment == Environment::Production && config.auth.issuer == ts.provider.issuer
+        {
+            return Err(TokenServiceError::Login(
+                "auth.issuer equals token_service.provider.issuer: in production the instances must trust only the session tokens (set auth.issuer to this deployment's own issuer)".into(),
+            ));
+        }
         // An empty path (`${BULKHEAD_SESSION_KEY_FILE:-}` unset) counts as none.
         let file = ts
             .signing_key_file
@@ -222,6 +249,15 @@ impl TokenService {
         }
         if ts.provider.session_claim.is_some() {
             return Err(TokenServiceError::Unused("session_claim"));
+        }
+        if let Some(name) = ts
+            .claims
+            .iter()
+            .find(|c| RESERVED_CLAIMS.contains(&c.as_str()))
+        {
+            return Err(TokenServiceError::Login(format!(
+                "token_service.claims: `{name}` is a claim the token service writes itself"
+            )));
         }
         if ts.provider.scopes != Default::default() {
             return Err(TokenServiceError::Unused("scopes"));
@@ -459,13 +495,13 @@ impl TokenService {
 
     /// `POST /register`: a public client, its id sealed.
     pub fn register(&self, body: &Value) -> Result<Value, OAuthError> {
-        if self.login.is_none() {
+        let Some(login) = &self.login else {
             return Err(OAuthError::new(
                 "invalid_request",
                 "sign-in is not configured",
             ));
-        }
-        login::register(&self.sealer, body)
+        };
+        login::register(&self.sealer, body, login.redirect_origins())
     }
 
     /// `GET /authorize`: a 302 to the provider (or to the client with an error), or a refusal.
@@ -473,12 +509,13 @@ impl TokenService {
         &self,
         callback: &str,
         query: &std::collections::BTreeMap<String, String>,
-    ) -> Result<String, String> {
+    ) -> Result<(String, Option<String>), String> {
         let Some(login) = &self.login else {
             return Err("sign-in is not configured".into());
         };
         match login.authorize(&self.sealer, callback, query).await {
-            login::Step::Redirect(url) => Ok(url),
+            login::Step::Redirect(url) => Ok((url, None)),
+            login::Step::RedirectSetting(url, cookie) => Ok((url, Some(cookie))),
             login::Step::Refuse(why) => Err(why),
         }
     }
@@ -489,13 +526,16 @@ impl TokenService {
         &self,
         callback: &str,
         query: &std::collections::BTreeMap<String, String>,
+        cookies: &str,
     ) -> Result<String, String> {
         let Some(login) = &self.login else {
             return Err("sign-in is not configured".into());
         };
-        let (token, sign_in) = match login.callback(&self.sealer, callback, query).await {
+        let (token, sign_in) = match login.callback(&self.sealer, callback, query, cookies).await {
             Ok(done) => done,
-            Err(login::Step::Redirect(url)) => return Ok(url),
+            Err(login::Step::Redirect(url) | login::Step::RedirectSetting(url, _)) => {
+                return Ok(url);
+            }
             Err(login::Step::Refuse(why)) => return Err(why),
         };
         let back = |error: &str, description: &str| {
@@ -569,7 +609,10 @@ impl TokenService {
             session_id: grant.session_id,
             iss: self.issuer.clone(),
             aud: self.audience.clone(),
-            exp: now.saturating_add(self.ttl),
+            // Never past the refresh token's fixed expiry: a refresh cannot extend a session.
+            exp: now
+                .saturating_add(self.ttl)
+                .min(grant.refresh_exp.max(now + 1)),
             nbf: now,
             iat: now,
             jti: random_id(),
@@ -585,6 +628,7 @@ impl TokenService {
                 .map_err(|e| OAuthError::new("server_error", format!("cannot sign: {e}")))
         };
         let access_token = sign(&payload)?;
+        let expires_in = payload.exp.saturating_sub(now);
         let refresh_token = if self.refresh_ttl > 0 && grant.refresh_exp > now {
             let refresh = Payload {
                 aud: refresh_audience(&self.audience),
@@ -608,7 +652,7 @@ impl TokenService {
             access_token,
             issued_token_type: ISSUED_TYPE.into(),
             token_type: "Bearer".into(),
-            expires_in: self.ttl,
+            expires_in,
             refresh_token,
             scope: payload.scope,
             session_id: payload.session_id,
@@ -616,12 +660,12 @@ impl TokenService {
     }
 
     /// The provider's `token`, sealed for the session token, when upstream exchanges are
-    /// configured and it is short enough to carry (at most 4 KiB).
+    /// configured and it is short enough to carry (at most 2 KiB).
     fn seal_idp(&self, token: &str) -> Option<String> {
         self.upstream.as_ref()?;
-        if token.len() > 4096 {
+        if token.len() > 2048 {
             tracing::warn!(
-                "the provider's token is longer than 4 KiB: upstream exchanges are off for this session"
+                "the provider's token is longer than 2 KiB: upstream exchanges are off for this session"
             );
             return None;
         }
@@ -655,6 +699,11 @@ impl TokenService {
     fn copy_claims(&self, subject: &Claims) -> Map<String, Value> {
         let mut out = Map::new();
         for name in &self.claims {
+            // An address the provider says it did not verify names nobody.
+            if name == "email" && subject.other.get("email_verified") == Some(&Value::Bool(false)) {
+                tracing::warn!("claim `email` not copied: the provider marks it unverified");
+                continue;
+            }
             match subject.other.get(name) {
                 Some(Value::String(s)) if s.len() <= MAX_COPIED_CLAIM => {
                     out.insert(name.clone(), Value::String(s.clone()));

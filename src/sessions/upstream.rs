@@ -96,7 +96,17 @@ impl Upstream {
         audience: &str,
     ) -> Result<UpstreamToken, String> {
         let now = jsonwebtoken::get_current_timestamp();
-        let key = (user.to_owned(), audience.to_owned());
+        // Keyed by the provider's token too: a session that started from another (narrower,
+        // expired, revoked) token never borrows this one's upstream token.
+        let subject_digest = {
+            use sha2::Digest as _;
+            let d = sha2::Sha256::digest(subject.as_bytes());
+            d.iter()
+                .take(16)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let key = (format!("{user}\0{subject_digest}"), audience.to_owned());
         if let Some(hit) = self.cache().get(&key)
             && hit.exp > now + 10
         {

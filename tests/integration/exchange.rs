@@ -395,6 +395,15 @@ async fn a_host_names_the_session_and_acts_for_the_user() {
     assert_eq!(p["session_id"], "conv-7");
     assert_eq!(p["act"], json!({"sub": "agent-host"}));
     assert_eq!(p["scope"], "mcp");
+    // An address the provider marks unverified is not copied (it would name somebody else).
+    let unverified = provider_token(json!({"email_verified": false}));
+    let (status, body) = exchange(&inst, &unverified, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        payload(body["access_token"].as_str().unwrap())
+            .get("email")
+            .is_none()
+    );
     // Naming a session reaches the user's own session only: the ratchet is keyed by (sub,
     // session), and `sub` is the subject token's.
     let other = provider_token(json!({"sub": "bob"}));

@@ -290,8 +290,11 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         }
     };
+    // Loopback (any port) or a listed https origin only: nothing asks the user to consent to
+    // each client, so an open https registration would receive codes of whoever follows a link.
     for bad in [
         "http://evil.test/cb",
+        "https://evil.test/cb",
         "ftp://127.0.0.1/cb",
         "http://127.0.0.1/cb#frag",
     ] {
@@ -382,6 +385,20 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
         .append_pair("state", &sealed)
         .append_pair("iss", "https://attacker.test");
     assert_eq!(status(mixed.to_string()).await, (400, None));
+    // A sign-in started elsewhere (here: the attacker's request above, whose provider link a
+    // victim is sent to) is refused at the callback: the browser that finishes a sign-in must be
+    // the one that started it.
+    let phished = tokio::process::Command::new("python3")
+        .arg(interop("oidc/browser.py"))
+        .args(["follow", &to_provider, "bob", CB])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&phished.stderr);
+    assert!(
+        !phished.status.success() && said.contains("started in another browser"),
+        "{said}"
+    );
     let back = follow(&authorize(&client_id, CB, Some(&challenge)), "bob", CB).await;
     let q = query(&back);
     assert_eq!(q["state"], "st-1");

@@ -416,6 +416,12 @@ fn operation(
             .label(format!("needs `{key}`")),
         );
     };
+    let carrier = if kind == ConnectorKind::Http {
+        role_param
+    } else {
+        None
+    };
+    params::check_exchange(l, &format!("{at}/params"), &declared, carrier, errors);
     // The parameter the connector consumes itself (settings.set_role, settings.bearer_param)
     // carries the caller's identity: the model must never give it, so it is bound to a claim.
     if let Some(own) = role_param

@@ -7,6 +7,33 @@ use crate::spec::{ParamSpec, ParamType};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Refuses a parameter bound to an upstream token (`from_claim: "exchange:…"`) unless it is
+/// `carrier`, the one parameter its connector sends only as `Authorization: Bearer`: anywhere
+/// else (SQL, a query string, a body, a handler, a jail, an upstream tool's arguments) the
+/// user's token would travel where no header rule keeps it.
+pub fn check_exchange<T>(
+    loaded: &Loaded<T>,
+    at: &str,
+    params: &[Param],
+    carrier: Option<&str>,
+    errors: &mut Vec<Diagnostic>,
+) {
+    for p in params {
+        if p.from_claim
+            .as_deref()
+            .is_some_and(|c| c.starts_with("exchange:"))
+            && Some(p.name.as_str()) != carrier
+        {
+            errors.push(
+                loaded
+                    .error_at_value(&format!("{at}/{}/from_claim", ptr(&p.name)), format!("`{}` would carry the user's upstream token somewhere other than an `Authorization` header", p.name))
+                    .label("only an http connector's `bearer_param`")
+                    .help("name it in the http connector's `settings.bearer_param`, or bind another claim"),
+            );
+        }
+    }
+}
+
 /// Checks a params map found at JSON pointer `at` and lowers it to model params.
 pub fn check<T>(
     loaded: &Loaded<T>,

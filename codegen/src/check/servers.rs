@@ -246,6 +246,7 @@ fn tool(
                 .as_ref()
                 .map(|p| params::check(l, &format!("{at}/params"), p, errors))
                 .unwrap_or_default();
+            params::check_exchange(l, &format!("{at}/params"), &params, None, errors);
             (Target::Handler, params, format!("tool:{name}"))
         }
         (Some(uses), None) => {
