@@ -12,6 +12,8 @@ use std::time::Duration;
 pub(super) struct SqliteBuckets {
     conn: Mutex<Connection>,
     visits: std::sync::atomic::AtomicU32,
+    /// The store timeout: the longest a visit waits, for the connection as for the file lock.
+    timeout: Duration,
 }
 
 impl SqliteBuckets {
@@ -22,7 +24,33 @@ impl SqliteBuckets {
         Ok(SqliteBuckets {
             conn: Mutex::new(conn),
             visits: std::sync::atomic::AtomicU32::new(0),
+            timeout,
         })
+    }
+
+    /// The process's connection, waited for at most the store timeout.
+    ///
+    /// Invariant: a visit answers within about twice the store timeout (this wait, then
+    /// SQLite's busy wait). A plain `lock()` let a call starve behind the background counter,
+    /// which takes the connection again and again while another process holds the file: the
+    /// call then never answered instead of being refused.
+    fn connection(&self) -> Result<std::sync::MutexGuard<'_, Connection>, String> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            match self.conn.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(format!(
+                            "the store did not answer within rate_limits.store_timeout_ms ({} ms)",
+                            self.timeout.as_millis()
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
     }
 
     /// One visit (see [`Visit`]); arrival times on this host's clock.
@@ -33,7 +61,7 @@ impl SqliteBuckets {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             % 1024
             == 1023;
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self.connection()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| e.to_string())?;
