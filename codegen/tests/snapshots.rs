@@ -321,18 +321,20 @@ fn desktop_entries_carry_no_token_when_connect_signs_in() {
     let dir = tests_dir().join("fixtures").join("deploy");
     let mut model = bulkhead_codegen::load(&dir, &tests_dir()).expect("fixture loads");
     let plain = bulkhead_codegen::generate(&model);
-    model.config = Some(serde_json::json!({
-        "token_service": {"login": {"device_client_id": "bulkhead-connect"}}
-    }));
-    let signing_in = bulkhead_codegen::generate(&model);
-    for client in ["claude_desktop", "vscode", "cursor"] {
-        let rel = PathBuf::from(format!("clients/prod.up.{client}.json"));
-        assert!(plain.files[&rel].contains("BULKHEAD_TOKEN"), "{client}");
-        let text = &signing_in.files[&rel];
-        assert!(
-            !text.contains("BULKHEAD_TOKEN") && !text.contains("bulkhead_token"),
-            "{text}"
-        );
-        assert!(text.contains("signs you in"), "{text}");
+    for key in ["device_client_id", "native_client_id"] {
+        model.config = Some(serde_json::json!({
+            "token_service": {"login": {key: "bulkhead-connect"}}
+        }));
+        let signing_in = bulkhead_codegen::generate(&model);
+        for client in ["claude_desktop", "vscode", "cursor"] {
+            let rel = PathBuf::from(format!("clients/prod.up.{client}.json"));
+            assert!(plain.files[&rel].contains("BULKHEAD_TOKEN"), "{client}");
+            let text = &signing_in.files[&rel];
+            assert!(
+                !text.contains("BULKHEAD_TOKEN") && !text.contains("bulkhead_token"),
+                "{key}: {text}"
+            );
+            assert!(text.contains("signs you in"), "{text}");
+        }
     }
 }

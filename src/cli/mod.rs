@@ -136,6 +136,10 @@ enum Command {
         /// The isolated (`none`) instance.
         #[arg(long)]
         url_isolated: Option<String>,
+        /// Sign in with the device grant even when a browser sign-in is configured (no browser
+        /// at hand).
+        #[arg(long)]
+        device: bool,
     },
     /// Pin an `mcp` connector's upstream (`lock`), or report its drift from the lock (`check`).
     Mcp {
@@ -287,6 +291,7 @@ pub fn main() -> ExitCode {
             url,
             url_proxied,
             url_isolated,
+            device,
         } => load_config(cli.config).and_then(|c| {
             connect::run(
                 &c,
@@ -295,6 +300,7 @@ pub fn main() -> ExitCode {
                     url,
                     url_proxied,
                     url_isolated,
+                    device,
                 },
             )
             .map(|()| ExitCode::SUCCESS)

@@ -1,6 +1,8 @@
-//! `bulkhead connect`'s sign-in: the device authorization grant (RFC 8628) at the identity
-//! provider, then an exchange at the deployment's token endpoint (RFC 8693) for a session token
-//! of a fresh session, refreshed there. Prompts go to stderr: stdout carries MCP.
+//! `bulkhead connect`'s sign-in at the identity provider: in a browser (the authorization code
+//! with PKCE, redirected to a loopback port, RFC 8252) or, with no browser at hand, the device
+//! authorization grant (RFC 8628); then an exchange at the deployment's token endpoint
+//! (RFC 8693) for a session token of a fresh session, refreshed there. Prompts go to stderr:
+//! stdout carries MCP.
 
 use std::time::{Duration, Instant};
 
@@ -201,4 +203,185 @@ async fn issued(resp: reqwest::Response) -> Result<Issued, String> {
         ));
     }
     serde_json::from_value(body).map_err(|e| format!("token endpoint: {e}"))
+}
+
+/// The browser sign-in's settings.
+#[derive(Clone, Debug)]
+pub struct BrowserLogin {
+    /// The provider's issuer.
+    pub issuer: String,
+    /// The provider's public native client (loopback redirect URIs allowed).
+    pub client_id: String,
+    /// Scopes asked.
+    pub scope: String,
+}
+
+/// Longest request the loopback listener reads, in bytes.
+const MAX_CALLBACK_BYTES: usize = 8192;
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn random(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    b64(&bytes)
+}
+
+/// Signs the user in with the authorization code and PKCE: prints the provider's URL (and asks
+/// the desktop to open it unless `BULKHEAD_NO_BROWSER` is set), waits at most 10 minutes for the
+/// redirect to a loopback port of this process, checks `state` and (RFC 9207) `iss`, and
+/// redeems the code; the provider's access token.
+pub async fn browser_login(login: &BrowserLogin) -> Result<String, String> {
+    use sha2::Digest as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let http = http();
+    let issuer = login.issuer.trim_end_matches('/');
+    let discovery = format!("{issuer}/.well-known/openid-configuration");
+    let (_, meta) = json(
+        http.get(&discovery)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?,
+    )
+    .await?;
+    let (Some(authorize), Some(token)) = (
+        meta["authorization_endpoint"].as_str(),
+        meta["token_endpoint"].as_str(),
+    ) else {
+        return Err(format!(
+            "{discovery} names no authorization or token endpoint"
+        ));
+    };
+    let iss_required = meta["authorization_response_iss_parameter_supported"] == true;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let verifier = random(32);
+    let challenge = b64(&sha2::Sha256::digest(verifier.as_bytes()));
+    let state = random(16);
+    let mut url = reqwest::Url::parse(authorize).map_err(|e| e.to_string())?;
+    url.query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", &login.client_id)
+        .append_pair("redirect_uri", &redirect)
+        .append_pair("scope", &login.scope)
+        .append_pair("state", &state)
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256");
+    eprintln!("bulkhead: to sign in, open {url}");
+    if std::env::var_os("BULKHEAD_NO_BROWSER").is_none() {
+        let _ = std::process::Command::new("xdg-open")
+            .arg(url.as_str())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    let code = loop {
+        let (mut conn, _) = tokio::time::timeout_at(deadline, listener.accept())
+            .await
+            .map_err(|_| "the sign-in was not completed in time".to_string())?
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_CALLBACK_BYTES {
+            match tokio::time::timeout(Duration::from_secs(10), conn.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => break,
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let target = line
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("GET "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or("");
+        let answer = |status: &str, text: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            )
+        };
+        let Some(query) = target.strip_prefix("/callback?") else {
+            let _ = conn
+                .write_all(answer("404 Not Found", "not here\n").as_bytes())
+                .await;
+            continue;
+        };
+        let q: std::collections::HashMap<String, String> =
+            reqwest::Url::parse(&format!("http://127.0.0.1/?{query}"))
+                .map(|u| u.query_pairs().into_owned().collect())
+                .unwrap_or_default();
+        // Someone else's redirect (another sign-in, a page that knows the port) is ignored.
+        if q.get("state") != Some(&state) {
+            let _ = conn
+                .write_all(answer("400 Bad Request", "not this sign-in\n").as_bytes())
+                .await;
+            continue;
+        }
+        match q.get("iss") {
+            Some(iss) if iss.trim_end_matches('/') != issuer => {
+                let _ = conn
+                    .write_all(answer("400 Bad Request", "another issuer answered\n").as_bytes())
+                    .await;
+                return Err("the answer names another issuer (RFC 9207)".into());
+            }
+            None if iss_required => {
+                let _ = conn
+                    .write_all(answer("400 Bad Request", "no issuer in the answer\n").as_bytes())
+                    .await;
+                return Err("the answer lacks `iss` (RFC 9207)".into());
+            }
+            _ => {}
+        }
+        if let Some(error) = q.get("error") {
+            let _ = conn
+                .write_all(answer("400 Bad Request", "sign-in refused\n").as_bytes())
+                .await;
+            return Err(format!("sign-in refused: {error}"));
+        }
+        let Some(code) = q.get("code").cloned() else {
+            let _ = conn
+                .write_all(answer("400 Bad Request", "no code\n").as_bytes())
+                .await;
+            continue;
+        };
+        let _ = conn
+            .write_all(
+                answer("200 OK", "Signed in to Bulkhead. You can close this tab.\n").as_bytes(),
+            )
+            .await;
+        break code;
+    };
+    let (status, got) = json(
+        http.post(token)
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("redirect_uri", &redirect),
+                ("client_id", &login.client_id),
+                ("code_verifier", &verifier),
+            ])
+            .send()
+            .await
+            .map_err(|e| e.to_string())?,
+    )
+    .await?;
+    match got["access_token"].as_str() {
+        Some(access) => {
+            eprintln!("bulkhead: signed in");
+            Ok(access.to_owned())
+        }
+        None => Err(format!(
+            "the provider refused the code ({status}): {}",
+            got["error"].as_str().unwrap_or("")
+        )),
+    }
 }

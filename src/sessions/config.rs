@@ -83,6 +83,11 @@ pub struct LoginConfig {
     /// (RFC 8628): with it, `connect` signs the user in instead of reading `BULKHEAD_TOKEN`.
     #[serde(default)]
     pub device_client_id: Option<String>,
+    /// The provider's public native client for `bulkhead connect`'s browser sign-in: the
+    /// authorization code with PKCE, redirected to a loopback port `connect` listens on
+    /// (RFC 8252). Preferred over the device grant unless `connect --device` is given.
+    #[serde(default)]
+    pub native_client_id: Option<String>,
     /// Scopes asked of the provider (space-separated).
     #[serde(default = "default_login_scope")]
     pub scope: String,

@@ -817,3 +817,107 @@ async fn a_service_is_called_with_the_users_own_exchanged_token() {
         "{rec}"
     );
 }
+
+/// `bulkhead connect` with a native client at the provider signs the user in in a browser: the
+/// authorization code with PKCE, redirected to a loopback port it listens on (RFC 8252). A
+/// redirect that is not this sign-in's (another `state`) is ignored; the real one is redeemed,
+/// exchanged for a session, and the bridge serves calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
+    use rmcp::ServiceExt as _;
+    use tokio::io::AsyncBufReadExt as _;
+    let provider = tokio::task::spawn_blocking(|| {
+        test_provider(json!([{
+            "client_id": "bulkhead-desktop", "token_endpoint_auth_method": "none",
+            "application_type": "native", "redirect_uris": ["http://127.0.0.1/callback"],
+            "grant_types": ["authorization_code"]
+        }]))
+    })
+    .await
+    .unwrap();
+    let bh = start_bulkhead(&provider, NetworkMode::Full, 600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth: {{ issuer: {base}, audience: bulkhead-test, keys: [] }}\n\
+             token_service:\n  login: {{ native_client_id: bulkhead-desktop, scope: openid email read }}\n\
+             \x20 provider: {{ issuer: \"{iss}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
+             mcp_servers:\n  template: {{ url: \"{url}\" }}\n\
+             state: {{ dir: {d}/state, workspaces: {d}/ws }}\n",
+            base = bh.base,
+            iss = provider.issuer,
+            url = bh.url,
+            d = dir.path().display()
+        ),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(&config)
+        .args(["connect", "template"])
+        .env_remove("BULKHEAD_TOKEN")
+        .env_remove("BULKHEAD_TOKEN_FILE")
+        .env("BULKHEAD_NO_BROWSER", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let prompt = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("to sign in, open ") {
+                return line;
+            }
+        }
+        panic!("bulkhead connect ended without a sign-in prompt");
+    })
+    .await
+    .expect("a prompt within 60 s");
+    let url = prompt.split("open ").nth(1).unwrap().trim().to_owned();
+    let redirect = query(&url)["redirect_uri"].clone();
+    assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
+    // Not this sign-in: ignored, the listener keeps waiting.
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{redirect}?code=stolen&state=forged"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // The user signs in; the browser lands on the loopback redirect.
+    let landed = follow(&url, "alice", &redirect).await;
+    let page = http.get(&landed).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("Signed in"));
+    let session_line = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            if line.contains("bulkhead: session ") {
+                return line;
+            }
+        }
+        panic!("bulkhead connect ended without a session");
+    })
+    .await
+    .expect("a session within 60 s");
+    assert!(
+        session_line.contains(&format!("{}/token", bh.base)),
+        "{session_line}"
+    );
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let c = ().serve(io).await.expect("bulkhead connect serves stdio");
+    let mut p = rmcp::model::CallToolRequestParams::new("write_file");
+    p.arguments = json!({"path": "/workspace/b.txt", "content": "browser"})
+        .as_object()
+        .cloned();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
+        .await
+        .expect("an answer within 60 s")
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let _ = c.cancel().await;
+}

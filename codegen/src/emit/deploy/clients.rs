@@ -101,12 +101,14 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
     text.push_str(&to_yaml(&json!({ "mcp_servers": entries })));
     out.add(format!("clients/{}.yaml", d.name), text);
 
-    // With a device client configured, `bulkhead connect` signs the user in itself.
-    let signs_in = model
-        .config
-        .as_ref()
-        .and_then(|c| c.pointer("/token_service/login/device_client_id"))
-        .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()));
+    // With a native or device client configured, `bulkhead connect` signs the user in itself.
+    let signs_in = ["native_client_id", "device_client_id"].iter().any(|key| {
+        model
+            .config
+            .as_ref()
+            .and_then(|c| c.pointer(&format!("/token_service/login/{key}")))
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+    });
     for runner in [Runner::Compose, Runner::Up] {
         desktop_files(d, &plans, runner, signs_in, out);
     }
@@ -133,9 +135,9 @@ fn desktop_files(
         ),
     };
     let token = if signs_in {
-        "No token here: `bulkhead connect` signs you in at the identity provider (token_service.login.device_client_id), then exchanges for a session token and refreshes it."
+        "No token here: `bulkhead connect` signs you in at the identity provider (in a browser, or with `--device` by a code), then exchanges for a session token and refreshes it."
     } else {
-        "BULKHEAD_TOKEN is a session token (exchange the identity provider's at the deployment's POST /token; on the development defaults `bulkhead token` prints one), or leave it out and set token_service.login.device_client_id so `bulkhead connect` signs you in."
+        "BULKHEAD_TOKEN is a session token (exchange the identity provider's at the deployment's POST /token; on the development defaults `bulkhead token` prints one), or leave it out and set token_service.login.native_client_id or device_client_id so `bulkhead connect` signs you in."
     };
     let note = format!(
         "{} {how} {token}",
