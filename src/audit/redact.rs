@@ -37,6 +37,15 @@ impl Redactor {
         Redactor { values }
     }
 
+    /// Also blanks `value` (a value bound to the caller's token, e.g. an upstream token).
+    pub fn also(&mut self, value: &str) {
+        if value.len() >= MIN_LEN && !self.values.iter().any(|v| v == value) {
+            self.values.push(value.to_owned());
+            self.values
+                .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        }
+    }
+
     /// `text` with every argument value replaced.
     pub fn apply(&self, text: &str) -> String {
         let mut out = text.to_string();

@@ -63,6 +63,8 @@ impl<'a> CallAudit<'a> {
             let Some(v) = args.get(b.param).and_then(|v| v.as_str()) else {
                 continue;
             };
+            // Kept out of every detail and log line, as the model's arguments are.
+            self.redact.also(v);
             // An upstream token is named by its audience and id, never written.
             let shown = match b.claim.strip_prefix(super::bind::EXCHANGE) {
                 Some(audience) => {

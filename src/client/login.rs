@@ -236,7 +236,6 @@ fn random(n: usize) -> String {
 /// redeems the code; the provider's access token.
 pub async fn browser_login(login: &BrowserLogin) -> Result<String, String> {
     use sha2::Digest as _;
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let http = http();
     let issuer = login.issuer.trim_end_matches('/');
     let discovery = format!("{issuer}/.well-known/openid-configuration");
@@ -282,84 +281,50 @@ pub async fn browser_login(login: &BrowserLogin) -> Result<String, String> {
             .stderr(std::process::Stdio::null())
             .spawn();
     }
+    // Each connection is read in its own task, at most 5 s and 8 KiB, at most 16 at once: a
+    // local process that connects and stalls cannot hold the port while the browser's redirect
+    // waits. Only a redirect carrying this sign-in's `state` counts; an `error` (which anyone who
+    // read the `state` could send) is reported and the wait goes on, up to 10 minutes in all.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Callback>(16);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(16));
+    let expected = Expected {
+        state: state.clone(),
+        issuer: issuer.to_owned(),
+        iss_required,
+    };
+    let acceptor = tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                continue;
+            };
+            let (tx, expected) = (tx.clone(), expected.clone());
+            tokio::spawn(async move {
+                let _slot = slot;
+                if let Ok(Some(cb)) =
+                    tokio::time::timeout(Duration::from_secs(5), answer_callback(conn, &expected))
+                        .await
+                {
+                    let _ = tx.send(cb).await;
+                }
+            });
+        }
+    });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
     let code = loop {
-        let (mut conn, _) = tokio::time::timeout_at(deadline, listener.accept())
-            .await
-            .map_err(|_| "the sign-in was not completed in time".to_string())?
-            .map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 1024];
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_CALLBACK_BYTES {
-            match tokio::time::timeout(Duration::from_secs(10), conn.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                _ => break,
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(Callback::Code(code))) => break code,
+            Ok(Some(Callback::Refused(why))) => {
+                eprintln!(
+                    "bulkhead: the sign-in answer was refused ({why}); still waiting (Ctrl-C to stop)"
+                );
+            }
+            Ok(None) | Err(_) => {
+                acceptor.abort();
+                return Err("the sign-in was not completed in time".into());
             }
         }
-        let line = String::from_utf8_lossy(&buf);
-        let target = line
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("GET "))
-            .and_then(|l| l.split(' ').next())
-            .unwrap_or("");
-        let answer = |status: &str, text: &str| {
-            format!(
-                "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-                text.len()
-            )
-        };
-        let Some(query) = target.strip_prefix("/callback?") else {
-            let _ = conn
-                .write_all(answer("404 Not Found", "not here\n").as_bytes())
-                .await;
-            continue;
-        };
-        let q: std::collections::HashMap<String, String> =
-            reqwest::Url::parse(&format!("http://127.0.0.1/?{query}"))
-                .map(|u| u.query_pairs().into_owned().collect())
-                .unwrap_or_default();
-        // Someone else's redirect (another sign-in, a page that knows the port) is ignored.
-        if q.get("state") != Some(&state) {
-            let _ = conn
-                .write_all(answer("400 Bad Request", "not this sign-in\n").as_bytes())
-                .await;
-            continue;
-        }
-        match q.get("iss") {
-            Some(iss) if iss.trim_end_matches('/') != issuer => {
-                let _ = conn
-                    .write_all(answer("400 Bad Request", "another issuer answered\n").as_bytes())
-                    .await;
-                return Err("the answer names another issuer (RFC 9207)".into());
-            }
-            None if iss_required => {
-                let _ = conn
-                    .write_all(answer("400 Bad Request", "no issuer in the answer\n").as_bytes())
-                    .await;
-                return Err("the answer lacks `iss` (RFC 9207)".into());
-            }
-            _ => {}
-        }
-        if let Some(error) = q.get("error") {
-            let _ = conn
-                .write_all(answer("400 Bad Request", "sign-in refused\n").as_bytes())
-                .await;
-            return Err(format!("sign-in refused: {error}"));
-        }
-        let Some(code) = q.get("code").cloned() else {
-            let _ = conn
-                .write_all(answer("400 Bad Request", "no code\n").as_bytes())
-                .await;
-            continue;
-        };
-        let _ = conn
-            .write_all(
-                answer("200 OK", "Signed in to Bulkhead. You can close this tab.\n").as_bytes(),
-            )
-            .await;
-        break code;
     };
+    acceptor.abort();
     let (status, got) = json(
         http.post(token)
             .form(&[
@@ -384,4 +349,98 @@ pub async fn browser_login(login: &BrowserLogin) -> Result<String, String> {
             got["error"].as_str().unwrap_or("")
         )),
     }
+}
+
+/// What the loopback listener expects of the redirect.
+#[derive(Clone)]
+struct Expected {
+    state: String,
+    issuer: String,
+    iss_required: bool,
+}
+
+/// A redirect of this sign-in.
+enum Callback {
+    /// The code to redeem.
+    Code(String),
+    /// An answer that cannot be used, and why (printable, at most 100 characters).
+    Refused(String),
+}
+
+/// Printable and short: text from the redirect reaches the terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || " _.:-".contains(*c))
+        .take(100)
+        .collect()
+}
+
+/// Reads one request on the loopback port (at most 8 KiB), answers it, and says what it
+/// carried when it is a redirect of this sign-in.
+async fn answer_callback(mut conn: tokio::net::TcpStream, expected: &Expected) -> Option<Callback> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_CALLBACK_BYTES {
+        match conn.read(&mut chunk).await {
+            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf);
+    let target = head
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or("");
+    let reply = |status: &str, text: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            text.len()
+        )
+    };
+    let (status, text, outcome) = match target.strip_prefix("/callback?") {
+        None => ("404 Not Found", "not here\n", None),
+        Some(query) => {
+            let q: std::collections::HashMap<String, String> =
+                reqwest::Url::parse(&format!("http://127.0.0.1/?{query}"))
+                    .map(|u| u.query_pairs().into_owned().collect())
+                    .unwrap_or_default();
+            let iss_ok = match q.get("iss") {
+                Some(iss) => iss.trim_end_matches('/') == expected.issuer,
+                None => !expected.iss_required,
+            };
+            if q.get("state") != Some(&expected.state) {
+                ("400 Bad Request", "not this sign-in\n", None)
+            } else if !iss_ok {
+                (
+                    "400 Bad Request",
+                    "the answer names another issuer\n",
+                    Some(Callback::Refused(
+                        "another issuer answered (RFC 9207)".into(),
+                    )),
+                )
+            } else if let Some(error) = q.get("error") {
+                (
+                    "400 Bad Request",
+                    "sign-in refused\n",
+                    Some(Callback::Refused(format!(
+                        "the provider said {}",
+                        printable(error)
+                    ))),
+                )
+            } else if let Some(code) = q.get("code") {
+                (
+                    "200 OK",
+                    "Signed in to Bulkhead. You can close this tab.\n",
+                    Some(Callback::Code(code.clone())),
+                )
+            } else {
+                ("400 Bad Request", "no code\n", None)
+            }
+        }
+    };
+    let _ = conn.write_all(reply(status, text).as_bytes()).await;
+    outcome
 }

@@ -84,7 +84,7 @@ impl Renewing {
 
     async fn run(&self, mut expires_in: u64, stop: tokio_util::sync::CancellationToken) {
         loop {
-            let wait = Duration::from_secs((expires_in * 3 / 4).max(1));
+            let wait = Duration::from_secs((expires_in.saturating_mul(3) / 4).max(1));
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
@@ -106,6 +106,14 @@ impl Renewing {
                     }
                     expires_in = issued.expires_in;
                     tracing::info!(expires_in, "session token refreshed");
+                }
+                // The refresh token itself is refused (expired, or from another key): retrying
+                // cannot help; the next start signs in again.
+                Err(e) if e.contains("invalid_grant") => {
+                    eprintln!(
+                        "bulkhead: the session can no longer be refreshed ({e}); restart `bulkhead connect` to sign in again"
+                    );
+                    return;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot refresh the session token; retrying");

@@ -217,7 +217,12 @@ impl Http {
             buf.extend_from_slice(&chunk);
         }
         if !status.is_success() {
-            return Err(status_error(status, &buf));
+            let secret = self
+                .bearer_param
+                .as_ref()
+                .and_then(|p| args.get(p))
+                .and_then(Value::as_str);
+            return Err(status_error(status, &buf, secret));
         }
         if is_json && let Ok(v) = serde_json::from_slice::<Value>(&buf) {
             return Ok(ToolOutput::Json(v));
@@ -334,8 +339,13 @@ fn scalar(v: &Value) -> String {
 }
 
 /// 4xx: the request was wrong (retryable); 5xx and anything else: the service is (fatal).
-fn status_error(status: StatusCode, body: &[u8]) -> ToolError {
-    let text = String::from_utf8_lossy(body);
+/// `secret` (the caller's bearer, when the connector sends one) is blanked out of the excerpt: a
+/// service that echoes the request must not hand the user's token to the model.
+fn status_error(status: StatusCode, body: &[u8], secret: Option<&str>) -> ToolError {
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    if let Some(secret) = secret.filter(|s| !s.is_empty()) {
+        text = text.replace(secret, "<token>");
+    }
     let excerpt: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let excerpt: String = excerpt.chars().take(200).collect();
     let msg = if excerpt.is_empty() {

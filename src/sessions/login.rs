@@ -60,7 +60,7 @@ struct SignIn {
     exp: u64,
 }
 
-/// An authorization code: who signed in, for which client, sealed.
+/// An authorization code: who signed in, for which client (the S256 digest of its id), sealed.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Code {
     pub id: String,
@@ -260,6 +260,10 @@ impl Login {
         if state.as_ref().is_some_and(|s| s.len() > MAX_URI_BYTES) {
             return Step::Refuse("`state` is longer than 512 bytes".into());
         }
+        let scope = get("scope");
+        if scope.is_some_and(|s| s.len() > MAX_URI_BYTES) {
+            return Step::Refuse("`scope` is longer than 512 bytes".into());
+        }
         let back = |error: &str, description: &str| {
             Step::Redirect(with_query(
                 &redirect_uri,
@@ -309,11 +313,13 @@ impl Login {
         let nonce = random(32);
         let cookie = format!("bulkhead_signin_{}", &s256(&nonce)[..12]);
         let sign_in = SignIn {
-            client_id: client_id.to_owned(),
+            // The digest, not the id: a sealed client id can be kilobytes long, and the sealed
+            // sign-in and code must stay within what `open` accepts.
+            client_id: s256(client_id),
             redirect_uri: redirect_uri.clone(),
             state: state.clone(),
             challenge: challenge.to_owned(),
-            scope: get("scope").map(str::to_owned),
+            scope: scope.map(str::to_owned),
             verifier: verifier.clone(),
             cookie: cookie.clone(),
             browser: s256(&nonce),
@@ -325,8 +331,12 @@ impl Login {
         } else {
             ""
         };
+        // Scoped to the callback's own path (a public URL may carry a prefix).
+        let path = reqwest::Url::parse(callback)
+            .map(|u| u.path().to_owned())
+            .unwrap_or_else(|_| "/oauth/callback".into());
         let set_cookie = format!(
-            "{cookie}={nonce}; Path=/oauth/callback; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+            "{cookie}={nonce}; Path={path}; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
             self.config.timeout_secs
         );
         Step::RedirectSetting(

@@ -410,6 +410,10 @@ impl TokenService {
                 "refresh_token refused: not a refresh token",
             ));
         }
+        // The fixed expiry holds without leeway: a refresh token is never honoured past it.
+        if jsonwebtoken::get_current_timestamp() >= p.refresh_exp.unwrap_or(p.exp) {
+            return Err(OAuthError::grant("refresh_token refused: token expired"));
+        }
         let scope = match req.get("scope") {
             None => p.scope.clone(),
             Some(asked) => {
@@ -449,7 +453,10 @@ impl TokenService {
         if login::now() > code.exp {
             return Err(OAuthError::grant("the code expired"));
         }
-        if req.get("client_id").is_some_and(|c| c != code.client_id) {
+        if req
+            .get("client_id")
+            .is_some_and(|c| login::s256(c) != code.client_id)
+        {
             return Err(OAuthError::grant("the code was issued to another client"));
         }
         if req
@@ -685,8 +692,9 @@ impl TokenService {
             .upstream
             .as_ref()
             .ok_or("this deployment exchanges no upstream tokens (token_service.upstream)")?;
-        let sealed = claims["idp"]
-            .as_str()
+        let sealed = claims
+            .get("idp")
+            .and_then(Value::as_str)
             .ok_or("the session token carries no provider token; sign in again")?;
         let subject: String = self
             .sealer

@@ -888,6 +888,11 @@ async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    // A local process that connects and says nothing does not hold the port.
+    let port = reqwest::Url::parse(&redirect).unwrap().port().unwrap();
+    let _stall = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
     // The user signs in; the browser lands on the loopback redirect.
     let landed = follow(&url, "alice", &redirect).await;
     let page = http.get(&landed).send().await.unwrap();
