@@ -38,6 +38,7 @@ pub mod ratelimit;
 pub mod ratelog;
 pub mod relay;
 pub mod resourcedef;
+pub mod seal;
 pub mod serve;
 pub mod server;
 pub mod serverdef;

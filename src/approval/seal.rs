@@ -2,11 +2,7 @@
 //! from a file, so a client can neither read nor change what Bulkhead asked, of whom, for what.
 //! Opening checks only the seal; what the state binds is checked in [`super::Approvals`].
 
-use base64::Engine as _;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::{Deserialize, Serialize};
-use sha2::Digest as _;
 
 /// Domain separation: a sealed approval state is never another Bulkhead ciphertext.
 const AAD: &[u8] = b"bulkhead approval state v1";
@@ -34,65 +30,35 @@ pub struct Asked {
 
 /// Seals and opens states with one key.
 pub struct Sealer {
-    aead: XChaCha20Poly1305,
+    key: crate::seal::SealKey,
 }
 
 impl Sealer {
     /// A sealer whose key is derived from `secret` (a key file's bytes, or the development
     /// signing secret), domain-separated from every other use of it.
     pub fn from_secret(secret: &[u8]) -> Sealer {
-        let mut h = sha2::Sha256::new();
-        h.update(b"bulkhead approval key v1\0");
-        h.update(secret);
-        let key = h.finalize();
         Sealer {
-            aead: XChaCha20Poly1305::new(&key),
+            key: crate::seal::SealKey::derive(b"bulkhead approval key v1\0", secret),
         }
     }
 
     /// `asked` as an opaque, URL-safe string.
     pub fn seal(&self, asked: &Asked) -> String {
-        let mut nonce = [0u8; 24];
-        getrandom::fill(&mut nonce).expect("the OS random source works");
         let plain = serde_json::to_vec(asked).expect("plain data serialises");
-        let sealed = self
-            .aead
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: &plain,
-                    aad: AAD,
-                },
-            )
-            .expect("encryption of a bounded message cannot fail");
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&sealed);
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out)
+        self.key.seal(AAD, &plain)
     }
 
     /// The state `text` sealed, or why not (never which byte: a forger learns nothing).
     pub fn open(&self, text: &str) -> Result<Asked, &'static str> {
-        if text.len() > MAX_STATE_BYTES {
-            return Err("the requestState is longer than any Bulkhead writes");
-        }
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(text)
-            .map_err(|_| "the requestState is not one Bulkhead wrote")?;
-        if raw.len() < 24 + 16 {
-            return Err("the requestState is not one Bulkhead wrote");
-        }
-        let (nonce, sealed) = raw.split_at(24);
-        let nonce: [u8; 24] = nonce.try_into().expect("split at 24");
+        use crate::seal::Unsealed;
         let plain = self
-            .aead
-            .decrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: sealed,
-                    aad: AAD,
-                },
-            )
-            .map_err(|_| "the requestState was changed or sealed with another key")?;
+            .key
+            .open(AAD, text, MAX_STATE_BYTES)
+            .map_err(|e| match e {
+                Unsealed::TooLong => "the requestState is longer than any Bulkhead writes",
+                Unsealed::Malformed => "the requestState is not one Bulkhead wrote",
+                Unsealed::Forged => "the requestState was changed or sealed with another key",
+            })?;
         serde_json::from_slice(&plain).map_err(|_| "the requestState is not one Bulkhead wrote")
     }
 }
@@ -100,6 +66,7 @@ impl Sealer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
 
     fn asked() -> Asked {
         Asked {

@@ -2,11 +2,13 @@
 //! token's claims, never from the model; `exchange:<audience>` binds a token of that audience
 //! in the user's name (the token service's upstream exchange).
 //!
-//! Invariant (enforced in [`bind`], the one place bound values enter a call): a bound parameter
-//! holds the claim of the caller's verified token and nothing else. The model cannot see it
-//! (the generated `inputSchema` leaves it out) nor set it (an argument of that name is refused
-//! by the schema before this runs, and `bind` overwrites whatever is there); a caller whose
-//! token lacks the claim is refused, never run with a guess.
+//! Invariant (enforced in this module, the one place bound values enter a call: [`bind`] for
+//! claims, before any approval; [`bind_upstream`] for upstream tokens, after it): a bound
+//! parameter holds the claim of the caller's verified token (or a token exchanged from it) and
+//! nothing else. The model cannot see it (the generated `inputSchema` leaves it out) nor set it
+//! (an argument of that name is refused by the schema before this runs, and `bind` overwrites or
+//! removes whatever is there); a caller whose token lacks the claim is refused, never run with a
+//! guess.
 
 use crate::errors::ToolError;
 use crate::identity::Identity;

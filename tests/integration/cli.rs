@@ -212,15 +212,35 @@ fn the_readme_first_call_works_as_pasted() {
         .any(|l| l.contains("url_isolated:"));
     assert!(ready, "up --unisolated did not come up");
     // Twice in a row, as a newcomer would: each `token` is a new conversation (a session's level
-    // only rises, and the first run's ends confidential).
-    for run in 0..2 {
+    // only rises, and the first run's ends confidential). The third run takes the README's next
+    // step: the development token exchanged at the full instance's `POST /token` for a session
+    // token, and the same script with that.
+    for run in 0..3 {
         let token = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
             .args(["--config", config, "token"])
             .output()
             .unwrap();
         assert!(token.status.success());
-        let token = String::from_utf8(token.stdout).unwrap();
+        let mut token = String::from_utf8(token.stdout).unwrap();
         let python = super::python_sdk::venv_python();
+        if run == 2 {
+            let exchange = "import json, sys, urllib.parse, urllib.request\n\
+                form = urllib.parse.urlencode({'grant_type': 'urn:ietf:params:oauth:grant-type:token-exchange', \
+                'subject_token_type': 'urn:ietf:params:oauth:token-type:access_token', 'subject_token': sys.argv[2]}).encode()\n\
+                print(json.load(urllib.request.urlopen(sys.argv[1], data=form, timeout=30))['access_token'])\n";
+            let out = Command::new(&python)
+                .args(["-c", exchange])
+                .arg(format!("http://127.0.0.1:{port}/token"))
+                .arg(token.trim())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "exchange: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            token = String::from_utf8(out.stdout).unwrap();
+        }
         let out = Command::new(python)
             .arg("first_call.py")
             .current_dir(dir.path())

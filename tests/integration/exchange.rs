@@ -184,14 +184,7 @@ async fn two_conversations_get_two_sessions_and_a_refresh_keeps_its_session_and_
     assert_eq!(level(&inst, renewed_token).await, "confidential");
 
     // A refresh token is no access token, and an access token no refresh token.
-    let resp = reqwest::Client::new()
-        .post(&inst.url)
-        .bearer_auth(refresh)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::harness::ping_with(&inst.url, refresh).await;
     assert_eq!(resp.status(), 401);
     let (status, body) = post_token(
         &inst,
@@ -208,14 +201,7 @@ async fn two_conversations_get_two_sessions_and_a_refresh_keeps_its_session_and_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_token_used_directly_gets_401_that_leads_to_the_exchange() {
     let inst = deployment(NetworkMode::Full).await;
-    let resp = reqwest::Client::new()
-        .post(&inst.url)
-        .bearer_auth(provider_token(json!({})))
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::harness::ping_with(&inst.url, &provider_token(json!({}))).await;
     assert_eq!(resp.status(), 401);
     let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
     assert!(
@@ -423,14 +409,7 @@ async fn a_session_token_of_one_deployment_is_refused_by_another() {
         .as_str()
         .unwrap()
         .to_string();
-    let resp = reqwest::Client::new()
-        .post(&b.url)
-        .bearer_auth(&token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::harness::ping_with(&b.url, &token).await;
     assert_eq!(resp.status(), 401, "same issuer and audience, another key");
 }
 

@@ -51,14 +51,26 @@ pub async fn start_with(
     dir: Arc<tempfile::TempDir>,
     mode: NetworkMode,
 ) -> Instance {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    start_on(listener, config, dir, mode).await
+}
+
+/// [`start_with`] on a listener bound already (a configuration that names the instance's own
+/// URL, such as its issuer, is written after binding). The token service is served when the
+/// configuration has one.
+pub async fn start_on(
+    listener: tokio::net::TcpListener,
+    config: Config,
+    dir: Arc<tempfile::TempDir>,
+    mode: NetworkMode,
+) -> Instance {
     let rt = Arc::new(
         bulkhead::serve::runtime(&config, "template", mode)
             .await
             .expect("runtime"),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let base = format!("http://{addr}");
     let stop = CancellationToken::new();
@@ -86,6 +98,18 @@ pub async fn start_with(
         _dir: dir,
         stop,
     }
+}
+
+/// A JSON-RPC `ping` to `url` with `token` as the bearer: what the auth layer answers.
+pub async fn ping_with(url: &str, token: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .expect("the instance answers")
 }
 
 /// A token for `user`/`session` with the test key and audience.

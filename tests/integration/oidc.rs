@@ -5,7 +5,6 @@
 
 use crate::harness::target_dir;
 use crate::python_sdk::venv_python;
-use bulkhead::auth::Verifier;
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
 use serde_json::{Value, json};
@@ -13,7 +12,6 @@ use std::io::BufRead as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 /// A running `provider.mjs`; killed on drop (and it exits when its stdin closes).
 pub struct Provider {
@@ -111,21 +109,12 @@ pub fn test_provider(clients: Value) -> Provider {
 
 /// A Bulkhead instance of `template` whose token service signs users in at `provider`
 /// (registering itself there) and exchanges its tokens; its issuer is its own URL.
-pub struct Bulkhead {
-    pub base: String,
-    pub url: String,
-    _dir: tempfile::TempDir,
-    stop: CancellationToken,
-}
-
-impl Drop for Bulkhead {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-pub async fn start_bulkhead(provider: &Provider, mode: NetworkMode, ttl_secs: u64) -> Bulkhead {
-    let dir = tempfile::tempdir().unwrap();
+pub async fn start_bulkhead(
+    provider: &Provider,
+    mode: NetworkMode,
+    ttl_secs: u64,
+) -> crate::harness::Instance {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let d = dir.path().display();
@@ -139,33 +128,7 @@ pub async fn start_bulkhead(provider: &Provider, mode: NetworkMode, ttl_secs: u6
         provider.issuer
     );
     let config = Config::parse(&text, "test", &|_| None).expect("test config");
-    let rt = Arc::new(
-        bulkhead::serve::runtime(&config, "template", mode)
-            .await
-            .expect("runtime"),
-    );
-    let tokens = bulkhead::sessions::TokenService::from_config(&config)
-        .expect("token service")
-        .map(Arc::new);
-    let key = tokens.as_ref().unwrap().key().public_jwk().clone();
-    let verifier = Verifier::with_session_key(&config.auth, &key).expect("verifier");
-    let stop = CancellationToken::new();
-    let app = bulkhead::serve::http::router_with_tokens(
-        rt,
-        verifier,
-        &config.auth.issuer,
-        &config.http,
-        &base,
-        stop.clone(),
-        tokens,
-    );
-    tokio::spawn(bulkhead::serve::http::serve(listener, app, stop.clone()));
-    Bulkhead {
-        url: format!("{base}/mcp"),
-        base,
-        _dir: dir,
-        stop,
-    }
+    crate::harness::start_on(listener, config, dir, mode).await
 }
 
 fn interop(script: &str) -> PathBuf {
@@ -493,14 +456,7 @@ async fn a_provider_access_token_is_refused_directly_and_accepted_exchanged() {
         .as_str()
         .expect("a provider token")
         .to_owned();
-    let resp = http
-        .post(&bh.url)
-        .bearer_auth(&provider_token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
+    let resp = crate::harness::ping_with(&bh.url, &provider_token).await;
     assert_eq!(resp.status(), 401);
     let challenge = resp.headers()["www-authenticate"]
         .to_str()
@@ -537,13 +493,112 @@ async fn a_provider_access_token_is_refused_directly_and_accepted_exchanged() {
     let _ = c.cancel().await;
 }
 
+/// `bulkhead connect template` reaching `bh`, without `BULKHEAD_TOKEN`, signing in at
+/// `provider` as `login` (the `token_service.login` section) says; stderr read line by line.
+struct Connect {
+    child: tokio::process::Child,
+    stderr: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Connect {
+    fn start(provider: &Provider, bh: &crate::harness::Instance, login: &str) -> Connect {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "auth: {{ issuer: {base}, audience: bulkhead-test, keys: [] }}\n\
+                 token_service:\n  login: {login}\n\
+                 \x20 provider: {{ issuer: \"{iss}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
+                 mcp_servers:\n  template: {{ url: \"{url}\" }}\n\
+                 state: {{ dir: {d}/state, workspaces: {d}/ws }}\n",
+                base = bh.base,
+                iss = provider.issuer,
+                url = bh.url,
+                d = dir.path().display()
+            ),
+        )
+        .unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&config)
+            .args(["connect", "template"])
+            .env_remove("BULKHEAD_TOKEN")
+            .env_remove("BULKHEAD_TOKEN_FILE")
+            .env("BULKHEAD_NO_BROWSER", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        use tokio::io::AsyncBufReadExt as _;
+        let stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        Connect {
+            child,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    /// The next stderr line holding `needle`, waited for at most 60 s.
+    async fn line_with(&mut self, needle: &str) -> String {
+        let stderr = &mut self.stderr;
+        tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            while let Some(line) = stderr.next_line().await.unwrap() {
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+            panic!("bulkhead connect ended before saying {needle:?}");
+        })
+        .await
+        .unwrap_or_else(|_| panic!("bulkhead connect did not say {needle:?} within 60 s"))
+    }
+
+    /// Once the session is exchanged at `bh`'s token endpoint, the MCP client of the bridge.
+    async fn bridge(
+        mut self,
+        bh: &crate::harness::Instance,
+    ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        use rmcp::ServiceExt as _;
+        let session = self.line_with("bulkhead: session ").await;
+        assert!(session.contains(&format!("{}/token", bh.base)), "{session}");
+        let Connect {
+            mut child,
+            mut stderr,
+            _dir: dir,
+        } = self;
+        tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+        let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let c = ().serve(io).await.expect("bulkhead connect serves stdio");
+        // The process ends when its stdin closes (the client's cancel), or is killed with the
+        // test's runtime; its folder goes with it.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            drop(dir);
+        });
+        c
+    }
+}
+
+/// A `write_file` call through the bridge that succeeds within 60 s.
+async fn write(c: &rmcp::service::RunningService<rmcp::RoleClient, ()>, path: &str) {
+    let mut p = rmcp::model::CallToolRequestParams::new("write_file");
+    p.arguments = json!({"path": path, "content": "x"}).as_object().cloned();
+    let r = tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
+        .await
+        .expect("an answer within 60 s")
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+}
+
 /// `bulkhead connect` without `BULKHEAD_TOKEN` signs the user in at the provider (the device
 /// grant, completed here by the scripted user), exchanges for a session token of a fresh session
 /// and bridges it; the token is refreshed while the bridge runs and calls keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session() {
-    use rmcp::ServiceExt as _;
-    use tokio::io::AsyncBufReadExt as _;
     let provider = tokio::task::spawn_blocking(|| {
         test_provider(json!([{
             "client_id": "bulkhead-connect", "token_endpoint_auth_method": "none",
@@ -553,47 +608,13 @@ async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session()
     .await
     .unwrap();
     let bh = start_bulkhead(&provider, NetworkMode::Full, 4).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "auth: {{ issuer: {base}, audience: bulkhead-test, keys: [] }}\n\
-             token_service:\n  login: {{ device_client_id: bulkhead-connect, scope: openid email read }}\n\
-             \x20 provider: {{ issuer: \"{iss}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
-             mcp_servers:\n  template: {{ url: \"{url}\" }}\n\
-             state: {{ dir: {d}/state, workspaces: {d}/ws }}\n",
-            base = bh.base,
-            iss = provider.issuer,
-            url = bh.url,
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .arg("--config")
-        .arg(&config)
-        .args(["connect", "template"])
-        .env_remove("BULKHEAD_TOKEN")
-        .env_remove("BULKHEAD_TOKEN_FILE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut connect = Connect::start(
+        &provider,
+        &bh,
+        "{ device_client_id: bulkhead-connect, scope: openid email read }",
+    );
     // The prompt: "open URI and enter the code CODE".
-    let prompt = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if line.contains("enter the code") {
-                return line;
-            }
-        }
-        panic!("bulkhead connect ended without a sign-in prompt");
-    })
-    .await
-    .expect("a prompt within 60 s");
+    let prompt = connect.line_with("enter the code").await;
     let words: Vec<&str> = prompt.split_whitespace().collect();
     let uri = words[words.iter().position(|w| *w == "open").unwrap() + 1].to_owned();
     let code = words.last().unwrap().to_string();
@@ -608,40 +629,12 @@ async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let session_line = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if line.contains("bulkhead: session ") {
-                return line;
-            }
-        }
-        panic!("bulkhead connect ended without a session");
-    })
-    .await
-    .expect("signed in within 60 s (the provider's polling interval is 5 s)");
-    assert!(
-        session_line.contains(&format!("{}/token", bh.base)),
-        "{session_line}"
-    );
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    let c = ().serve(io).await.expect("bulkhead connect serves stdio");
-    let call = |args: Value| {
-        let c = &c;
-        async move {
-            let mut p = rmcp::model::CallToolRequestParams::new("write_file");
-            p.arguments = args.as_object().cloned();
-            tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
-                .await
-                .expect("an answer within 60 s")
-                .unwrap()
-        }
-    };
-    let r = call(json!({"path": "/workspace/a.txt", "content": "one"})).await;
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    // Signed in within 60 s (the provider's polling interval is 5 s).
+    let c = connect.bridge(&bh).await;
+    write(&c, "/workspace/a.txt").await;
     // Past the first token's expiry (4 s, no leeway): only a refreshed token is accepted now.
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-    let r = call(json!({"path": "/workspace/b.txt", "content": "two"})).await;
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    write(&c, "/workspace/b.txt").await;
     let _ = c.cancel().await;
 }
 
@@ -824,8 +817,6 @@ async fn a_service_is_called_with_the_users_own_exchanged_token() {
 /// exchanged for a session, and the bridge serves calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
-    use rmcp::ServiceExt as _;
-    use tokio::io::AsyncBufReadExt as _;
     let provider = tokio::task::spawn_blocking(|| {
         test_provider(json!([{
             "client_id": "bulkhead-desktop", "token_endpoint_auth_method": "none",
@@ -836,47 +827,12 @@ async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
     .await
     .unwrap();
     let bh = start_bulkhead(&provider, NetworkMode::Full, 600).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "auth: {{ issuer: {base}, audience: bulkhead-test, keys: [] }}\n\
-             token_service:\n  login: {{ native_client_id: bulkhead-desktop, scope: openid email read }}\n\
-             \x20 provider: {{ issuer: \"{iss}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
-             mcp_servers:\n  template: {{ url: \"{url}\" }}\n\
-             state: {{ dir: {d}/state, workspaces: {d}/ws }}\n",
-            base = bh.base,
-            iss = provider.issuer,
-            url = bh.url,
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .arg("--config")
-        .arg(&config)
-        .args(["connect", "template"])
-        .env_remove("BULKHEAD_TOKEN")
-        .env_remove("BULKHEAD_TOKEN_FILE")
-        .env("BULKHEAD_NO_BROWSER", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let prompt = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if line.contains("to sign in, open ") {
-                return line;
-            }
-        }
-        panic!("bulkhead connect ended without a sign-in prompt");
-    })
-    .await
-    .expect("a prompt within 60 s");
+    let mut connect = Connect::start(
+        &provider,
+        &bh,
+        "{ native_client_id: bulkhead-desktop, scope: openid email read }",
+    );
+    let prompt = connect.line_with("to sign in, open ").await;
     let url = prompt.split("open ").nth(1).unwrap().trim().to_owned();
     let redirect = query(&url)["redirect_uri"].clone();
     assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
@@ -898,31 +854,7 @@ async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
     let page = http.get(&landed).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("Signed in"));
-    let session_line = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = stderr.next_line().await.unwrap() {
-            if line.contains("bulkhead: session ") {
-                return line;
-            }
-        }
-        panic!("bulkhead connect ended without a session");
-    })
-    .await
-    .expect("a session within 60 s");
-    assert!(
-        session_line.contains(&format!("{}/token", bh.base)),
-        "{session_line}"
-    );
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
-    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
-    let c = ().serve(io).await.expect("bulkhead connect serves stdio");
-    let mut p = rmcp::model::CallToolRequestParams::new("write_file");
-    p.arguments = json!({"path": "/workspace/b.txt", "content": "browser"})
-        .as_object()
-        .cloned();
-    let r = tokio::time::timeout(std::time::Duration::from_secs(60), c.call_tool(p))
-        .await
-        .expect("an answer within 60 s")
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let c = connect.bridge(&bh).await;
+    write(&c, "/workspace/b.txt").await;
     let _ = c.cancel().await;
 }
