@@ -1,6 +1,7 @@
 //! The session protocol of `src/state` and the call wrapper (`src/call`), as a model that
-//! stateright explores exhaustively: every interleaving of three calls in three processes (one
-//! per network mode), every crash of a process at any step, with each process's level cache.
+//! stateright explores exhaustively: every interleaving of four calls in three processes (one
+//! per network mode; two calls share the first process), every crash of a process at any step,
+//! with each process's level cache and each process's kept pass.
 //!
 //! # What is modelled (and where it lives in the code)
 //!
@@ -12,6 +13,11 @@
 //! - A call (`call::Runtime::call_def`): `enter` (shared, read the level) → admit → if the tool
 //!   raises the session: leave, `enter_exclusive`, read again, re-admit, bump the counter,
 //!   commit, keep the pass → run the handler → leave.
+//! - Kept passes (`state::keep`): a process keeps the shared lock its call took, with the level
+//!   read under it, after the call ends; later calls of that process *join* it (no lock, no read).
+//!   The process drains it at any moment (idle, an escalation waits anywhere, its own call wants
+//!   to escalate: modelled as one nondeterministic `Drain`): no call joins a draining pass, and
+//!   its lock goes when the last call joined to it leaves.
 //! - A crash: the process's calls vanish, its locks go (the kernel releases open-file-description
 //!   locks; PostgreSQL ends a dead connection's advisory locks), its cache is gone; a bump
 //!   without its commit stays.
@@ -40,7 +46,11 @@
 //! - `NoRollbackCheck`: a rolled-back database is read as if it were current.
 //! - `NoSharedPass`: a call that does not raise the level reads it without holding the lock
 //!   (an "in-process fast path"): an escalation elsewhere no longer waits for its handler. This
-//!   is why every call holds a shared pass, two lock operations per call, however cheap the read.
+//!   is why every call holds a shared pass (its own, or its process's kept one).
+//! - `ReleaseKeptWhileJoined`: a kept pass's lock goes when it drains, while calls joined to it
+//!   still run.
+//! - `JoinReleasedKeep`: the kept level outlives the kept lock: a call joins a pass whose lock
+//!   is gone.
 
 use bulkhead::policy::{NetworkMode, Permission, Sensitivity};
 use stateright::{Checker, Model, Property};
@@ -54,6 +64,8 @@ enum Variant {
     CommitBeforeBump,
     NoRollbackCheck,
     NoSharedPass,
+    ReleaseKeptWhileJoined,
+    JoinReleasedKeep,
 }
 
 /// A tool as the wrapper sees it.
@@ -107,7 +119,22 @@ struct Call {
     process: usize,
     tool: Tool,
     step: Step,
+    /// Holds no lock of its own: joined to its process's kept pass.
+    joined: bool,
 }
+
+/// A process's kept pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kept {
+    None,
+    /// Holds the session's lock shared; `level` was read under it.
+    Held { level: Sensitivity, draining: bool },
+    /// Its lock is gone (only `JoinReleasedKeep` still joins it).
+    Released { level: Sensitivity },
+}
+
+/// A kept pass's holder id in `State::shared` (call indices are below it).
+const KEEP: usize = 100;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct State {
@@ -122,6 +149,8 @@ struct State {
     exclusive: Option<usize>,
     /// Per process: `(counter, level)` cached.
     cache: Vec<Option<(u8, Sensitivity)>>,
+    /// Per process: its kept pass.
+    kept: Vec<Kept>,
     calls: Vec<Call>,
     crashes: u8,
 }
@@ -132,6 +161,8 @@ enum Action {
     Step(usize),
     /// Process `p` dies (and restarts with nothing).
     Crash(usize),
+    /// Process `p` drains its kept pass.
+    Drain(usize),
     /// An older copy of the database is put back.
     Rollback,
 }
@@ -143,6 +174,8 @@ struct Protocol {
     max_crashes: u8,
     /// Whether the store may be rolled back (once).
     rollbacks: bool,
+    /// Whether processes keep passes.
+    keeps: bool,
 }
 
 impl Protocol {
@@ -152,6 +185,7 @@ impl Protocol {
             modes: NetworkMode::ALL,
             max_crashes: 1,
             rollbacks: true,
+            keeps: true,
         }
     }
 
@@ -179,10 +213,53 @@ impl Protocol {
         })
     }
 
-    fn release(s: &mut State, i: usize) {
+    /// Call `i` gives its pass back: its own lock, or its place in the kept pass (whose lock
+    /// goes with the last joined call once it drains).
+    fn release(&self, s: &mut State, i: usize) {
+        if std::mem::take(&mut s.calls[i].joined) {
+            let p = s.calls[i].process;
+            if let Kept::Held {
+                level,
+                draining: true,
+            } = s.kept[p]
+                && !Self::joined_running(s, p, i)
+            {
+                self.release_keep(s, p, level);
+            }
+            return;
+        }
         s.shared.retain(|&h| h != i);
         if s.exclusive == Some(i) {
             s.exclusive = None;
+        }
+    }
+
+    /// Whether a call of process `p` other than `except` is joined to its kept pass.
+    fn joined_running(s: &State, p: usize, except: usize) -> bool {
+        s.calls
+            .iter()
+            .enumerate()
+            .any(|(j, c)| j != except && c.process == p && c.joined)
+    }
+
+    fn release_keep(&self, s: &mut State, p: usize, level: Sensitivity) {
+        s.shared.retain(|&h| h != KEEP + p);
+        s.kept[p] = if self.variant == Variant::JoinReleasedKeep {
+            Kept::Released { level }
+        } else {
+            Kept::None
+        };
+    }
+
+    /// The level a new call of process `p` may join at, without a lock or a read.
+    fn joinable(&self, s: &State, p: usize) -> Option<Sensitivity> {
+        match s.kept[p] {
+            Kept::Held {
+                level,
+                draining: false,
+            } => Some(level),
+            Kept::Released { level } if self.variant == Variant::JoinReleasedKeep => Some(level),
+            _ => None,
         }
     }
 }
@@ -195,7 +272,7 @@ impl Model for Protocol {
         let mut out = Vec::new();
         for a in TOOLS {
             for b in TOOLS {
-                for c in TOOLS {
+                for (c, d) in TOOLS.into_iter().flat_map(|c| TOOLS.map(|d| (c, d))) {
                     out.push(State {
                         level: Sensitivity::Public,
                         acked: Sensitivity::Public,
@@ -204,13 +281,14 @@ impl Model for Protocol {
                         shared: Vec::new(),
                         exclusive: None,
                         cache: vec![None; 3],
-                        calls: [a, b, c]
+                        kept: vec![Kept::None; 3],
+                        calls: [(0, a), (0, b), (1, c), (2, d)]
                             .into_iter()
-                            .enumerate()
                             .map(|(process, tool)| Call {
                                 process,
                                 tool,
                                 step: Step::Start,
+                                joined: false,
                             })
                             .collect(),
                         crashes: 0,
@@ -224,7 +302,7 @@ impl Model for Protocol {
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         for (i, c) in s.calls.iter().enumerate() {
             let ready = match c.step {
-                Step::Start => s.exclusive.is_none(),
+                Step::Start => s.exclusive.is_none() || self.joinable(s, c.process).is_some(),
                 Step::WantExclusive { .. } => s.exclusive.is_none() && s.shared.is_empty(),
                 Step::Done => false,
                 _ => true,
@@ -235,6 +313,17 @@ impl Model for Protocol {
         }
         if self.rollbacks && !s.rolled_back && s.level > Sensitivity::Public {
             actions.push(Action::Rollback);
+        }
+        for (p, k) in s.kept.iter().enumerate() {
+            if matches!(
+                k,
+                Kept::Held {
+                    draining: false,
+                    ..
+                }
+            ) {
+                actions.push(Action::Drain(p));
+            }
         }
         if s.crashes < self.max_crashes {
             for p in 0..3 {
@@ -260,38 +349,84 @@ impl Model for Protocol {
                 for (i, c) in s.calls.iter_mut().enumerate() {
                     if c.process == p && c.step != Step::Done {
                         c.step = Step::Done;
+                        c.joined = false;
                         s.shared.retain(|&h| h != i);
                         if s.exclusive == Some(i) {
                             s.exclusive = None;
                         }
                     }
                 }
+                s.shared.retain(|&h| h != KEEP + p);
+                s.kept[p] = Kept::None;
                 s.cache[p] = None;
                 s.crashes += 1;
+            }
+            Action::Drain(p) => {
+                let Kept::Held { level, .. } = s.kept[p] else {
+                    return None;
+                };
+                s.kept[p] = Kept::Held {
+                    level,
+                    draining: true,
+                };
+                if self.variant == Variant::ReleaseKeptWhileJoined
+                    || !Self::joined_running(&s, p, usize::MAX)
+                {
+                    self.release_keep(&mut s, p, level);
+                }
             }
             Action::Step(i) => {
                 let c = s.calls[i];
                 let next = match c.step {
                     Step::Start => {
+                        if let Some(level) = self.joinable(&s, c.process) {
+                            s.calls[i].joined = true;
+                            s.calls[i].step = Step::Shared { level };
+                            return Some(s);
+                        }
                         if self.variant != Variant::NoSharedPass
                             || c.tool.sensitivity > Sensitivity::Public
                         {
                             s.shared.push(i);
                         }
                         match self.read(&mut s, c.process) {
-                            Some(level) => Step::Shared { level },
+                            Some(level) => {
+                                // The first call of a process without a kept pass keeps its own.
+                                if self.keeps
+                                    && s.kept[c.process] == Kept::None
+                                    && s.shared.contains(&i)
+                                {
+                                    s.shared.retain(|&h| h != i);
+                                    s.shared.push(KEEP + c.process);
+                                    s.kept[c.process] = Kept::Held {
+                                        level,
+                                        draining: false,
+                                    };
+                                    s.calls[i].joined = true;
+                                }
+                                Step::Shared { level }
+                            }
                             None => {
-                                Self::release(&mut s, i);
+                                self.release(&mut s, i);
                                 Step::Done
                             }
                         }
                     }
                     Step::Shared { level } => {
                         if !self.admits(&c, level) {
-                            Self::release(&mut s, i);
+                            self.release(&mut s, i);
                             Step::Done
                         } else if c.tool.sensitivity > level {
-                            Self::release(&mut s, i);
+                            // `enter_exclusive` drains the process's kept pass first.
+                            if c.joined
+                                && let Kept::Held { level, .. } = s.kept[c.process]
+                            {
+                                s.kept[c.process] = Kept::Held {
+                                    level,
+                                    draining: true,
+                                };
+                            }
+                            self.release(&mut s, i);
                             Step::WantExclusive { seen: level }
                         } else {
                             Step::Running { level }
@@ -308,7 +443,7 @@ impl Model for Protocol {
                         if let Some(target) = target.filter(|t| self.admits(&c, *t)) {
                             Step::Exclusive { level: target }
                         } else {
-                            Self::release(&mut s, i);
+                            self.release(&mut s, i);
                             Step::Done
                         }
                     }
@@ -336,7 +471,7 @@ impl Model for Protocol {
                         Step::Running { level: committed }
                     }
                     Step::Running { .. } => {
-                        Self::release(&mut s, i);
+                        self.release(&mut s, i);
                         Step::Done
                     }
                     Step::Done => return None,
@@ -373,6 +508,14 @@ impl Model for Protocol {
                         && matches!(c.step, Step::Running { .. })
                 })
             }),
+            Property::sometimes(
+                "a handler joined to a kept pass runs",
+                |_: &Protocol, s: &State| {
+                    s.calls
+                        .iter()
+                        .any(|c| c.joined && matches!(c.step, Step::Running { .. }))
+                },
+            ),
         ]
     }
 }
@@ -382,9 +525,12 @@ fn check(variant: Variant) -> Option<String> {
 }
 
 fn check_model(model: Protocol) -> Option<String> {
-    let variant = model.variant;
+    let (variant, keeps) = (model.variant, model.keeps);
     let checker = model.checker().spawn_bfs().join();
-    let examples = ["a session reaches secret", "a connect handler runs"];
+    let mut examples = vec!["a session reaches secret", "a connect handler runs"];
+    if keeps {
+        examples.push("a handler joined to a kept pass runs");
+    }
     for e in examples {
         assert!(
             checker.discovery(e).is_some(),
@@ -422,6 +568,21 @@ fn the_model_finds_the_missing_readmission_bug() {
 fn the_model_finds_a_call_that_runs_without_a_shared_pass() {
     let trace = check(Variant::NoSharedPass).expect("a counterexample");
     eprintln!("no shared pass:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_a_kept_pass_released_while_calls_joined_to_it_run() {
+    let trace = check(Variant::ReleaseKeptWhileJoined).expect("a counterexample");
+    assert!(trace.contains("Drain"), "{trace}");
+    eprintln!("kept pass released while joined:\n{trace}");
+}
+
+#[test]
+fn the_model_finds_a_call_joining_a_kept_pass_whose_lock_is_gone() {
+    // Typically: the process's own escalation drains the kept pass, and its other call then
+    // joins the level from before the escalation.
+    let trace = check(Variant::JoinReleasedKeep).expect("a counterexample");
+    eprintln!("join a released keep:\n{trace}");
 }
 
 #[test]
