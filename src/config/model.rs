@@ -344,6 +344,17 @@ pub struct StateConfig {
     pub postgres_pool_size: usize,
     /// PostgreSQL: longest wait, in milliseconds, to connect.
     pub connect_timeout_ms: u64,
+    /// A process keeps a session's shared lock after a call, so that its next calls take no
+    /// lock and read nothing, until no call came for this many milliseconds (0: keep nothing).
+    pub keep_idle_ms: u64,
+    /// How often, in milliseconds, a process looks for escalations waiting on the locks it
+    /// keeps (and lets go of them): what keeping adds, at most, to an escalation's wait.
+    pub keep_check_ms: u64,
+    /// A kept lock is let go after this many milliseconds however busy its session, so the
+    /// store's checks on a read (a rolled-back database) run at least this often.
+    pub keep_max_age_ms: u64,
+    /// Most sessions whose lock one process keeps at once.
+    pub max_kept: usize,
     /// The trust domain: every server whose configuration names the same domain (and shares the
     /// state directory or database) keeps one level per agent session, raised by any of them and
     /// read by all. Lowercase letters, digits, `_` and `-`.
@@ -359,6 +370,10 @@ impl Default for StateConfig {
             lock_timeout_ms: 30_000,
             postgres_pool_size: 16,
             connect_timeout_ms: 5_000,
+            keep_idle_ms: 50,
+            keep_check_ms: 5,
+            keep_max_age_ms: 1_000,
+            max_kept: 256,
             trust_domain: "default".into(),
         }
     }

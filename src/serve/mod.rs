@@ -44,6 +44,12 @@ pub fn store_options(config: &Config, server: &str) -> StoreOptions {
         server: server.to_owned(),
         scope: config.state.trust_domain.clone(),
         lock_timeout: Duration::from_millis(config.state.lock_timeout_ms.max(1)),
+        keep: crate::state::KeepSettings {
+            idle: Duration::from_millis(config.state.keep_idle_ms),
+            check: Duration::from_millis(config.state.keep_check_ms.max(1)),
+            max_age: Duration::from_millis(config.state.keep_max_age_ms),
+            max: config.state.max_kept,
+        },
     }
 }
 

@@ -52,6 +52,7 @@
 
 mod error;
 pub mod init;
+pub mod keep;
 pub mod location;
 pub mod migrate;
 mod pass;
@@ -61,6 +62,7 @@ pub mod sqlite;
 
 pub use error::{StateError, StateErrorKind};
 pub use init::{InitPolicy, StoreMarker};
+pub use keep::KeepSettings;
 pub use location::StoreLocation;
 pub use pass::{Pass, PassMode};
 
@@ -74,6 +76,22 @@ pub use pass::{Pass, PassMode};
 pub(crate) enum Hold {
     Sqlite(sqlite::slots::SlotHold),
     Postgres(postgres::PgHold),
+    /// A shared lock on the PostgreSQL keeper connection (`postgres::keep`).
+    PostgresKept(postgres::keep::PgKeptHold),
+    /// A call joined to its process's kept pass ([`keep`]).
+    Kept(keep::Joined),
+}
+
+impl Hold {
+    /// Whether the lock is still held as far as this process can tell (a PostgreSQL keeper
+    /// connection that ended has lost its locks).
+    pub(crate) fn is_live(&self) -> bool {
+        match self {
+            Hold::PostgresKept(h) => h.is_live(),
+            Hold::Kept(j) => j.with_hold(Hold::is_live),
+            Hold::Sqlite(_) | Hold::Postgres(_) => true,
+        }
+    }
 }
 
 use crate::identity::Identity;
@@ -112,6 +130,8 @@ pub struct StoreOptions {
     pub scope: String,
     /// Longest wait for a session's lock before the call is refused as busy.
     pub lock_timeout: Duration,
+    /// How passes are kept across calls ([`keep`]).
+    pub keep: KeepSettings,
 }
 
 impl StoreOptions {
@@ -121,6 +141,7 @@ impl StoreOptions {
             server: server.to_owned(),
             scope: server.to_owned(),
             lock_timeout: Duration::from_secs(30),
+            keep: KeepSettings::default(),
         }
     }
 }
@@ -173,9 +194,26 @@ impl StateStore {
     /// of the store). Long-running work under a shared pass (a sandbox run) checks this and
     /// stops, so that the escalation proceeds and nothing admitted below the new level runs on.
     pub async fn escalation_waiting(&self, pass: &Pass) -> Result<bool, StateError> {
-        match &pass.hold {
-            Hold::Sqlite(h) => h.escalation_waiting(),
-            Hold::Postgres(h) => h.escalation_waiting().await,
+        enum Ask {
+            Now(Result<bool, StateError>),
+            Keeper(std::sync::Arc<postgres::keep::KeeperConn>, i64),
+        }
+        let ask = |hold: &Hold| match hold {
+            Hold::Sqlite(h) => Ask::Now(h.escalation_waiting()),
+            Hold::PostgresKept(h) => Ask::Keeper(h.conn(), h.key()),
+            Hold::Postgres(_) | Hold::Kept(_) => Ask::Now(Err(StateError::new(
+                StateErrorKind::Bug,
+                "a kept pass holds another kind of hold",
+            ))),
+        };
+        let ask = match &pass.hold {
+            Hold::Postgres(h) => return h.escalation_waiting().await,
+            Hold::Kept(j) => j.with_hold(ask),
+            other => ask(other),
+        };
+        match ask {
+            Ask::Now(r) => r,
+            Ask::Keeper(conn, key) => Ok(conn.waiting().await?.contains(&key)),
         }
     }
 

@@ -52,9 +52,18 @@ impl Pass {
         self.level
     }
 
+    /// Whether the call is joined to its process's kept pass (took no lock and read nothing).
+    pub fn is_kept(&self) -> bool {
+        matches!(self.hold, Hold::Kept(_))
+    }
+
     /// Shared or exclusive.
     pub fn mode(&self) -> PassMode {
         self.mode
+    }
+
+    pub(crate) fn into_parts(self) -> (Identity, Sensitivity, Hold) {
+        (self.id, self.level, self.hold)
     }
 
     pub(crate) fn set_level(&mut self, level: Sensitivity) {

@@ -4,7 +4,10 @@
 //! is read in a snapshot taken after the lock is granted, an escalation is one function call, and
 //! triggers refuse any lowering, deletion or truncation.
 
+pub(crate) mod keep;
+
 use super::Hold;
+use super::keep::Keeper;
 use super::{
     DatasetRecord, Pass, PassMode, SessionRecord, StateError, StateErrorKind, StoreOptions,
     level_from_i64, level_to_i64,
@@ -33,6 +36,11 @@ pub struct PgOptions {
 /// A PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
+    /// The connection settings (the keeper connection is made from them).
+    config: tokio_postgres::Config,
+    /// Shared passes kept across calls, and the connection holding their locks.
+    keeper: Keeper,
+    keeper_conn: keep::KeeperSlot,
     /// The scope (trust domain) whose sessions this store holds.
     server: String,
     store_id: String,
@@ -162,7 +170,7 @@ impl PgStore {
             .keepalives_idle(Duration::from_secs(10))
             .options(format!("-c lock_timeout={lock_ms}"));
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -224,6 +232,9 @@ impl PgStore {
         };
         Ok(PgStore {
             pool,
+            config,
+            keeper: Keeper::new(options.keep),
+            keeper_conn: keep::KeeperSlot::default(),
             store_id: row.get(0),
             server,
         })
@@ -254,6 +265,17 @@ impl PgStore {
     }
 
     pub(crate) async fn enter(&self, id: &Identity, mode: PassMode) -> Result<Pass, StateError> {
+        if mode == PassMode::Shared {
+            if let Some(pass) = self.keeper.join(id) {
+                return Ok(pass);
+            }
+            if self.keeper.may_keep(id)
+                && let Some(pass) = self.enter_kept(id).await?
+            {
+                return Ok(pass);
+            }
+        }
+        let _escalating = (mode == PassMode::Exclusive).then(|| self.keeper.escalating(id));
         let conn = self.pool.get().await.map_err(pool_error)?;
         let key = self.key(id);
         let stmt = conn
@@ -291,6 +313,65 @@ impl PgStore {
             mode,
             Hold::Postgres(hold),
         ))
+    }
+
+    /// A kept pass taken on the keeper connection: `None` when there is none or the lock is not
+    /// granted there (the caller then waits in line on a pooled connection).
+    async fn enter_kept(&self, id: &Identity) -> Result<Option<Pass>, StateError> {
+        let Some(conn) = self.keeper_conn.get(&self.config).await else {
+            return Ok(None);
+        };
+        let Ok(Some((hold, level, store_id))) = conn
+            .try_keep(self.key(id), &self.server, id.user(), id.session())
+            .await
+        else {
+            return Ok(None);
+        };
+        if store_id.as_deref() != Some(self.store_id.as_str()) {
+            return Err(StateError::new(
+                StateErrorKind::Tampered,
+                format!(
+                    "postgres: the store of `{}` was replaced or removed",
+                    self.server
+                ),
+            ));
+        }
+        let pass = Pass::new(
+            id.clone(),
+            level_from_i64(i64::from(level))?,
+            PassMode::Shared,
+            Hold::PostgresKept(hold),
+        );
+        let (pass, start) = self.keeper.keep(pass);
+        if start {
+            self.start_sweeper(conn);
+        }
+        Ok(Some(pass))
+    }
+
+    /// The kept passes' sweeper: a task asking, once per check, which keys an escalation waits
+    /// for; it ends when nothing is kept (or the store is dropped).
+    fn start_sweeper(&self, conn: std::sync::Arc<keep::KeeperConn>) {
+        let weak = self.keeper.weak();
+        tokio::spawn(async move {
+            while let Some(check) = weak.check() {
+                tokio::time::sleep(check).await;
+                // Ask on the connection the passes are kept on (the one given, or a newer one).
+                let conns = weak.holds(|h| match h {
+                    Hold::PostgresKept(k) if k.is_live() => Some(k.conn()),
+                    _ => None,
+                });
+                let conn = conns.into_iter().next().unwrap_or_else(|| conn.clone());
+                let waiting = conn.waiting().await;
+                let more = weak.sweep(|h| match (h, &waiting) {
+                    (Hold::PostgresKept(k), Ok(keys)) => keys.contains(&k.key()),
+                    _ => true,
+                });
+                if !more {
+                    break;
+                }
+            }
+        });
     }
 
     pub(crate) async fn escalate(

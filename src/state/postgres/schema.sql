@@ -97,6 +97,30 @@ BEGIN
         (SELECT st.store_id FROM bulkhead_stores st WHERE st.server = p_server);
 END $$;
 
+-- A kept pass (`state::keep`): the session's lock shared on the process's keeper connection, which
+-- holds many, so it never waits there: not granted (an escalation holds it or waits for it) means
+-- the call waits in line on a pooled connection instead. A lock this connection holds already is
+-- granted again whatever waits for it, so a waiting escalation is looked for first: a process
+-- never keeps a session an escalation waits for. Then the level, as in bulkhead_enter.
+CREATE OR REPLACE FUNCTION bulkhead_keep(p_key bigint, p_server text, p_user text, p_session text)
+RETURNS TABLE (granted boolean, level smallint, store_id text) LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+               AND l.mode = 'ExclusiveLock' AND l.objsubid = 1
+               AND l.classid::bigint = (p_key >> 32) & 4294967295
+               AND l.objid::bigint = p_key & 4294967295
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+       OR NOT pg_try_advisory_lock_shared(p_key) THEN
+        RETURN QUERY SELECT false, 0::smallint, NULL::text;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT
+        true,
+        coalesce((SELECT s.level FROM bulkhead_sessions s
+                  WHERE s.server = p_server AND s."user" = p_user AND s.session = p_session), 0::smallint),
+        (SELECT st.store_id FROM bulkhead_stores st WHERE st.server = p_server);
+END $$;
+
 -- One atomic escalation: raise the session and the dataset (never lower), return the level after.
 CREATE OR REPLACE FUNCTION bulkhead_escalate(p_server text, p_user text, p_session text, p_dataset text, p_level smallint)
 RETURNS smallint LANGUAGE plpgsql VOLATILE AS $$

@@ -8,6 +8,7 @@ pub mod slots;
 pub use db::SCHEMA_VERSION;
 
 use super::Hold;
+use super::keep::Keeper;
 use super::{
     DatasetRecord, Pass, PassMode, SessionRecord, StateError, StateErrorKind, StoreOptions,
     level_from_i64, level_to_i64, session_hash,
@@ -41,6 +42,8 @@ struct Inner {
     /// Levels read under a session's lock, keyed by the session's change counter read under the
     /// same hold. Valid only while that counter is unchanged.
     cache: Mutex<HashMap<Identity, (u64, Sensitivity)>>,
+    /// Shared passes kept across calls.
+    keeper: Keeper,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -99,6 +102,7 @@ impl SqliteStore {
             SlotFile::create(&lock, &store_id, generation.max(0) as u64)?;
         }
         let slots = SlotFile::open(&lock, &store_id)?;
+        let keep = options.keep;
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path: db.to_path_buf(),
@@ -109,6 +113,7 @@ impl SqliteStore {
                 writer: Mutex::new(writer),
                 reader: Mutex::new(reader),
                 cache: Mutex::default(),
+                keeper: Keeper::new(keep),
             }),
         })
     }
@@ -125,6 +130,14 @@ impl SqliteStore {
 
     pub(crate) async fn enter(&self, id: &Identity, mode: PassMode) -> Result<Pass, StateError> {
         let inner = &self.inner;
+        if mode == PassMode::Shared
+            && let Some(pass) = inner.keeper.join(id)
+        {
+            // A joined call reads nothing, but the lock file it holds must still be the store's.
+            inner.slots.verify_held()?;
+            return Ok(pass);
+        }
+        let _escalating = (mode == PassMode::Exclusive).then(|| inner.keeper.escalating(id));
         let hold = inner
             .slots
             .lock(session_hash(id), mode, inner.options.lock_timeout)
@@ -145,7 +158,44 @@ impl SqliteStore {
                 level
             }
         };
-        Ok(Pass::new(id.clone(), level, mode, Hold::Sqlite(hold)))
+        // Kept unless an escalation of the session already waits for it (the keeper would only
+        // make it wait longer).
+        let keep = mode == PassMode::Shared
+            && inner.keeper.may_keep(id)
+            && !hold.escalation_waiting().unwrap_or(true);
+        let pass = Pass::new(id.clone(), level, mode, Hold::Sqlite(hold));
+        if !keep {
+            return Ok(pass);
+        }
+        let (pass, start) = inner.keeper.keep(pass);
+        if start {
+            self.start_sweeper();
+        }
+        Ok(pass)
+    }
+
+    /// The kept passes' sweeper: a thread (kept locks are this process's descriptors, so it must
+    /// run whatever runtime the calls came from), ending when nothing is kept.
+    fn start_sweeper(&self) {
+        let weak = self.inner.keeper.weak();
+        let spawned = std::thread::Builder::new()
+            .name("bulkhead-keep".into())
+            .spawn(move || {
+                while let Some(check) = weak.check() {
+                    std::thread::sleep(check);
+                    let more = weak.sweep(|h| match h {
+                        Hold::Sqlite(s) => s.escalation_waiting().unwrap_or(true),
+                        _ => true,
+                    });
+                    if !more {
+                        break;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no sweeper thread for kept passes; releasing them");
+            self.inner.keeper.drain_all();
+        }
     }
 
     pub(crate) async fn escalate(

@@ -40,6 +40,18 @@ impl Fixture {
         self.try_open(InitPolicy::FirstStart).unwrap()
     }
 
+    /// Another process's view of the store ("another process": its own keeper and locks).
+    fn open_with(&self, o: StoreOptions) -> StateStore {
+        rt().block_on(open_store(
+            &self.loc,
+            o,
+            &self.ws,
+            &[],
+            InitPolicy::MustExist,
+        ))
+        .unwrap()
+    }
+
     fn try_open(&self, policy: InitPolicy) -> Result<StateStore, StateError> {
         rt().block_on(open_store(&self.loc, options(), &self.ws, &[], policy))
     }
@@ -96,6 +108,9 @@ both!(
     concurrent_escalations_lose_nothing,
     a_shared_pass_holds_off_another_stores_escalation,
     a_killed_holders_lock_is_released,
+    a_kept_pass_is_joined_and_holds_off_escalations_until_its_calls_leave,
+    an_idle_kept_pass_lets_another_stores_escalation_through,
+    a_process_escalating_its_own_kept_session_waits_for_its_joined_calls,
     raw_sql_cannot_lower_or_delete,
     a_lost_store_is_never_started_over,
 );
@@ -204,6 +219,129 @@ fn a_shared_pass_holds_off_another_stores_escalation(b: Backend) {
     );
     // The first store's next pass reads the new level (its cache does not hide it).
     assert_eq!(level(&a, &who).unwrap(), Sensitivity::Secret);
+}
+
+/// Options keeping passes for a minute unless an escalation waits: only the escalation check
+/// can let a kept pass go.
+fn keeping() -> StoreOptions {
+    let mut o = options();
+    o.keep.idle = Duration::from_secs(60);
+    o.keep.max_age = Duration::from_secs(60);
+    o
+}
+
+/// Waits (bounded) until `cond` holds.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(15), "never: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn a_kept_pass_is_joined_and_holds_off_escalations_until_its_calls_leave(b: Backend) {
+    let f = Fixture::new(b, "keepjoin");
+    f.open();
+    let a = std::sync::Arc::new(f.open_with(keeping()));
+    let other = std::sync::Arc::new(f.open_with(options()));
+    let rt = rt();
+    let who = id("alice", "kept");
+    let first = rt.block_on(a.enter(&who)).unwrap();
+    assert!(first.is_kept(), "{b:?}: the first shared pass is kept");
+    rt.block_on(a.leave(first));
+    let joined = rt.block_on(a.enter(&who)).unwrap();
+    assert!(joined.is_kept(), "{b:?}: the next call joins the kept pass");
+    assert_eq!(joined.level(), Sensitivity::Public);
+    let raising = {
+        let (other, who) = (other.clone(), who.clone());
+        rt.spawn(async move { other.raise(&who, "d", Sensitivity::Secret).await })
+    };
+    wait_until("the escalation is seen waiting", || {
+        rt.block_on(a.escalation_waiting(&joined)).unwrap()
+    });
+    // The kept lock is drained (no new call joins it) but held while the joined call runs. (On
+    // PostgreSQL a new call would wait in line behind the escalation, which waits for the joined
+    // call: only SQLite, whose new shared lock is granted beside the kept one, is probed.)
+    wait_until("the kept pass drains", || {
+        if matches!(b, Backend::Postgres) {
+            return true;
+        }
+        let p = rt.block_on(a.enter(&who));
+        match p {
+            Ok(p) => {
+                let kept = p.is_kept();
+                drop(p);
+                !kept
+            }
+            Err(_) => true,
+        }
+    });
+    assert!(
+        !raising.is_finished(),
+        "{b:?}: escalated under a joined call"
+    );
+    assert_eq!(rt.block_on(a.peek(&who)), Sensitivity::Public);
+    rt.block_on(a.leave(joined));
+    let after = rt.block_on(raising).unwrap().unwrap();
+    assert_eq!(after, Sensitivity::Secret);
+    let next = rt.block_on(a.enter(&who)).unwrap();
+    assert_eq!(
+        next.level(),
+        Sensitivity::Secret,
+        "{b:?}: a stale kept level"
+    );
+}
+
+fn an_idle_kept_pass_lets_another_stores_escalation_through(b: Backend) {
+    let f = Fixture::new(b, "keepidle");
+    f.open();
+    let a = f.open_with(keeping());
+    let mut o = options();
+    o.lock_timeout = Duration::from_secs(10);
+    let other = f.open_with(o);
+    let rt = rt();
+    let who = id("alice", "idle");
+    let p = rt.block_on(a.enter(&who)).unwrap();
+    assert!(p.is_kept());
+    rt.block_on(a.leave(p));
+    // Kept for a minute unless an escalation waits: the escalation check lets it go.
+    let t = Instant::now();
+    let after = rt
+        .block_on(other.raise(&who, "d", Sensitivity::Confidential))
+        .unwrap_or_else(|e| panic!("{b:?}: the kept pass held the escalation off: {e}"));
+    assert_eq!(after, Sensitivity::Confidential);
+    eprintln!(
+        "{b:?}: escalation past an idle kept pass in {:?}",
+        t.elapsed()
+    );
+    assert_eq!(level(&a, &who).unwrap(), Sensitivity::Confidential);
+}
+
+fn a_process_escalating_its_own_kept_session_waits_for_its_joined_calls(b: Backend) {
+    let f = Fixture::new(b, "keepself");
+    f.open();
+    let a = std::sync::Arc::new(f.open_with(keeping()));
+    let rt = rt();
+    let who = id("alice", "self");
+    let joined = rt.block_on(a.enter(&who)).unwrap();
+    assert!(joined.is_kept());
+    let raising = {
+        let (a, who) = (a.clone(), who.clone());
+        rt.spawn(async move { a.raise(&who, "d", Sensitivity::Internal).await })
+    };
+    wait_until("the escalation is seen waiting", || {
+        rt.block_on(a.escalation_waiting(&joined)).unwrap()
+    });
+    assert!(
+        !raising.is_finished(),
+        "{b:?}: escalated under a joined call"
+    );
+    rt.block_on(a.leave(joined));
+    assert_eq!(
+        rt.block_on(raising).unwrap().unwrap(),
+        Sensitivity::Internal
+    );
+    assert_eq!(level(&a, &who).unwrap(), Sensitivity::Internal);
 }
 
 fn a_killed_holders_lock_is_released(b: Backend) {

@@ -128,9 +128,14 @@ struct Call {
 enum Kept {
     None,
     /// Holds the session's lock shared; `level` was read under it.
-    Held { level: Sensitivity, draining: bool },
+    Held {
+        level: Sensitivity,
+        draining: bool,
+    },
     /// Its lock is gone (only `JoinReleasedKeep` still joins it).
-    Released { level: Sensitivity },
+    Released {
+        level: Sensitivity,
+    },
 }
 
 /// A kept pass's holder id in `State::shared` (call indices are below it).
