@@ -2,7 +2,8 @@
 //! a reused keep-alive connection) against a server whose pid is given, and reports the growth of
 //! its resident set per session.
 //!
-//! Usage: `session_mem --url http://127.0.0.1:P/mcp --pid PID --secret S [--sessions 5000]`.
+//! Usage: `session_mem --url http://127.0.0.1:P/mcp --pid PID --secret S [--sessions 5000]
+//! [--settle-ms 3500]` (the wait before the second reading: idle sessions are parked then).
 //! Prints one tab-separated line: `sessions rss_before_kib rss_after_kib bytes_per_session`.
 
 use std::time::Duration;
@@ -21,6 +22,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn main() -> anyhow::Result<()> {
     let mut it = std::env::args().skip(1);
     let (mut url, mut pid, mut secret, mut n) = (String::new(), 0u32, String::new(), 5000usize);
+    let mut settle_ms = 3500u64;
     while let Some(flag) = it.next() {
         let v = it.next().unwrap_or_default();
         match flag.as_str() {
@@ -28,6 +30,7 @@ fn main() -> anyhow::Result<()> {
             "--pid" => pid = v.parse()?,
             "--secret" => secret = v,
             "--sessions" => n = v.parse()?,
+            "--settle-ms" => settle_ms = v.parse()?,
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
@@ -51,7 +54,8 @@ fn main() -> anyhow::Result<()> {
         for i in 0..n {
             open(&client, &url, &secret, &body, &format!("m{i}")).await?;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Settled: past the server's `http.park_after_ms` (2 s) and a sweep of its reaper.
+        tokio::time::sleep(Duration::from_millis(settle_ms)).await;
         let after = rss_kib(pid);
         let per = (after.saturating_sub(before) * 1024) as f64 / n as f64;
         println!("{n}\t{before}\t{after}\t{per:.0}");

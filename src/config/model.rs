@@ -303,6 +303,10 @@ pub struct HttpConfig {
     /// Seconds a transport session may stay silent before it is dropped; must exceed the longest
     /// tool call.
     pub session_idle_timeout_s: u64,
+    /// Milliseconds a transport session may have nothing in flight before it is parked: its rmcp
+    /// worker ends and only its `initialize` parameters stay (about 1 KB instead of 55–120 KB);
+    /// its next request restores it unseen by the client. 0: never park.
+    pub park_after_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -321,6 +325,7 @@ impl Default for HttpConfig {
             max_sessions: 10_000,
             max_sessions_per_identity: 32,
             session_idle_timeout_s: 600,
+            park_after_ms: 2_000,
         }
     }
 }

@@ -181,6 +181,15 @@ impl AuthState {
             .collect()
     }
 
+    /// Whether booked session `sid` has nothing in flight and was last used `idle` or more
+    /// before `now`.
+    pub fn idle_sessions_of(&self, sid: &str, idle: std::time::Duration, now: Instant) -> bool {
+        self.book()
+            .use_of
+            .get(sid)
+            .is_some_and(|(last, busy)| *busy == 0 && now.saturating_duration_since(*last) >= idle)
+    }
+
     /// Whether transport session `sid` is in the book (opened here and not yet forgotten).
     pub fn is_booked(&self, sid: &str) -> bool {
         self.book().owner.contains_key(sid)

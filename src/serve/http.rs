@@ -86,11 +86,16 @@ pub fn router_with_tokens(
     let sessions = Arc::new(sessions);
     tokio::spawn(super::sessions::close_evicted(evicted, sessions.clone()));
     if http.stateful {
+        let park_after =
+            (http.park_after_ms > 0).then(|| Duration::from_millis(http.park_after_ms));
+        // rmcp keeps every session's `initialize` parameters there, and restores parked ones.
+        config.session_store = Some(sessions.store());
         tokio::spawn(super::sessions::reap_idle(
             sessions.clone(),
             auth.clone(),
             handler.clone(),
             idle,
+            park_after,
             shutdown.clone(),
         ));
     }

@@ -6,6 +6,18 @@
 //! ([`super::direct`] answers them), so its keep-alive timer would end busy sessions. A session
 //! is idle when no request or response stream of it has been in flight for `http.session_idle_timeout_s`
 //! (the auth layer's book keeps that); an open stream keeps it alive.
+//!
+//! # Parked sessions
+//!
+//! A live rmcp session holds a worker, three tasks and seven channels (about 55–120 KB). One
+//! with nothing in flight for `http.park_after_ms` is *parked*: its worker ends, and only its
+//! `initialize` parameters stay ([`Parked`], rmcp's session store), with our book entry and
+//! log level. Its next request is restored by rmcp, which replays the handshake behind the
+//! scenes, so the client sees the same session. Tool calls never need the worker
+//! ([`super::direct`]); lists, resources, prompts and the standalone stream restore it.
+//! A parked session keeps no resumption history: a `Last-Event-ID` from before the park, and
+//! notifications sent while it was parked with no stream open, are gone (a parked session had
+//! nothing in flight, so no response is lost).
 
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -13,9 +25,10 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, SessionConfig, SessionTransport,
 };
 use rmcp::transport::streamable_http_server::session::{
-    ServerSseMessage, SessionId, SessionManager,
+    RestoreOutcome, ServerSseMessage, SessionId, SessionManager, SessionState, SessionStore,
+    SessionStoreError,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -34,11 +47,47 @@ pub enum SessionsError {
 /// Called with a session's id when it ends (idempotent: rmcp may report one end twice).
 pub type OnClose = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// What a parked session keeps: its `initialize` parameters (rmcp stores them for every session
+/// at its handshake and reads them back to restore one).
+#[derive(Default)]
+pub struct Parked(std::sync::Mutex<HashMap<String, SessionState>>);
+
+impl Parked {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionState>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Parked {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        Ok(self.lock().get(id).cloned())
+    }
+
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        self.lock().insert(id.to_owned(), state.clone());
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        self.lock().remove(id);
+        Ok(())
+    }
+}
+
 /// The session manager of one instance.
 pub struct Sessions {
     inner: LocalSessionManager,
     max: usize,
     on_close: OnClose,
+    parked: Arc<Parked>,
+    /// Sessions being parked: rmcp reports the end of their worker as a close, which must not
+    /// forget them.
+    parking: std::sync::Mutex<HashSet<SessionId>>,
 }
 
 impl Sessions {
@@ -54,24 +103,75 @@ impl Sessions {
             inner,
             max: max.max(1),
             on_close,
+            parked: Arc::default(),
+            parking: std::sync::Mutex::default(),
         }
     }
 
-    /// Sessions open now.
+    /// The store rmcp keeps `initialize` parameters in and restores parked sessions from.
+    pub fn store(&self) -> Arc<Parked> {
+        self.parked.clone()
+    }
+
+    /// Sessions open now, live or parked.
     pub async fn open(&self) -> usize {
+        self.ids().await.len()
+    }
+
+    /// Live sessions (with an rmcp worker).
+    pub async fn live(&self) -> usize {
         self.inner.sessions.read().await.len()
     }
 
-    /// The ids of the sessions open now.
+    /// The ids of the sessions open now, live or parked.
     pub async fn ids(&self) -> Vec<String> {
-        self.inner
+        let mut ids: HashSet<String> = self
+            .inner
             .sessions
             .read()
             .await
             .keys()
             .map(|k| k.to_string())
-            .collect()
+            .collect();
+        ids.extend(self.parked.lock().keys().cloned());
+        ids.into_iter().collect()
     }
+
+    /// Parks live session `id` (its worker ends; see the module documentation). Only sessions
+    /// whose handshake finished (their parameters are stored) are parked.
+    pub async fn park(&self, id: &str) -> bool {
+        if !self.parked.contains(id) {
+            return false;
+        }
+        let sid: SessionId = id.into();
+        if !self.inner.sessions.read().await.contains_key(&sid) {
+            return false;
+        }
+        self.parking_set().insert(sid.clone());
+        if self.inner.close_session(&sid).await.is_err() {
+            self.parking_set().remove(&sid);
+            return false;
+        }
+        true
+    }
+
+    fn parking_set(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
+        self.parking.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Parking this many sessions in one sweep gives freed memory back to the system.
+const TRIM_AFTER_PARKING: usize = 16;
+
+/// Returns the allocator's free memory to the system (glibc keeps freed blocks in its arenas, so
+/// the resident set would not shrink when sessions are parked); off the async workers.
+async fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let _ = tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+        unsafe { nix::libc::malloc_trim(0) };
+    })
+    .await;
 }
 
 /// Closes each session the auth layer evicts, until the auth layer is gone.
@@ -90,9 +190,13 @@ pub async fn reap_idle(
     auth: Arc<super::auth::AuthState>,
     handler: super::handler::McpServer,
     idle: Duration,
+    park_after: Option<Duration>,
     stop: CancellationToken,
 ) {
-    let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    let mut tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    if let Some(after) = park_after {
+        tick = tick.min((after / 2).max(Duration::from_millis(100)));
+    }
     let unbooked_grace = idle.max(Duration::from_secs(60));
     let mut unbooked_since: HashMap<String, Instant> = HashMap::new();
     loop {
@@ -115,10 +219,22 @@ pub async fn reap_idle(
             }
         }
         handler.retain_sessions(|sid| open.iter().any(|o| o == sid));
-        for sid in ending {
+        for sid in &ending {
             tracing::debug!(session = %sid, "transport session idle: closed");
             let _ = sessions.close_session(&sid.as_str().into()).await;
-            unbooked_since.remove(&sid);
+            unbooked_since.remove(sid);
+        }
+        if let Some(after) = park_after {
+            // Checked again just before each park: a request that arrived meanwhile keeps it live.
+            let mut parked = 0usize;
+            for sid in auth.idle_sessions(after, Instant::now()) {
+                if !ending.contains(&sid) && auth.idle_sessions_of(&sid, after, Instant::now()) {
+                    parked += usize::from(sessions.park(&sid).await);
+                }
+            }
+            if parked >= TRIM_AFTER_PARKING {
+                give_back_freed_memory().await;
+            }
         }
     }
 }
@@ -128,7 +244,7 @@ impl SessionManager for Sessions {
     type Transport = SessionTransport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let open = self.inner.sessions.read().await.len();
+        let open = self.open().await;
         if open >= self.max {
             return Err(SessionsError::Full(open));
         }
@@ -148,8 +264,24 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        if self.parking_set().remove(id) {
+            // rmcp reporting the end of a parked session's worker: the session stays.
+            return Ok(());
+        }
         (self.on_close)(id);
-        Ok(self.inner.close_session(id).await?)
+        let parked = self.parked.lock().remove(id.as_ref()).is_some();
+        match self.inner.close_session(id).await {
+            // A parked session has no worker left to close.
+            Err(_) if parked => Ok(()),
+            r => Ok(r?),
+        }
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        Ok(self.inner.restore_session(id).await?)
     }
 
     async fn create_stream(
