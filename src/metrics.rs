@@ -90,6 +90,7 @@ pub struct Metrics {
     rate_limited: Family<LimitLabel, Counter>,
     approvals: Family<ApprovalLabel, Counter>,
     sessions: Gauge,
+    parked: Gauge,
 }
 
 /// What became of an approval (`asked`, `given`, `declined`, `expired`, `refused`: bounded).
@@ -133,6 +134,7 @@ impl Metrics {
         let escalations = Family::<LevelLabel, Counter>::default();
         let connector_errors = Family::<ConnectorLabel, Counter>::default();
         let sessions = Gauge::default();
+        let parked = Gauge::default();
         let rate_limited = Family::<LimitLabel, Counter>::default();
         let approvals = Family::<ApprovalLabel, Counter>::default();
         registry.register(
@@ -172,6 +174,11 @@ impl Metrics {
             "Open MCP transport sessions",
             sessions.clone(),
         );
+        registry.register(
+            "parked_sessions",
+            "Open MCP transport sessions that are parked (no rmcp worker; restored on their next request)",
+            parked.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -182,6 +189,7 @@ impl Metrics {
             rate_limited,
             approvals,
             sessions,
+            parked,
         }
     }
 
@@ -238,6 +246,11 @@ impl Metrics {
     /// Sets the number of open transport sessions (read at scrape time).
     pub fn set_sessions(&self, n: usize) {
         self.sessions.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Sets how many of the open transport sessions are parked.
+    pub fn set_parked(&self, n: usize) {
+        self.parked.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text exposition.

@@ -20,7 +20,8 @@ impl PgBuckets {
 
     /// One visit (see [`Visit`]); arrival times converted to this host's clock.
     pub(super) async fn take(&self, v: &Visit<'_>) -> Result<Counted, String> {
-        let conn = self.pool.get().await.map_err(|e| e.to_string())?;
+        let mut guard = Unanswered(Some(self.pool.get().await.map_err(|e| e.to_string())?));
+        let conn = guard.0.as_ref().expect("set above");
         let stmt = conn.prepare_cached(TAKE).await.map_err(|e| e.to_string())?;
         let keys: Vec<&str> = v.buckets.iter().map(|b| b.key.as_str()).collect();
         let interval: Vec<f64> = v.buckets.iter().map(|b| b.rate.interval_secs()).collect();
@@ -35,6 +36,8 @@ impl PgBuckets {
             )
             .await
             .map_err(|e| e.to_string())?;
+        // Answered: the connection may go back to the pool.
+        drop(guard.0.take());
         let (wait, refused, tats, db_now): (f64, i32, Vec<f64>, f64) =
             (row.get(0), row.get(1), row.get(2), row.get(3));
         // The database's clock decides; this host reads it as offset from its own.
@@ -43,5 +46,24 @@ impl PgBuckets {
             refused: (refused > 0).then(|| ((refused - 1) as usize, wait)),
             tats: tats.into_iter().map(|t| t - offset).collect(),
         })
+    }
+}
+
+/// A pooled connection whose statement has not answered. Dropped so (the caller's timeout gave
+/// up on the visit), the statement is cancelled and the connection closed, never returned to the
+/// pool: the next user of a connection still waiting on a lock would wait behind it.
+struct Unanswered(Option<deadpool_postgres::Object>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(conn) = self.0.take() else { return };
+        let cancel = conn.cancel_token();
+        let raw = deadpool_postgres::Object::take(conn);
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            h.spawn(async move {
+                let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                drop(raw);
+            });
+        }
     }
 }

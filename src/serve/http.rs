@@ -218,7 +218,9 @@ pub fn router_with_tokens(
             get(move || {
                 let (metrics, sessions) = (metrics.clone(), open_sessions.clone());
                 async move {
-                    metrics.set_sessions(sessions.open().await);
+                    let open = sessions.open().await;
+                    metrics.set_sessions(open);
+                    metrics.set_parked(open.saturating_sub(sessions.live().await));
                     (
                         [(
                             axum::http::header::CONTENT_TYPE,

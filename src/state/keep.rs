@@ -236,7 +236,7 @@ impl Keeper {
     pub(crate) fn escalating(&self, id: &Identity) -> Escalating {
         let drained = {
             let mut map = lock(&self.inner.map);
-            let drained = match map.remove(id) {
+            match map.remove(id) {
                 Some(Entry::Kept(k)) => {
                     map.insert(id.clone(), Entry::Escalating(1));
                     Some(k)
@@ -249,8 +249,7 @@ impl Keeper {
                     map.insert(id.clone(), Entry::Escalating(1));
                     None
                 }
-            };
-            drained
+            }
         };
         if let Some(k) = drained {
             drain(&k);

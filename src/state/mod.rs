@@ -24,6 +24,11 @@
 //! So the level of a session cannot change while any handler of that session runs in any
 //! process, and every admission decision is made on the committed level.
 //!
+//! A process may keep the shared lock step 1 took after its call ends, and later calls of the
+//! session in that process join it instead of taking the lock and reading ([`keep`]): they hold
+//! a shared pass all the same (the kept one), so nothing above changes. The kept lock goes when
+//! an escalation waits for it anywhere, so the wait that adds is bounded (`state.keep_check_ms`).
+//!
 //! # Fault model
 //!
 //! Any process may die at any instruction; any file in the state directory may be deleted,
@@ -148,6 +153,10 @@ impl StoreOptions {
 
 /// The state store of one server: SQLite on one host, PostgreSQL across hosts. Both enforce the
 /// same invariant with the same protocol (see the module documentation).
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per process, opened once and shared behind an Arc"
+)]
 pub enum StateStore {
     /// The embedded default: a database and a lock file in the state directory.
     Sqlite(sqlite::SqliteStore),

@@ -451,3 +451,88 @@ async fn no_session_is_opened_outside_the_book() {
     );
     assert_eq!(touch(&s.base, "ana", "s1", &a1).await, 202, "a1 lives on");
 }
+
+/// An idle session is parked (its rmcp worker ends) and restored by its next request: the
+/// client keeps using the same session id (a list needs rmcp's worker; a call), another identity
+/// still cannot use the id, and a DELETE ends it for good. (Raw requests: the official client
+/// keeps a standalone stream open, and a session with an open stream is never idle.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_parked_and_restored_unseen_by_its_client() {
+    let s = start("  park_after_ms: 100\n", "").await;
+    let base = s.base.clone();
+    let parked = || async {
+        let m = reqwest::get(format!("{base}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        m.lines()
+            .find_map(|l| l.strip_prefix("bulkhead_parked_sessions "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(-1.0)
+    };
+    let wait_parked = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while parked().await < 1.0 {
+            assert!(std::time::Instant::now() < deadline, "never parked");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let rpc = |sid: String, body: Value| {
+        let base = s.base.clone();
+        async move {
+            let r = reqwest::Client::new()
+                .post(format!("{base}/mcp"))
+                .bearer_auth(token("ana", "s1"))
+                .header("mcp-session-id", sid)
+                .header("mcp-protocol-version", "2025-11-25")
+                .header("accept", "application/json, text/event-stream")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    let (status, sid, _) = initialize(&s.base, "ana", "s1").await;
+    assert_eq!(status, 200);
+    let sid = sid.unwrap();
+    assert_eq!(touch(&s.base, "ana", "s1", &sid).await, 202);
+    wait_parked().await;
+    // Restored by a list (which needs rmcp's worker).
+    let (status, text) = rpc(
+        sid.clone(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("read_file"), "{text}");
+    wait_parked().await;
+    let (status, text) = rpc(
+        sid.clone(),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "write_file",
+            "arguments": {"path": "/workspace/p.txt", "content": "parked"}}}),
+    )
+    .await;
+    assert!(
+        status == 200 && !text.contains("\"isError\":true"),
+        "{status} {text}"
+    );
+    wait_parked().await;
+    // The parked session's id is still bound to its identity.
+    let other = touch(&s.base, "ben", "s1", &sid).await;
+    assert!(
+        matches!(other, 403 | 404),
+        "another identity used a parked session: {other}"
+    );
+    assert_eq!(touch(&s.base, "ana", "s1", &sid).await, 202);
+    wait_parked().await;
+    let deleted = delete(&s.base, "ana", "s1", &sid).await;
+    assert!(matches!(deleted, 200 | 202 | 204), "{deleted}");
+    assert_eq!(
+        touch(&s.base, "ana", "s1", &sid).await,
+        404,
+        "a deleted parked session"
+    );
+}
