@@ -1,9 +1,11 @@
 //! Streamable HTTP load generator: per session one HTTP/1.1 keep-alive connection with a bearer
 //! token, `initialize` + `notifications/initialized` (keeping `Mcp-Session-Id` when the server
-//! gives one), then `tools/call echo` in a loop until the time or the call budget runs out.
+//! gives one), then `tools/call echo` (or `--tool` with `--args`) in a loop until the time or the
+//! call budget runs out; `--setup-tool`/`--setup-args`: one call per session first (not measured).
 //!
 //! Usage: `loadgen --url http://127.0.0.1:P/mcp --secret S --concurrency 32 [--secs 3]
-//! [--max-calls N] [--label NAME] [--raw]`. `--raw` skips the MCP checks (axum echo ceiling).
+//! [--max-calls N] [--label NAME] [--raw] [--tool NAME --args JSON]
+//! [--setup-tool NAME --setup-args JSON]`. `--raw` skips the MCP checks (axum echo ceiling).
 //! Prints one tab-separated line:
 //! `label concurrency calls errors secs calls_per_s p50_ms p99_ms loadgen_cpu_pct`.
 //! Runs on one thread, so `loadgen_cpu_pct` near 100 means the generator is the bottleneck.
@@ -26,6 +28,9 @@ struct Args {
     max_calls: u64,
     label: String,
     raw: bool,
+    tool: String,
+    args: String,
+    setup: Option<(String, String)>,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -37,7 +42,12 @@ fn args() -> anyhow::Result<Args> {
         max_calls: 1_000_000,
         label: "run".into(),
         raw: false,
+        tool: "echo".into(),
+        args: r#"{"text":"hello bulkhead"}"#.into(),
+        setup: None,
     };
+    let mut setup_tool = None;
+    let mut setup_args = "{}".to_string();
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || {
@@ -52,9 +62,18 @@ fn args() -> anyhow::Result<Args> {
             "--max-calls" => a.max_calls = val()?.parse()?,
             "--label" => a.label = val()?,
             "--raw" => a.raw = true,
+            "--tool" => a.tool = val()?,
+            "--args" => a.args = val()?,
+            "--setup-tool" => setup_tool = Some(val()?),
+            "--setup-args" => setup_args = val()?,
             other => anyhow::bail!("unknown flag `{other}`"),
         }
     }
+    for json in [&a.args, &setup_args] {
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json)
+            .map_err(|e| anyhow::anyhow!("arguments must be a JSON object: {e}"))?;
+    }
+    a.setup = setup_tool.map(|t| (t, setup_args));
     anyhow::ensure!(
         a.url.starts_with("http://127.0.0.1:"),
         "only http://127.0.0.1 is allowed"
@@ -74,6 +93,8 @@ struct Session {
     token: String,
     session_id: Option<String>,
     raw: bool,
+    /// The `tools/call` body before and after its id.
+    call: (String, String),
 }
 
 impl Session {
@@ -103,6 +124,7 @@ impl Session {
             token: format!("Bearer {token}"),
             session_id: None,
             raw: a.raw,
+            call: call_body(&a.tool, &a.args),
         };
         let init = format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{PROTOCOL}","capabilities":{{}},"clientInfo":{{"name":"bulkhead-loadgen","version":"0.1"}}}}}}"#
@@ -159,9 +181,7 @@ impl Session {
     }
 
     async fn call(&mut self, id: u64) -> anyhow::Result<()> {
-        let req = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"hello bulkhead"}}}}}}"#
-        );
+        let req = format!("{}{id}{}", self.call.0, self.call.1);
         let (status, _, body) = self.post(req.into_bytes(), true).await?;
         anyhow::ensure!(
             status == 200,
@@ -173,6 +193,15 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// A `tools/call` of `tool` with `args`, split around its id.
+fn call_body(tool: &str, args: &str) -> (String, String) {
+    let name = serde_json::Value::String(tool.to_string());
+    (
+        r#"{"jsonrpc":"2.0","id":"#.to_string(),
+        format!(r#","method":"tools/call","params":{{"name":{name},"arguments":{args}}}}}"#),
+    )
 }
 
 /// The JSON-RPC response with `id` (plain JSON or inside SSE `data:` lines) is a non-error result.
@@ -230,7 +259,14 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let mut sessions = Vec::with_capacity(a.concurrency);
         for i in 0..a.concurrency {
-            sessions.push(Session::connect(&a, i).await?);
+            let mut s = Session::connect(&a, i).await?;
+            if let Some((tool, args)) = &a.setup {
+                let body = s.call.clone();
+                s.call = call_body(tool, args);
+                s.call(u64::MAX / 2).await?;
+                s.call = body;
+            }
+            sessions.push(s);
         }
         let budget = Arc::new(std::sync::atomic::AtomicU64::new(a.max_calls));
         let cpu0 = cpu_secs();

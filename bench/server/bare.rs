@@ -1,5 +1,6 @@
-//! (b) A bare rmcp Streamable HTTP server with the same `echo` tool and a plain `jsonwebtoken`
-//! check in an axum middleware; (d) a raw axum POST echo, no MCP, no auth (the ceiling).
+//! (b) A bare rmcp Streamable HTTP server with the same `echo` tool, a `read_file(path)` tool
+//! (reads a small file, as FastMCP's reference does) and a plain `jsonwebtoken` check in an axum
+//! middleware; (d) a raw axum POST echo, no MCP, no auth (the ceiling).
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -24,16 +25,26 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 struct Echo {
     tool: Arc<Tool>,
+    read: Arc<Tool>,
 }
 
 impl Echo {
     fn new() -> Echo {
-        let schema: Map<String, Value> = serde_json::from_str(
-            r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}"#,
-        )
-        .expect("static schema");
+        let schema = |prop: &str| -> Arc<Map<String, Value>> {
+            Arc::new(
+                serde_json::from_str(&format!(
+                    r#"{{"type":"object","properties":{{"{prop}":{{"type":"string"}}}},"required":["{prop}"],"additionalProperties":false}}"#
+                ))
+                .expect("static schema"),
+            )
+        };
         Echo {
-            tool: Arc::new(Tool::new("echo", "Echo the text back.", Arc::new(schema))),
+            tool: Arc::new(Tool::new("echo", "Echo the text back.", schema("text"))),
+            read: Arc::new(Tool::new(
+                "read_file",
+                "Read a small text file.",
+                schema("path"),
+            )),
         }
     }
 }
@@ -49,11 +60,18 @@ impl ServerHandler for Echo {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![(*self.tool).clone()]))
+        Ok(ListToolsResult::with_all_items(vec![
+            (*self.tool).clone(),
+            (*self.read).clone(),
+        ]))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        (name == "echo").then(|| (*self.tool).clone())
+        match name {
+            "echo" => Some((*self.tool).clone()),
+            "read_file" => Some((*self.read).clone()),
+            _ => None,
+        }
     }
 
     async fn call_tool(
@@ -61,16 +79,23 @@ impl ServerHandler for Echo {
         request: CallToolRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != "echo" {
-            return Err(ErrorData::invalid_params("unknown tool", None));
-        }
-        let text = request
-            .arguments
-            .as_ref()
-            .and_then(|a| a.get("text"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| ErrorData::invalid_params("`text` is required", None))?;
-        Ok(CallToolResult::success(vec![ContentBlock::text(text.to_string())]).into())
+        let arg = |name: &str| {
+            request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` is required"), None))
+        };
+        let text = match &*request.name {
+            "echo" => arg("text")?,
+            "read_file" => tokio::fs::read_to_string(arg("path")?)
+                .await
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?,
+            _ => return Err(ErrorData::invalid_params("unknown tool", None)),
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
 }
 

@@ -1,18 +1,21 @@
 //! The servers of the side-by-side benchmark, one process each, all with the same `echo(text)` tool,
 //! the same HS256 key (`iss=perf`, `aud=mcp`) and TCP_NODELAY:
 //!
+//! - `template`: the Bulkhead runtime serving the generated `template` server (`read_file` and
+//!   the rest: what users run);
 //! - `bulkhead`: the Bulkhead runtime serving a hand-built one-tool server (every guarantee on:
 //!   auth, ratchet check, argument validation, context preset, audit);
 //! - `rmcp`: a bare rmcp Streamable HTTP server with a `jsonwebtoken` axum middleware;
 //! - `axum`: a raw axum POST echo without MCP or auth (the ceiling);
 //! - `mint`: prints a token for `sub`/`session_id` (used by the start-up benchmark).
 //!
-//! Usage: `bench_server <bulkhead|rmcp|axum> --secret S [--stateless] [--state DIR]
+//! Usage: `bench_server <template|bulkhead|rmcp|axum> --secret S [--stateless] [--state DIR]
 //! [--store sqlite|postgres://…]`; prints
 //! `http://127.0.0.1:<port>/mcp` on stdout once it listens.
 
 mod bare;
 mod bulkhead_echo;
+mod template;
 
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -83,6 +86,10 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let cancel = CancellationToken::new();
         let app = match a.kind.as_str() {
+            "template" => {
+                let config = template::config(&a.secret, a.stateful, &a.state, &a.store, &a.extra)?;
+                template::router(&config, cancel.clone()).await?
+            }
             "bulkhead" => {
                 bulkhead_echo::router(
                     &a.secret,
@@ -96,7 +103,11 @@ fn main() -> anyhow::Result<()> {
             }
             "rmcp" => bare::rmcp_router(&a.secret, a.stateful, cancel.clone()),
             "axum" => bare::axum_echo(),
-            other => anyhow::bail!("unknown server kind `{other}` (bulkhead, rmcp, axum, mint)"),
+            other => {
+                anyhow::bail!(
+                    "unknown server kind `{other}` (template, bulkhead, rmcp, axum, mint)"
+                )
+            }
         };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", a.port)).await?;
         println!("http://{}/mcp", listener.local_addr()?);

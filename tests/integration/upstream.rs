@@ -355,13 +355,14 @@ async fn a_rug_pull_refuses_the_drifted_tool_naming_the_drift() {
 }
 
 /// Under protocol 2026-07-28 an upstream that takes no subscription cannot tell of a changed
-/// list, so its list is read beside every call and the answer is given only if it still matches
-/// the pin: a definition changed without a word is refused, at the latest at the next call.
+/// list; with `pin_max_age_ms: 0` its list is read beside every call and the answer is given
+/// only if it still matches the pin: a definition changed without a word is refused, at the
+/// latest at the next call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_rug_pull_under_2026_07_28_is_refused_at_the_next_call() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
-    let c = misbehaving("modern", dir.path(), json!({}));
+    let c = misbehaving("modern", dir.path(), json!({"pin_max_age_ms": 0}));
     assert_eq!(echo(&c, &ws, "first").await.unwrap(), "echo: first");
     // The upstream changes `echo` while answering this call: the list read beside it may show
     // the change already (then this answer is withheld) or not yet.
@@ -375,6 +376,31 @@ async fn a_silent_rug_pull_under_2026_07_28_is_refused_at_the_next_call() {
         text.contains("drifted") && text.contains("description"),
         "{text}"
     );
+}
+
+/// With the default `pin_max_age_ms` (100) a list read vouches for the calls sent within 100 ms
+/// after it: a silent change is refused at every call sent 100 ms or more after it (here: the
+/// next call once that long has passed), and an answer is never released on a list read older
+/// than that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_rug_pull_is_refused_once_the_last_list_read_is_older_than_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let c = misbehaving("modern", dir.path(), json!({"pin_max_age_ms": 100}));
+    assert_eq!(echo(&c, &ws, "first").await.unwrap(), "echo: first");
+    // The upstream changes `echo` while answering this call (vouched for or not).
+    if let Err(e) = echo(&c, &ws, "change").await {
+        assert!(e.is_fatal() && e.wire_text().contains("drifted"), "{e:?}");
+    }
+    let changed = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Sent 100 ms or more after the change: the list is read beside it, and it is refused.
+    let refused = echo(&c, &ws, "late").await.unwrap_err();
+    assert!(changed.elapsed() >= Duration::from_millis(100));
+    assert!(refused.is_fatal(), "{refused:?}");
+    assert!(refused.wire_text().contains("drifted"), "{refused:?}");
+    // And refused from then on.
+    assert!(echo(&c, &ws, "later").await.unwrap_err().is_fatal());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,9 +10,15 @@
 //! model. An upstream that tells of list changes has its list read when it starts and again
 //! after every `notifications/tools/list_changed` (before the next call), so no call reaches a
 //! drifted tool. An upstream that cannot tell (protocol 2026-07-28 without a tools subscription)
-//! has its list read beside every call: the call may reach a tool that drifted silently, but its
-//! answer is withheld when the list read beside it no longer matches the pin (the upstream is
-//! jailed with no way out but its declared `egress`, so what the call hands it stays there). A
+//! has its list read beside a call, unless a read *sent* at most `pin_max_age_ms` (default 100)
+//! before the call vouches for it; the answer of a call with a read beside it is withheld when
+//! that list no longer matches the pin. What is guaranteed: every answer released was preceded
+//! by a list read sent no more than `pin_max_age_ms` before its call (or beside it) that
+//! matched the pin, and a tool whose definition changed silently is refused at every call sent
+//! `pin_max_age_ms` or more after the change at the latest (`0` restores a read beside every
+//! call: refused at the first call whose read shows it). A call in that window may reach a tool
+//! that drifted silently, as any call beside which the list is read may (the upstream is jailed
+//! with no way out but its declared `egress`, so what the call hands it stays there). A
 //! declared tool whose definition drifted (or that is no longer listed) is refused with a
 //! `[FATAL]` error naming the fields that changed, until the lock is updated and reviewed. Other
 //! tools keep working.
@@ -64,6 +70,7 @@ pub(crate) struct Settings {
     per_session: bool,
     max_sessions: usize,
     idle: Duration,
+    pin_max_age: Duration,
     limits: (u64, u64),
 }
 
@@ -97,6 +104,7 @@ impl Settings {
             per_session: given.session_workspace()?,
             max_sessions: usize::try_from(given.max_sessions()?).unwrap_or(usize::MAX),
             idle: Duration::from_secs(given.idle_seconds()?),
+            pin_max_age: Duration::from_millis(given.pin_max_age_ms()?),
             limits: (
                 given.processes()?,
                 given.memory_mb()?.saturating_mul(1 << 20),
@@ -381,13 +389,14 @@ impl Mcp {
             format!("{}/{}", id.user(), id.session())
         });
         let slot = self.slot(key)?;
-        let (peer, progress, watched) = {
+        let (peer, progress, vouched) = {
             let mut state = slot.state.lock().await;
             self.ensure(&mut state, place.mode, session.map(|w| &**w))
                 .await?;
             let live = state.live.as_ref().expect("ensured");
             self.check_pin(live, tool)?;
-            (live.peer(), live.progress(), live.watched())
+            let vouched = live.watched() || live.listed_within(self.settings.pin_max_age);
+            (live.peer(), live.progress(), vouched)
         };
         let bounds = self.settings.bounds();
         let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);
@@ -410,22 +419,22 @@ impl Mcp {
             answer
         };
         // An upstream that cannot tell of a changed list (2026-07-28 without a subscription) has
-        // it read beside every call, and the answer is given only if the list still matches the
-        // pin: a silent rug pull is refused at the first call it shows in, for one round trip
-        // less than reading the list first. (That call did run upstream; so would any call of an
-        // upstream that changed what it does without changing what it says.)
-        let (answer, listed) = if watched {
+        // it read beside a call unless a read sent at most `pin_max_age_ms` before vouches for
+        // it, and the answer is given only if that list still matches the pin (see the module
+        // documentation for what that guarantees).
+        let (answer, listed) = if vouched {
             (tokio::time::timeout(bounds.call, exchange).await, None)
         } else {
+            let sent = Instant::now();
             let list = tokio::time::timeout(bounds.call, upstream::list_tools(&peer, bounds));
             let (answer, listed) = tokio::join!(tokio::time::timeout(bounds.call, exchange), list);
-            (answer, Some(listed))
+            (answer, Some((listed, sent)))
         };
-        if let Some(listed) = listed {
+        if let Some((listed, sent)) = listed {
             let mut state = slot.state.lock().await;
             match (listed, state.live.as_mut()) {
                 (Ok(Ok(tools)), Some(live)) => {
-                    live.set_tools(tools);
+                    live.set_tools_listed(tools, sent);
                     self.check_pin(live, tool)?;
                 }
                 (Ok(Err(e)), _) => {

@@ -267,6 +267,8 @@ pub struct Live {
     progress: Progress,
     changed: Arc<AtomicBool>,
     tools: HashMap<String, Value>,
+    /// When the request of the list in `tools` was sent, if a call's read set it.
+    listed_at: Option<std::time::Instant>,
     server: String,
     /// Whether a `tools/list_changed` can reach us: always under the `initialize` era (the
     /// session carries notifications), and under 2026-07-28 only while a `subscriptions/listen`
@@ -403,6 +405,7 @@ impl Live {
             progress,
             changed,
             tools: HashMap::new(),
+            listed_at: None,
             server,
             watched: Arc::new(AtomicBool::new(true)),
             _listen: None,
@@ -437,12 +440,12 @@ impl Live {
             Ok(_) => {
                 tracing::warn!(
                     connector,
-                    "the upstream does not tell of tool-list changes; its list is read again beside every call (an answer is withheld when the list no longer matches the pin)"
+                    "the upstream does not tell of tool-list changes; its list is read again beside calls (at least every pin_max_age_ms; an answer is withheld when that list no longer matches the pin)"
                 );
                 self.watched.store(false, Ordering::SeqCst);
             }
             Err(e) => {
-                tracing::warn!(connector, error = %e, "no subscription for tool-list changes; the upstream's list is read again beside every call (an answer is withheld when the list no longer matches the pin)");
+                tracing::warn!(connector, error = %e, "no subscription for tool-list changes; the upstream's list is read again beside calls (at least every pin_max_age_ms; an answer is withheld when that list no longer matches the pin)");
                 self.watched.store(false, Ordering::SeqCst);
             }
         }
@@ -461,6 +464,18 @@ impl Live {
             .into_iter()
             .map(|t| (t.name.to_string(), pin::definition(&t)))
             .collect();
+        self.listed_at = None;
+    }
+
+    /// Takes `tools`, listed by a request sent at `sent`, as the upstream's current list.
+    pub fn set_tools_listed(&mut self, tools: Vec<rmcp::model::Tool>, sent: std::time::Instant) {
+        self.set_tools(tools);
+        self.listed_at = Some(sent);
+    }
+
+    /// Whether the current list was requested at most `max_age` ago (never, for zero).
+    pub fn listed_within(&self, max_age: std::time::Duration) -> bool {
+        !max_age.is_zero() && self.listed_at.is_some_and(|t| t.elapsed() <= max_age)
     }
 
     /// Whether the upstream can tell of a changed list (else every call reads it again).

@@ -36,6 +36,12 @@ pub struct McpSettings {
     /// Most tools the upstream may list (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tools: Option<Count>,
+    /// For an upstream that cannot tell of list changes: milliseconds a list read vouches for
+    /// the calls sent after it (default 100). A call sent later has the list read again beside
+    /// it, and its answer is withheld if the list no longer matches the pin; 0: beside every
+    /// call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_max_age_ms: Option<Count>,
     /// Host folders a launched upstream reads (absolute; visible read-only at the same path in
     /// its jail, besides the system and its own install folder).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,6 +107,11 @@ impl McpSettings {
     /// Most tools the upstream may list.
     pub fn max_tools(&self) -> Result<u64, SettingError> {
         count(&self.max_tools, "max_tools", 1000)
+    }
+
+    /// Milliseconds a list read of an unwatched upstream vouches for later calls.
+    pub fn pin_max_age_ms(&self) -> Result<u64, SettingError> {
+        count(&self.pin_max_age_ms, "pin_max_age_ms", 100)
     }
 
     /// Upstreams of sessions at once.
