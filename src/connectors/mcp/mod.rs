@@ -496,14 +496,14 @@ impl Mcp {
                 "upstream tool `{tool}` is not declared"
             )));
         };
-        let Some(now) = live.definition(tool) else {
+        let Some((now, now_pin)) = live.definition(tool) else {
             return Err(ToolError::fatal(format!(
                 "upstream tool `{tool}` of `{}` is no longer listed by the upstream ({}); refused until the lock is updated and reviewed",
                 self.name,
                 live.server()
             )));
         };
-        if pin::pin_of(now) == pinned.pin {
+        if now_pin == pinned.pin {
             return Ok(());
         }
         let fields = pin::changed_fields(&pinned.definition, now);
@@ -516,7 +516,7 @@ impl Mcp {
                 fields.join(", ")
             },
             pinned.pin,
-            pin::pin_of(now),
+            now_pin,
             self.name,
         )))
     }

@@ -266,7 +266,8 @@ pub struct Live {
     protocol: String,
     progress: Progress,
     changed: Arc<AtomicBool>,
-    tools: HashMap<String, Value>,
+    /// Each listed tool's definition and its pin (computed once per list, not per call).
+    tools: HashMap<String, (Value, String)>,
     /// When the request of the list in `tools` was sent, if a call's read set it.
     listed_at: Option<std::time::Instant>,
     server: String,
@@ -462,7 +463,11 @@ impl Live {
     pub fn set_tools(&mut self, tools: Vec<rmcp::model::Tool>) {
         self.tools = tools
             .into_iter()
-            .map(|t| (t.name.to_string(), pin::definition(&t)))
+            .map(|t| {
+                let definition = pin::definition(&t);
+                let pin = pin::pin_of(&definition);
+                (t.name.to_string(), (definition, pin))
+            })
             .collect();
         self.listed_at = None;
     }
@@ -483,9 +488,9 @@ impl Live {
         self.watched.load(Ordering::SeqCst)
     }
 
-    /// The live definition of `tool`, if listed.
-    pub fn definition(&self, tool: &str) -> Option<&Value> {
-        self.tools.get(tool)
+    /// The live definition of `tool` and its pin, if listed.
+    pub fn definition(&self, tool: &str) -> Option<(&Value, &str)> {
+        self.tools.get(tool).map(|(d, p)| (d, p.as_str()))
     }
 
     /// `name@version` from the handshake.
