@@ -80,7 +80,11 @@ fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // Two workers whatever the affinity at start: tokio sizes its default by the CPUs the
+    // process may use, so a server started pinned to one CPU would keep one worker when the
+    // bench unpins it.
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {
