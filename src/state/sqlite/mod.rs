@@ -178,13 +178,16 @@ impl SqliteStore {
     /// run whatever runtime the calls came from), ending when nothing is kept.
     fn start_sweeper(&self) {
         let weak = self.inner.keeper.weak();
+        let slots = self.inner.slots.clone();
         let spawned = std::thread::Builder::new()
             .name("bulkhead-keep".into())
             .spawn(move || {
                 while let Some(check) = weak.check() {
                     std::thread::sleep(check);
+                    // One probe for every bucket; each kept pass is asked only when one waits.
+                    let any = slots.any_escalation_waiting().unwrap_or(true);
                     let more = weak.sweep(|h| match h {
-                        Hold::Sqlite(s) => s.escalation_waiting().unwrap_or(true),
+                        Hold::Sqlite(s) => any && s.escalation_waiting().unwrap_or(true),
                         _ => true,
                     });
                     if !more {

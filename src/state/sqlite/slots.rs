@@ -305,6 +305,23 @@ impl SlotFile {
         }
     }
 
+    /// Whether any call of any session waits for its lock exclusively (one system call for every
+    /// bucket's intent byte; the kept passes' sweeper asks per pass only when this says yes).
+    pub fn any_escalation_waiting(&self) -> Result<bool, StateError> {
+        let file = self.take()?;
+        // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = INTENT_AT as libc::off_t;
+        fl.l_len = SLOTS as libc::off_t;
+        let r = fcntl(&file, FcntlArg::F_OFD_GETLK(&mut fl))
+            .map_err(|e| StateError::io(StateErrorKind::Unavailable, &self.path, e));
+        self.give_back(file);
+        r?;
+        Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+    }
+
     /// Locks `slot` (shared or exclusive), waiting up to `timeout`.
     pub async fn lock(
         self: &Arc<Self>,
