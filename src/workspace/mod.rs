@@ -146,8 +146,9 @@ fn open_existing_session(root: &Path, id: &Identity) -> Option<Dir> {
     Some(Dir::from_std_file(session.into_std()))
 }
 
-/// Creates `name` (one validated component) beneath `parent` if absent and opens it without
-/// following a symlink.
+/// Opens `name` (one validated component) beneath `parent` without following a symlink,
+/// creating it first if it is absent. An existing directory (every call after a session's first)
+/// is opened without trying to create it.
 fn open_child_dir(parent: &Dir, name: &str) -> Result<Dir, WorkspaceError> {
     let at = |op, err: io::Error| WorkspaceError::Io {
         path: "session directory".to_owned(),
@@ -155,16 +156,22 @@ fn open_child_dir(parent: &Dir, name: &str) -> Result<Dir, WorkspaceError> {
         kind: err.kind(),
         source: err,
     };
+    let mut opts = OpenOptions::new();
+    opts.read(true)
+        .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
+    match parent.open_with(name, &opts) {
+        Ok(file) => return Ok(Dir::from_std_file(file.into_std())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(at("open", e)),
+    }
     let mut builder = DirBuilder::new();
     builder.mode(DIR_MODE);
     match parent.create_dir_with(name, &builder) {
         Ok(()) => {}
+        // Another call made it meanwhile.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(at("create", e)),
     }
-    let mut opts = OpenOptions::new();
-    opts.read(true)
-        .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32);
     let file = parent.open_with(name, &opts).map_err(|e| at("open", e))?;
     Ok(Dir::from_std_file(file.into_std()))
 }
