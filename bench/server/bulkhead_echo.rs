@@ -1,10 +1,8 @@
 //! (a) Bulkhead: a hand-built one-tool server (`echo`, permission read, sensitivity public,
 //! context default, a handler tool) served by the real runtime and HTTP stack.
 
-use bulkhead::auth::Verifier;
 use bulkhead::call::{Runtime, server_presets};
 use bulkhead::codegen::*;
-use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
 use bulkhead::workspace::WorkspaceRoot;
 use std::path::Path;
@@ -76,13 +74,7 @@ pub async fn router(
     extra: &str,
     cancel: CancellationToken,
 ) -> anyhow::Result<axum::Router> {
-    let d = state.display();
-    let text = format!(
-        "auth:\n  issuer: {iss}\n  audience: {aud}\n  keys:\n    - {{ kid: perf, alg: HS256, secret: {secret} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: {stateful}\nstate:\n  dir: {d}/state\n  workspaces: {d}/workspaces\n  store: \"{store}\"\n",
-        iss = crate::ISSUER,
-        aud = crate::AUDIENCE,
-    );
-    let config = Config::parse(&format!("{text}{extra}"), "bench", &|_| None)?;
+    let config = crate::template::config(secret, stateful, state, store, extra)?;
     let presets = server_presets(&BENCH, config.context.presets.as_ref())?;
     let workspaces = WorkspaceRoot::new(&config.state.workspaces)?;
     let store = bulkhead::serve::open_state(
@@ -104,13 +96,5 @@ pub async fn router(
         audit,
     )?
     .with_rate_limits(rates);
-    let verifier = Verifier::new(&config.auth)?;
-    Ok(bulkhead::serve::http::router(
-        Arc::new(rt),
-        verifier,
-        &config.auth.issuer,
-        &config.http,
-        "http://127.0.0.1",
-        cancel,
-    ))
+    crate::template::serve(rt, &config, cancel)
 }

@@ -1,6 +1,7 @@
 //! (a) Bulkhead serving the generated `template` server (what users run): its `read_file`,
 //! `write_file` and every other tool, through the real runtime and HTTP stack, on a `full`
-//! instance with the bench's HS256 key.
+//! instance with the bench's HS256 key. Also the configuration and HTTP stack of the hand-built
+//! echo server ([`super::bulkhead_echo`]).
 
 use bulkhead::auth::Verifier;
 use bulkhead::config::Config;
@@ -31,6 +32,15 @@ pub fn config(
 /// The router of the generated `template` server.
 pub async fn router(config: &Config, cancel: CancellationToken) -> anyhow::Result<axum::Router> {
     let rt = bulkhead::serve::runtime(config, "template", NetworkMode::Full).await?;
+    serve(rt, config, cancel)
+}
+
+/// The HTTP router of a bench runtime, with the bench's token verifier.
+pub fn serve(
+    rt: bulkhead::call::Runtime,
+    config: &Config,
+    cancel: CancellationToken,
+) -> anyhow::Result<axum::Router> {
     let verifier = Verifier::new(&config.auth)?;
     Ok(bulkhead::serve::http::router(
         Arc::new(rt),

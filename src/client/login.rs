@@ -53,13 +53,14 @@ async fn json(resp: reqwest::Response) -> Result<(u16, Value), String> {
     Ok((status, body))
 }
 
-/// Signs the user in with the device grant; the provider's access token. Bounded by the
-/// device code's lifetime (and at most 15 minutes).
-pub async fn device_login(login: &DeviceLogin) -> Result<String, String> {
-    let http = http();
+/// The provider's OpenID metadata: its discovery URL (named in errors) and the document.
+async fn provider_metadata(
+    http: &reqwest::Client,
+    issuer: &str,
+) -> Result<(String, Value), String> {
     let discovery = format!(
         "{}/.well-known/openid-configuration",
-        login.issuer.trim_end_matches('/')
+        issuer.trim_end_matches('/')
     );
     let (_, meta) = json(
         http.get(&discovery)
@@ -68,6 +69,14 @@ pub async fn device_login(login: &DeviceLogin) -> Result<String, String> {
             .map_err(|e| e.to_string())?,
     )
     .await?;
+    Ok((discovery, meta))
+}
+
+/// Signs the user in with the device grant; the provider's access token. Bounded by the
+/// device code's lifetime (and at most 15 minutes).
+pub async fn device_login(login: &DeviceLogin) -> Result<String, String> {
+    let http = http();
+    let (discovery, meta) = provider_metadata(&http, &login.issuer).await?;
     let (Some(device), Some(token)) = (
         meta["device_authorization_endpoint"].as_str(),
         meta["token_endpoint"].as_str(),
@@ -238,14 +247,7 @@ pub async fn browser_login(login: &BrowserLogin) -> Result<String, String> {
     use sha2::Digest as _;
     let http = http();
     let issuer = login.issuer.trim_end_matches('/');
-    let discovery = format!("{issuer}/.well-known/openid-configuration");
-    let (_, meta) = json(
-        http.get(&discovery)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?,
-    )
-    .await?;
+    let (discovery, meta) = provider_metadata(&http, issuer).await?;
     let (Some(authorize), Some(token)) = (
         meta["authorization_endpoint"].as_str(),
         meta["token_endpoint"].as_str(),
