@@ -198,7 +198,7 @@ impl Keeper {
     }
 
     /// Keeps the shared `pass` just taken (its level read under its lock) and returns the
-    /// caller's pass joined to it. `None` from `sweeper`: the caller starts one.
+    /// caller's pass joined to it, and whether no sweeper runs (the caller then starts one).
     pub(crate) fn keep(&self, pass: Pass) -> (Pass, bool) {
         debug_assert_eq!(pass.mode(), PassMode::Shared);
         let (id, level, hold) = pass.into_parts();
