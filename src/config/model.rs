@@ -236,6 +236,10 @@ pub struct WorkspaceConfig {
     pub min_free_bytes: u64,
     /// Largest file `read_file` returns, in bytes.
     pub max_read_bytes: u64,
+    /// Session directories held open between calls (one descriptor each; the least recently used
+    /// is closed first). A held directory is checked on every use and its path opened again
+    /// after a second. 0: every call opens its session's path.
+    pub open_dirs: usize,
 }
 
 impl Default for WorkspaceConfig {
@@ -249,6 +253,7 @@ impl Default for WorkspaceConfig {
             results_max_files: d.results_max_files,
             min_free_bytes: d.min_free_bytes,
             max_read_bytes: crate::workspace::DEFAULT_MAX_READ_BYTES,
+            open_dirs: crate::workspace::DEFAULT_OPEN_DIRS,
         }
     }
 }

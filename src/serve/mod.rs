@@ -145,6 +145,7 @@ pub async fn runtime(
         .map_err(|e| setup("workspace root")(&e))?
         .with_lower(config.state.workspace_lower(name, mode))
         .with_max_read_bytes(config.workspace.max_read_bytes)
+        .with_open_dirs(config.workspace.open_dirs)
         .with_limits(config.workspace.disk_limits());
     let state = open_state(config, name, mode, InitPolicy::FirstStart).await?;
     let audit = open_audit(config, name, &state)?;

@@ -70,10 +70,9 @@ impl SessionWorkspace {
                 let Ok(src) = from.open_with(name, &opts) else {
                     continue;
                 };
-                let Ok(mut src) = super::session::checked_regular(src, name) else {
+                let Ok((mut src, len)) = super::session::regular(src, name) else {
                     continue;
                 };
-                let len = src.metadata()?.len();
                 self.admit(len, 0, true).map_err(CopyError::Limit)?;
                 let mut w = OpenOptions::new();
                 w.write(true)

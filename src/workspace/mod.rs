@@ -8,6 +8,7 @@
 mod copyup;
 mod error;
 mod lazy;
+mod open_dirs;
 mod path;
 mod quota;
 mod results;
@@ -24,6 +25,7 @@ use rustix::fs::OFlags;
 
 pub use error::WorkspaceError;
 pub use lazy::{LazyWorkspace, WorkspaceSource};
+pub use open_dirs::{DEFAULT_OPEN_DIRS, REVALIDATE as OPEN_DIR_REVALIDATE};
 pub use path::{AGENT_ROOT, MAX_COMPONENT_LEN, MAX_PATH_LEN, RelPath, agent_to_relative};
 pub use quota::{DiskLimits, Usage};
 pub use results::{RESULTS_DIR, ResultFile, SavedResult, query_key};
@@ -53,6 +55,7 @@ pub struct WorkspaceRoot {
     max_read_bytes: u64,
     limits: DiskLimits,
     lower: Vec<PathBuf>,
+    open: open_dirs::OpenDirs,
 }
 
 impl WorkspaceRoot {
@@ -79,6 +82,7 @@ impl WorkspaceRoot {
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
             limits: DiskLimits::default(),
             lower: Vec::new(),
+            open: open_dirs::OpenDirs::new(DEFAULT_OPEN_DIRS),
         })
     }
 
@@ -107,6 +111,18 @@ impl WorkspaceRoot {
         self
     }
 
+    /// Holds at most `max` session directories open between calls (`workspace.open_dirs`; 0:
+    /// every call opens its session's path). See `open_dirs` for what a held handle may serve.
+    pub fn with_open_dirs(mut self, max: usize) -> Self {
+        self.open = open_dirs::OpenDirs::new(max);
+        self
+    }
+
+    /// Session directories held open now (at most `workspace.open_dirs`).
+    pub fn open_dirs(&self) -> usize {
+        self.open.len()
+    }
+
     /// The host path of the root (for operators and logs; never show it to agents).
     pub fn host_path(&self) -> &Path {
         &self.host
@@ -115,9 +131,13 @@ impl WorkspaceRoot {
     /// Opens the caller's session directory `<root>/<user>/<session>`, creating each level with
     /// mode 0700 through the root capability. Each level is opened with `O_NOFOLLOW`, so a symlink
     /// planted at `<root>/<user>` or `<root>/<user>/<session>` is refused rather than followed.
+    /// The session's own directory comes from the open handles when one may serve (`open_dirs`);
+    /// lower layers are looked up on every call, so one made later is seen at once.
     pub fn session(&self, id: &Identity) -> Result<SessionWorkspace, WorkspaceError> {
-        let user = open_child_dir(&self.dir, id.user())?;
-        let session = open_child_dir(&user, id.session())?;
+        let session = self.open.get(id.user(), id.session(), || {
+            let user = open_child_dir(&self.dir, id.user())?;
+            open_child_dir(&user, id.session())
+        })?;
         let lower = self
             .lower
             .iter()

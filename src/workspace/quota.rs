@@ -54,7 +54,7 @@ impl SessionWorkspace {
     /// the sum never understates). Walks each tree; symlinks are not followed.
     pub fn usage(&self) -> Result<Usage, WorkspaceError> {
         let mut u = Usage::default();
-        for dir in std::iter::once(&self.dir).chain(self.lower.iter()) {
+        for dir in std::iter::once(&*self.dir).chain(self.lower.iter()) {
             walk(dir, &mut u, 0)
                 .map_err(|e| WorkspaceError::from_io("/workspace", "measure", e))?;
         }

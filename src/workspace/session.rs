@@ -25,7 +25,7 @@ pub struct DirEntryInfo {
 /// path and resolves it beneath this directory; nothing here ever builds an ambient host path.
 #[derive(Debug)]
 pub struct SessionWorkspace {
-    pub(super) dir: Dir,
+    pub(super) dir: std::sync::Arc<Dir>,
     identity: Identity,
     host: PathBuf,
     max_read_bytes: u64,
@@ -36,7 +36,7 @@ pub struct SessionWorkspace {
 
 impl SessionWorkspace {
     pub(super) fn new(
-        dir: Dir,
+        dir: std::sync::Arc<Dir>,
         identity: Identity,
         host: PathBuf,
         max_read_bytes: u64,
@@ -91,9 +91,8 @@ impl SessionWorkspace {
 
     /// Reads a whole file, refusing files above the read limit with [`WorkspaceError::TooLarge`].
     pub fn read(&self, agent_path: &str) -> Result<Vec<u8>, WorkspaceError> {
-        let (rel, file) = self.open_regular(agent_path)?;
+        let (rel, file, size) = self.open_regular(agent_path)?;
         let agent = rel.to_agent_path();
-        let size = file_len(&file, &agent)?;
         let limit = self.max_read_bytes;
         if size > limit {
             return Err(WorkspaceError::TooLarge {
@@ -130,8 +129,8 @@ impl SessionWorkspace {
 
     /// Opens a regular file for reading (streaming; no size limit).
     pub fn open(&self, agent_path: &str) -> Result<std::fs::File, WorkspaceError> {
-        let (_, file) = self.open_regular(agent_path)?;
-        Ok(file)
+        let (rel, file, _) = self.open_regular(agent_path)?;
+        blocking(file, &rel.to_agent_path())
     }
 
     /// Lists a directory, sorted by name. Symlinks are reported as what they point to when that
@@ -252,8 +251,12 @@ impl SessionWorkspace {
     }
 
     /// Opens `agent_path` read-only as a regular file with a single link, checked on the open
-    /// descriptor (no check-then-open window). `O_NONBLOCK` keeps a planted FIFO from hanging us.
-    fn open_regular(&self, agent_path: &str) -> Result<(RelPath, std::fs::File), WorkspaceError> {
+    /// descriptor (no check-then-open window), with its size at the check. `O_NONBLOCK` keeps a
+    /// planted FIFO from hanging us; the file keeps it (a regular file ignores it).
+    fn open_regular(
+        &self,
+        agent_path: &str,
+    ) -> Result<(RelPath, std::fs::File, u64), WorkspaceError> {
         let rel = agent_to_relative(agent_path)?;
         let agent = rel.to_agent_path();
         let mut opts = OpenOptions::new();
@@ -274,13 +277,21 @@ impl SessionWorkspace {
             }
         }
         let file = opened.map_err(|e| WorkspaceError::from_io(&agent, "open", e))?;
-        let file = checked_regular(file, &agent)?;
-        Ok((rel, file))
+        let (file, size) = regular(file, &agent)?;
+        Ok((rel, file, size))
     }
 }
 
-/// Checks an open file is a regular file with one hard link and clears `O_NONBLOCK`.
+/// Checks an open file is a regular file with one hard link and clears `O_NONBLOCK`, for a
+/// descriptor handed on (a stream, a writer).
 pub(super) fn checked_regular(file: File, agent: &str) -> Result<std::fs::File, WorkspaceError> {
+    let (file, _) = regular(file, agent)?;
+    blocking(file, agent)
+}
+
+/// Checks an open file is a regular file with one hard link (one `fstat` on the descriptor);
+/// returns it, flags untouched, with its size at the check.
+pub(super) fn regular(file: File, agent: &str) -> Result<(std::fs::File, u64), WorkspaceError> {
     let file = file.into_std();
     let meta = file
         .metadata()
@@ -303,15 +314,14 @@ pub(super) fn checked_regular(file: File, agent: &str) -> Result<std::fs::File, 
             path: agent.to_owned(),
         });
     }
+    Ok((file, meta.len()))
+}
+
+/// Clears `O_NONBLOCK` (set at open so a planted FIFO cannot hang us).
+fn blocking(file: std::fs::File, agent: &str) -> Result<std::fs::File, WorkspaceError> {
     let flags = rustix::fs::fcntl_getfl(&file)
         .map_err(|e| WorkspaceError::from_io(agent, "open", e.into()))?;
     rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
         .map_err(|e| WorkspaceError::from_io(agent, "open", e.into()))?;
     Ok(file)
-}
-
-fn file_len(file: &std::fs::File, agent: &str) -> Result<u64, WorkspaceError> {
-    file.metadata()
-        .map(|m| m.len())
-        .map_err(|e| WorkspaceError::from_io(agent, "stat", e))
 }

@@ -3,6 +3,7 @@
 
 mod layers;
 mod legit;
+mod open_dirs;
 mod quota;
 mod race;
 mod traversal;
