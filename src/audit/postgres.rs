@@ -1,6 +1,8 @@
 //! The audit sink of a PostgreSQL store: records are rows of `bulkhead_audit` (append-only by
-//! trigger), inserted in batches by the audit writer thread on its own connection. A committed
-//! insert is durable, so every batch counts as synced. [`PgLink`] is that thread's connection,
+//! trigger), written in batches by the audit writer thread on its own connection, one binary
+//! `COPY` per batch (all of its rows or none, in order). Only the line as written is stored; its
+//! jsonb is derived when read (`bulkhead_audit_records`), not parsed on the write path. A
+//! committed batch is durable, so every batch counts as synced. [`PgLink`] is that thread's connection,
 //! shared with the anchor of chain heads ([`super::anchor::PgHeads`]).
 
 use super::AuditSink;
@@ -62,15 +64,14 @@ impl PgLink {
     }
 }
 
-/// Inserts audit lines into `bulkhead_audit`.
+/// Copies audit lines into `bulkhead_audit`.
 pub struct PgAuditSink {
     link: PgLink,
     server: String,
-    insert: Option<tokio_postgres::Statement>,
+    copy: Option<tokio_postgres::Statement>,
 }
 
-const INSERT: &str = "INSERT INTO bulkhead_audit (server, record, line) \
-     SELECT $1, x::jsonb, x FROM unnest($2::text[]) WITH ORDINALITY AS t (x, n) ORDER BY n";
+const COPY: &str = "COPY bulkhead_audit (server, line) FROM STDIN (FORMAT binary)";
 
 impl PgAuditSink {
     /// A sink for `server`'s records in the database at `url` (connects on first use).
@@ -78,23 +79,34 @@ impl PgAuditSink {
         Ok(PgAuditSink {
             link: PgLink::new(url, "bulkhead-audit", connect_timeout)?,
             server: server.to_owned(),
-            insert: None,
+            copy: None,
         })
     }
 
     fn insert(&mut self, rows: &[&str]) -> Result<(), String> {
+        use tokio_postgres::binary_copy::BinaryCopyInWriter;
+        use tokio_postgres::types::Type;
         let fresh = self.link.connect()?;
         let (rt, client) = self.link.parts();
-        if fresh || self.insert.is_none() {
-            self.insert = Some(
-                rt.block_on(client.prepare(INSERT))
+        if fresh || self.copy.is_none() {
+            self.copy = Some(
+                rt.block_on(client.prepare(COPY))
                     .map_err(|e| e.to_string())?,
             );
         }
-        let insert = self.insert.as_ref().expect("prepared");
-        rt.block_on(client.execute(insert, &[&self.server, &rows]))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let copy = self.copy.as_ref().expect("prepared");
+        let server = self.server.as_str();
+        rt.block_on(async {
+            let sink = client.copy_in(copy).await?;
+            let writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::TEXT]);
+            let mut writer = std::pin::pin!(writer);
+            for row in rows {
+                writer.as_mut().write(&[&server, row]).await?;
+            }
+            writer.finish().await
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
     }
 }
 

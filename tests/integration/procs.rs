@@ -361,7 +361,10 @@ impl Deployment {
             Some(_) => {
                 let client = self.pg_client().await;
                 client
-                    .query("SELECT record::text FROM bulkhead_audit ORDER BY id", &[])
+                    .query(
+                        "SELECT record::text FROM bulkhead_audit_records ORDER BY id",
+                        &[],
+                    )
                     .await
                     .unwrap()
                     .iter()

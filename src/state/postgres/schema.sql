@@ -146,9 +146,20 @@ BEGIN
     RETURN pg_advisory_unlock(p_key);
 END $$;
 
--- The audit line as written (the chain hashes these exact bytes; `record` is its jsonb for
--- queries).
+-- The audit line as written (the chain hashes these exact bytes). Rows are written with `line`
+-- only (`COPY`, no jsonb parse on the write path); `record` holds the jsonb of rows written
+-- before that. Query `bulkhead_audit_records`, which has `record` for every row.
 ALTER TABLE bulkhead_audit ADD COLUMN IF NOT EXISTS line text;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = current_schema() AND table_name = 'bulkhead_audit'
+                 AND column_name = 'record' AND is_nullable = 'NO') THEN
+        ALTER TABLE bulkhead_audit ALTER COLUMN record DROP NOT NULL;
+    END IF;
+END $$;
+CREATE OR REPLACE VIEW bulkhead_audit_records AS
+    SELECT id, server, at, coalesce(record, line::jsonb) AS record, line FROM bulkhead_audit;
 
 -- Each audit writer's chain head, anchored at intervals and at shutdown (`bulkhead audit verify`
 -- compares the log with it). A head never goes back and is never deleted.
