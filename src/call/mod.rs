@@ -260,20 +260,21 @@ impl Runtime {
         let mut before = before;
         if let Some(approval) = self.approvals.needed(tool, &args, before) {
             self.state.leave(pass).await;
-            let asking = self
-                .approvals
-                .ask(
-                    &ask.asker,
-                    approval,
-                    id,
-                    ask.claims.as_ref(),
-                    tool,
-                    &args,
-                    &crate::approval::shown_args(&args),
-                    before,
-                    self.mode,
-                )
-                .await;
+            // Boxed, like every rare path below: inline, its future would make every call's
+            // future larger (see `connectors::call_in`).
+            let shown = crate::approval::shown_args(&args);
+            let asking = Box::pin(self.approvals.ask(
+                &ask.asker,
+                approval,
+                id,
+                ask.claims.as_ref(),
+                tool,
+                &args,
+                &shown,
+                before,
+                self.mode,
+            ))
+            .await;
             match asking {
                 crate::approval::Asking::Approved(detail) => {
                     if let Err(e) = audit.approved(detail).await {
@@ -317,8 +318,14 @@ impl Runtime {
             .any(|b| b.claim.starts_with(bind::EXCHANGE))
         {
             let tokens = self.tokens.get().map(Arc::as_ref);
-            if let Err(e) =
-                bind::bind_upstream(tool, &mut args, id, ask.claims.as_ref(), tokens).await
+            if let Err(e) = Box::pin(bind::bind_upstream(
+                tool,
+                &mut args,
+                id,
+                ask.claims.as_ref(),
+                tokens,
+            ))
+            .await
             {
                 audit.failed(&e);
                 self.state.leave(pass).await;
@@ -330,7 +337,7 @@ impl Runtime {
         // under it (re-admission), writes its intent, escalates, and keeps the pass shared.
         if tool.sensitivity > before {
             self.state.leave(pass).await;
-            pass = match self.state.enter_exclusive(id).await {
+            pass = match Box::pin(self.state.enter_exclusive(id)).await {
                 Ok(p) => p,
                 Err(e) => return self.state_failure(audit, tool, e),
             };
@@ -342,27 +349,24 @@ impl Runtime {
                 return self.refuse(audit, pass, tool, refused).await;
             }
             crate::failpoint!("call.escalate.before_intent");
-            if let Err(e) = audit.intent().await {
+            if let Err(e) = Box::pin(audit.intent()).await {
                 audit.levels = (now, now);
                 return self.fail(audit, pass, e, now).await;
             }
             crate::failpoint!("call.escalate.after_intent");
             let dataset = dataset_name(tool, &args);
-            let after = match self
-                .state
-                .escalate(&mut pass, &dataset, tool.sensitivity)
-                .await
-            {
-                Ok(level) => level,
-                Err(e) => return self.state_failure(audit, tool, e),
-            };
+            let after =
+                match Box::pin(self.state.escalate(&mut pass, &dataset, tool.sensitivity)).await {
+                    Ok(level) => level,
+                    Err(e) => return self.state_failure(audit, tool, e),
+                };
             audit.levels = (now, after);
             if let Err(refused) = self.admit(tool, after) {
                 return self.refuse(audit, pass, tool, refused).await;
             }
         } else if tool.permission == Permission::Connect {
             // A connect call: its intent is durable before anything leaves the process.
-            if let Err(e) = audit.intent().await {
+            if let Err(e) = Box::pin(audit.intent()).await {
                 return self.fail(audit, pass, e, before).await;
             }
             crate::failpoint!("call.connect.after_intent");

@@ -251,23 +251,27 @@ pub async fn call_in(
             ))
         })?;
     let budget = connectors.budget;
+    // Every kind but the built-in files runs boxed: each kind's future is large (an HTTP client,
+    // an upstream session, a jail), and inline they would make every call's future as large as
+    // the largest of them, copied whole by each layer that boxes it.
     match (&op.body, instance) {
         (OperationBody::Files { action }, Instance::Files) => {
             files::run(action.as_str(), ws.workspace()?, &args, budget, signals).await
         }
         (OperationBody::Sql { sql, writes }, Instance::Sqlite(db)) => {
-            db.run(sql, *writes, op.def.params_schema, args, budget, signals)
-                .await
+            Box::pin(db.run(sql, *writes, op.def.params_schema, args, budget, signals)).await
         }
         (OperationBody::Sql { sql, writes }, Instance::Postgres(db)) => {
-            db.run(sql, *writes, args, budget, signals).await
+            Box::pin(db.run(sql, *writes, args, budget, signals)).await
         }
-        (OperationBody::Http { .. }, Instance::Http(h)) => h.run(&op.body, args, signals).await,
+        (OperationBody::Http { .. }, Instance::Http(h)) => {
+            Box::pin(h.run(&op.body, args, signals)).await
+        }
         (OperationBody::Logs { action }, Instance::Logs(l)) => {
-            l.run(action.as_str(), args, budget, signals).await
+            Box::pin(l.run(action.as_str(), args, budget, signals)).await
         }
         (OperationBody::Sandbox { command }, Instance::Sandbox(s)) => {
-            s.run(command, &args, ws.workspace()?, jail, signals).await
+            Box::pin(s.run(command, &args, ws.workspace()?, jail, signals)).await
         }
         (OperationBody::Mcp { tool, renames, .. }, Instance::Mcp(m)) => {
             let place = mcp::Place {
@@ -275,7 +279,7 @@ pub async fn call_in(
                 workspace: ws.workspace()?,
                 signals,
             };
-            m.run(tool, mcp::upstream_args(args, renames), place).await
+            Box::pin(m.run(tool, mcp::upstream_args(args, renames), place)).await
         }
         #[cfg(feature = "fixture-kind")]
         (OperationBody::Echo, Instance::Echo(e)) => e.run(&args),

@@ -320,7 +320,9 @@ impl RateLimiter {
             forced,
             want: 1,
         };
-        match inner.visit(&visit).await {
+        // Boxed: a store visit is the rare path (far from a limit a call is admitted above), and
+        // its future inline would make every call's future larger.
+        match Box::pin(inner.visit(&visit)).await {
             Ok(Counted { refused: None, .. }) => Ok(()),
             Ok(Counted {
                 refused: Some((i, wait)),

@@ -173,6 +173,8 @@ impl std::fmt::Debug for StateStore {
     }
 }
 
+// The PostgreSQL arms of the async methods run boxed: their futures (a pooled connection, a round
+// trip) are large, and inline they would make every call's future as large on SQLite too.
 impl StateStore {
     /// The store's id (recorded in the workspace marker).
     pub fn store_id(&self) -> &str {
@@ -186,7 +188,7 @@ impl StateStore {
     pub async fn enter(&self, id: &Identity) -> Result<Pass, StateError> {
         match self {
             StateStore::Sqlite(s) => s.enter(id, PassMode::Shared).await,
-            StateStore::Postgres(p) => p.enter(id, PassMode::Shared).await,
+            StateStore::Postgres(p) => Box::pin(p.enter(id, PassMode::Shared)).await,
         }
     }
 
@@ -195,7 +197,7 @@ impl StateStore {
     pub async fn enter_exclusive(&self, id: &Identity) -> Result<Pass, StateError> {
         match self {
             StateStore::Sqlite(s) => s.enter(id, PassMode::Exclusive).await,
-            StateStore::Postgres(p) => p.enter(id, PassMode::Exclusive).await,
+            StateStore::Postgres(p) => Box::pin(p.enter(id, PassMode::Exclusive)).await,
         }
     }
 
@@ -265,7 +267,7 @@ impl StateStore {
     pub async fn leave(&self, pass: Pass) {
         match self {
             StateStore::Sqlite(s) => s.leave(pass),
-            StateStore::Postgres(p) => p.leave(pass).await,
+            StateStore::Postgres(p) => Box::pin(p.leave(pass)).await,
         }
     }
 
@@ -274,7 +276,7 @@ impl StateStore {
     pub async fn peek(&self, id: &Identity) -> Sensitivity {
         let r = match self {
             StateStore::Sqlite(s) => s.peek(id),
-            StateStore::Postgres(p) => p.peek(id).await,
+            StateStore::Postgres(p) => Box::pin(p.peek(id)).await,
         };
         r.unwrap_or(Sensitivity::Secret)
     }
