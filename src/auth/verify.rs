@@ -57,7 +57,7 @@ pub struct Verifier {
 /// verifier lives.
 #[derive(Debug)]
 struct Accepted {
-    verified: Verified,
+    verified: Arc<Verified>,
     keys: Option<Arc<Vec<(VerifyKey, Validation)>>>,
 }
 
@@ -185,7 +185,7 @@ impl Verifier {
 
     /// [`verify`](Verifier::verify), fetching the identity provider's keys again when the token
     /// names a key id not seen yet (rate-limited, one fetch at a time) or none were fetched yet.
-    pub async fn verify_fresh(&self, token: &str) -> Result<Verified, AuthError> {
+    pub async fn verify_fresh(&self, token: &str) -> Result<Arc<Verified>, AuthError> {
         let first = self.verify(token);
         let Some(remote) = &self.remote else {
             return first;
@@ -207,8 +207,8 @@ impl Verifier {
 
     /// Verifies a compact JWS (without the `Bearer ` prefix) and returns the caller's identity.
     /// A token accepted before is accepted again without checking its signature while the
-    /// conditions of [`Accepted`] hold.
-    pub fn verify(&self, token: &str) -> Result<Verified, AuthError> {
+    /// conditions of [`Accepted`] hold. The acceptance is shared with the cache, not copied.
+    pub fn verify(&self, token: &str) -> Result<Arc<Verified>, AuthError> {
         if token.len() > self.max_token_bytes {
             return Err(AuthError::TooLarge {
                 max: self.max_token_bytes,
@@ -220,7 +220,7 @@ impl Verifier {
         {
             return Ok(hit);
         }
-        let verified = self.verify_signed(token, remote.as_ref())?;
+        let verified = Arc::new(self.verify_signed(token, remote.as_ref())?);
         if self.verified_max > 0 {
             self.remember(token, &verified, remote);
         }
@@ -239,7 +239,7 @@ impl Verifier {
         &self,
         token: &str,
         remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
-    ) -> Option<Verified> {
+    ) -> Option<Arc<Verified>> {
         let cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
         let hit = cache.get(token)?;
         let same_keys = match (&hit.keys, remote) {
@@ -261,7 +261,7 @@ impl Verifier {
     fn remember(
         &self,
         token: &str,
-        verified: &Verified,
+        verified: &Arc<Verified>,
         remote: Option<Arc<Vec<(VerifyKey, Validation)>>>,
     ) {
         let mut cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());

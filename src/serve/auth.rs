@@ -342,9 +342,12 @@ pub async fn require_token(
         Ok(v) => {
             req.extensions_mut()
                 .insert(crate::approval::TokenClaims(std::sync::Arc::new(
-                    v.claims.other,
+                    v.claims.other.clone(),
                 )));
-            (v.identity, crate::auth::Grants::Scopes(v.claims.scopes))
+            (
+                v.identity.clone(),
+                crate::auth::Grants::Scopes(v.claims.scopes.clone()),
+            )
         }
         Err(e) => {
             static SITE: crate::ratelog::Limiter = crate::ratelog::Limiter::new();

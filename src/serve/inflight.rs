@@ -15,10 +15,10 @@ use crate::identity::Identity;
 
 type Key = (Identity, String);
 
-/// The registry of running calls.
+/// The registry of running calls (each key shared with its guard, not copied).
 #[derive(Default)]
 pub struct Inflight {
-    calls: Mutex<HashMap<Key, (u64, CancellationToken)>>,
+    calls: Mutex<HashMap<Arc<Key>, (u64, CancellationToken)>>,
     next: AtomicU64,
 }
 
@@ -27,7 +27,7 @@ impl Inflight {
     /// cancelled by a matching notification, and dropping the guard unregisters it.
     pub fn register(self: &Arc<Self>, identity: &Identity, request_id: String) -> Registered {
         let token = CancellationToken::new();
-        let key = (identity.clone(), request_id);
+        let key = Arc::new((identity.clone(), request_id));
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         self.lock().insert(key.clone(), (n, token.clone()));
         Registered {
@@ -60,7 +60,7 @@ impl Inflight {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (u64, CancellationToken)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<Key>, (u64, CancellationToken)>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -68,7 +68,7 @@ impl Inflight {
 /// A registered call; unregisters on drop.
 pub struct Registered {
     inflight: Arc<Inflight>,
-    key: Key,
+    key: Arc<Key>,
     n: u64,
     token: CancellationToken,
 }
@@ -84,8 +84,8 @@ impl Drop for Registered {
     fn drop(&mut self) {
         let mut calls = self.inflight.lock();
         // A later call may reuse the id; remove only this call's entry.
-        if calls.get(&self.key).is_some_and(|(n, _)| *n == self.n) {
-            calls.remove(&self.key);
+        if calls.get(&*self.key).is_some_and(|(n, _)| *n == self.n) {
+            calls.remove(&*self.key);
         }
     }
 }

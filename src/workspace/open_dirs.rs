@@ -33,10 +33,25 @@ pub(super) struct OpenDirs {
     map: Mutex<Map>,
 }
 
+/// Users, then their sessions: a lookup by `&str` allocates nothing.
 #[derive(Default)]
 struct Map {
-    entries: HashMap<(Box<str>, Box<str>), Entry>,
+    entries: HashMap<Box<str>, HashMap<Box<str>, Entry>>,
+    len: usize,
     clock: u64,
+}
+
+impl Map {
+    fn remove(&mut self, user: &str, session: &str) {
+        if let Some(sessions) = self.entries.get_mut(user)
+            && sessions.remove(session).is_some()
+        {
+            self.len -= 1;
+            if sessions.is_empty() {
+                self.entries.remove(user);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for OpenDirs {
@@ -70,27 +85,31 @@ impl OpenDirs {
             return Ok(dir);
         }
         let dir = Arc::new(open()?);
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.entries.len() >= self.max {
+        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let map = &mut *guard;
+        map.remove(user, session);
+        if map.len >= self.max {
             let oldest = map
                 .entries
                 .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                map.entries.remove(&k);
+                .flat_map(|(u, ss)| ss.iter().map(move |(s, e)| (e.used, u, s)))
+                .min_by_key(|(used, _, _)| *used)
+                .map(|(_, u, s)| (u.clone(), s.clone()));
+            if let Some((u, s)) = oldest {
+                map.remove(&u, &s);
             }
         }
         map.clock += 1;
         let used = map.clock;
-        map.entries.insert(
-            (user.into(), session.into()),
+        map.entries.entry(user.into()).or_default().insert(
+            session.into(),
             Entry {
                 dir: dir.clone(),
                 opened: Instant::now(),
                 used,
             },
         );
+        map.len += 1;
         Ok(dir)
     }
 
@@ -100,23 +119,19 @@ impl OpenDirs {
         let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let map = &mut *guard;
         map.clock += 1;
-        let key = (Box::<str>::from(user), Box::<str>::from(session));
-        let entry = map.entries.get_mut(&key)?;
+        let clock = map.clock;
+        let entry = map.entries.get_mut(user)?.get_mut(session)?;
         if entry.opened.elapsed() < REVALIDATE && live(&entry.dir) {
-            entry.used = map.clock;
+            entry.used = clock;
             return Some(entry.dir.clone());
         }
-        map.entries.remove(&key);
+        map.remove(user, session);
         None
     }
 
     /// Directories held open now.
     pub(super) fn len(&self) -> usize {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .len()
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len
     }
 }
 
