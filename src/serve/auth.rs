@@ -10,9 +10,8 @@
 
 use crate::auth::Verifier;
 use crate::identity::Identity;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -319,14 +318,14 @@ impl AuthState {
     }
 }
 
-/// Axum middleware: 401 unless the request carries a valid token for this resource; 403 when a
-/// transport session is used with another identity's token; 429/503 when a new session would
-/// pass a session limit.
-pub async fn require_token(
-    State(state): State<Arc<AuthState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+/// 401 unless the request carries a valid token for this resource; 403 when a transport session
+/// is used with another identity's token; 429/503 when a new session would pass a session limit.
+/// Otherwise `inner` answers the request, with the caller's identity and grants in its extensions.
+pub async fn authorize<F, Fut>(state: &Arc<AuthState>, mut req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -439,7 +438,7 @@ pub async fn require_token(
     });
     req.extensions_mut().insert(identity.clone());
     req.extensions_mut().insert(grants);
-    let resp = next.run(req).await;
+    let resp = inner(req).await;
     let resp = match in_use {
         Some(guard) => resp.map(|inner| {
             axum::body::Body::new(Tracked {

@@ -28,9 +28,8 @@ use crate::auth::Grants;
 use crate::identity::Identity;
 use crate::signals::CallSignals;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     ErrorData, JsonObject, JsonRpcError, JsonRpcNotification, JsonRpcResponse, JsonRpcVersion2_0,
@@ -137,8 +136,12 @@ fn essence(media: &str) -> &str {
     media.split(';').next().unwrap_or("").trim()
 }
 
-/// The middleware (inside the auth layer, in front of rmcp).
-pub async fn layer(State(direct): State<Arc<Direct>>, req: Request, next: Next) -> Response {
+/// Answers a tool call or routes a cancellation here; `inner` (rmcp) answers everything else.
+pub async fn answer_or<F, Fut>(direct: &Direct, req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let length = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -148,15 +151,15 @@ pub async fn layer(State(direct): State<Arc<Direct>>, req: Request, next: Next) 
     let (Some(identity), Some(grants), Some(length), true) =
         (identity, grants, length, req.method() == Method::POST)
     else {
-        return next.run(req).await;
+        return inner(req).await;
     };
     if length > direct.max_body {
-        return next.run(req).await;
+        return inner(req).await;
     }
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, direct.max_body as usize).await else {
         // A body shorter or longer than announced: rmcp answers it.
-        return next.run(Request::from_parts(parts, Body::empty())).await;
+        return inner(Request::from_parts(parts, Body::empty())).await;
     };
     cancel_named(&direct.inflight(), &identity, &bytes);
     if eligible_headers(&parts.headers, direct.stateful)
@@ -167,10 +170,9 @@ pub async fn layer(State(direct): State<Arc<Direct>>, req: Request, next: Next) 
         let level = session
             .and_then(|sid| direct.handler.session_level(sid))
             .unwrap_or(notify::DEFAULT_LEVEL);
-        return answer(&direct, &identity, &grants, call, level).await;
+        return answer(direct, &identity, &grants, call, level).await;
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    inner(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 /// Runs `call` and answers it: one JSON body, or an SSE stream of its warnings (as rmcp sends

@@ -1,7 +1,7 @@
 //! Streamable HTTP serving: `/mcp` (rmcp behind the auth layer, with session caps), the RFC 9728
 //! metadata document, and `/healthz`; served by the bounded accept loop of [`super::listener`].
 
-use super::auth::{AuthState, SessionLimits, require_token};
+use super::auth::{AuthState, SessionLimits};
 use super::handler::McpServer;
 use super::listener::{ConnLimits, ConnStats};
 use super::sessions::Sessions;
@@ -152,13 +152,10 @@ pub fn router_with_tokens(
     };
     Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(session_end_is_no_content))
-        // Tool calls answered here, cancellations routed here; the rest goes on to rmcp.
         .layer(axum::middleware::from_fn_with_state(
-            direct,
-            super::direct::layer,
+            Arc::new(Gate { auth, direct }),
+            mcp_entry,
         ))
-        .layer(axum::middleware::from_fn_with_state(auth, require_token))
         .merge(token_routes)
         .route(
             "/.well-known/oauth-protected-resource",
@@ -259,6 +256,28 @@ impl tower::Service<axum::extract::Request> for Shared {
         let service = self.0.clone();
         Box::pin(async move { Ok(service.handle(req).await.map(axum::body::Body::new)) })
     }
+}
+
+/// What stands in front of rmcp on `/mcp`.
+struct Gate {
+    auth: Arc<AuthState>,
+    direct: Arc<super::direct::Direct>,
+}
+
+/// The `/mcp` stack, in this order: the token (401/403/429/503, `auth::authorize`), then tool
+/// calls answered and cancellations routed here (`direct::answer_or`), then rmcp. One middleware
+/// rather than one per step, so a request pays for one boxed future and one clone of the route.
+async fn mcp_entry(
+    axum::extract::State(gate): axum::extract::State<Arc<Gate>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    super::auth::authorize(&gate.auth, req, |req| {
+        super::direct::answer_or(&gate.direct, req, |req| {
+            session_end_is_no_content(req, next)
+        })
+    })
+    .await
 }
 
 /// A session ended by `DELETE` is answered `204 No Content`, not rmcp's `202 Accepted`: the
