@@ -298,20 +298,26 @@ impl PgStore {
         };
         let level: i16 = row.get(0);
         let store_id: Option<String> = row.get(1);
-        if store_id.as_deref() != Some(self.store_id.as_str()) {
-            return Err(StateError::new(
-                StateErrorKind::Tampered,
-                format!(
-                    "postgres: the store of `{}` was replaced or removed",
-                    self.server
-                ),
-            ));
-        }
+        self.same_store(store_id.as_deref())?;
         Ok(Pass::new(
             id.clone(),
             level_from_i64(i64::from(level))?,
             mode,
             Hold::Postgres(hold),
+        ))
+    }
+
+    /// Refuses a level read beside another store's id (or none): the store was replaced or removed.
+    fn same_store(&self, store_id: Option<&str>) -> Result<(), StateError> {
+        if store_id == Some(self.store_id.as_str()) {
+            return Ok(());
+        }
+        Err(StateError::new(
+            StateErrorKind::Tampered,
+            format!(
+                "postgres: the store of `{}` was replaced or removed",
+                self.server
+            ),
         ))
     }
 
@@ -327,15 +333,7 @@ impl PgStore {
         else {
             return Ok(None);
         };
-        if store_id.as_deref() != Some(self.store_id.as_str()) {
-            return Err(StateError::new(
-                StateErrorKind::Tampered,
-                format!(
-                    "postgres: the store of `{}` was replaced or removed",
-                    self.server
-                ),
-            ));
-        }
+        self.same_store(store_id.as_deref())?;
         let pass = Pass::new(
             id.clone(),
             level_from_i64(i64::from(level))?,

@@ -10,6 +10,16 @@ use bulkhead::workspace::{OPEN_DIR_REVALIDATE, WorkspaceRoot};
 
 use super::id;
 
+/// Calls `step` every 50 ms until it says done; fails with `what` if the held handle is still
+/// served well past [`OPEN_DIR_REVALIDATE`] (bounded: 5 s more).
+fn until_revalidated(what: &str, mut step: impl FnMut() -> bool) {
+    let deadline = Instant::now() + OPEN_DIR_REVALIDATE + Duration::from_secs(5);
+    while !step() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_session_directory_removed_while_held_is_made_again_on_the_next_call() {
     let tmp = tempfile::tempdir().unwrap();
@@ -52,20 +62,14 @@ fn a_session_directory_renamed_away_is_left_once_its_handle_is_a_second_old() {
 
     // Within a second the held handle may still serve the moved directory; after it, the path
     // is opened again: a fresh, empty session directory.
-    let deadline = Instant::now() + OPEN_DIR_REVALIDATE + Duration::from_secs(5);
-    loop {
+    until_revalidated("a renamed session directory was still served", || {
         let ws = root.session(&alice).unwrap();
-        if !ws.exists("/workspace/a.txt").unwrap() {
+        let fresh = !ws.exists("/workspace/a.txt").unwrap();
+        if fresh {
             ws.write("b.txt", "two").unwrap();
-            break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "a renamed session directory was still served {:?} later",
-            OPEN_DIR_REVALIDATE + Duration::from_secs(5)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        fresh
+    });
     assert!(tmp.path().join("root/alice/s1/b.txt").exists());
     assert!(!tmp.path().join("root/alice/moved/b.txt").exists());
 }
@@ -90,24 +94,17 @@ fn a_symlink_swapped_in_for_a_held_session_directory_is_never_followed() {
 
     // While the handle is held it serves the directory it opened (never the link's target);
     // once it is revalidated the link is refused, as on a first open.
-    let deadline = Instant::now() + OPEN_DIR_REVALIDATE + Duration::from_secs(5);
-    loop {
-        match root.session(&alice) {
-            Ok(ws) => {
-                assert!(
-                    ws.read("/workspace/secret.txt").is_err(),
-                    "a held session directory followed a planted symlink"
-                );
-                assert_eq!(ws.read_to_string("/workspace/a.txt").unwrap(), "one");
-            }
-            Err(_) => break,
-        }
+    until_revalidated("the planted symlink was never refused", || {
+        let Ok(ws) = root.session(&alice) else {
+            return true;
+        };
         assert!(
-            Instant::now() < deadline,
-            "the planted symlink was never refused"
+            ws.read("/workspace/secret.txt").is_err(),
+            "a held session directory followed a planted symlink"
         );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        assert_eq!(ws.read_to_string("/workspace/a.txt").unwrap(), "one");
+        false
+    });
     assert_eq!(
         fs::read_to_string(outside.join("secret.txt")).unwrap(),
         super::CANARY
