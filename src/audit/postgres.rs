@@ -2,8 +2,8 @@
 //! trigger), written in batches by the audit writer thread on its own connection, one binary
 //! `COPY` per batch (all of its rows or none, in order). Only the line as written is stored; its
 //! jsonb is derived when read (`bulkhead_audit_records`), not parsed on the write path. A
-//! committed batch is durable, so every batch counts as synced. [`PgLink`] is that thread's connection,
-//! shared with the anchor of chain heads ([`super::anchor::PgHeads`]).
+//! committed batch is durable, so every batch counts as synced. [`PgLink`] is that thread's
+//! connection, shared with the anchor of chain heads ([`super::anchor::PgHeads`]).
 
 use super::AuditSink;
 use std::str::FromStr;
