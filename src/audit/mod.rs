@@ -124,13 +124,28 @@ struct Msg {
 
 struct Shared {
     healthy: AtomicBool,
+    /// Bytes sent and not yet written (raised by a sender before it sends).
     backlog: AtomicUsize,
     last_error: Mutex<Option<String>>,
     /// The writer thread, woken at once for an intent (outcomes wait for its next round).
     thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The writer sleeps until woken: nothing was queued, dirty or due when it looked.
+    asleep: AtomicBool,
 }
 
-/// Longest the writer sleeps between rounds when nobody waits for it.
+impl Shared {
+    /// Wakes the writer if it sleeps with nothing to do (see [`writer`]).
+    fn wake_if_asleep(&self) {
+        if self.asleep.load(Ordering::SeqCst)
+            && self.asleep.swap(false, Ordering::SeqCst)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Longest the writer sleeps between rounds while records wait to be synced or anchored.
 const IDLE_ROUND: Duration = Duration::from_millis(20);
 
 /// A handle on the audit log; cheap to clone. The writer thread stops (after writing and syncing
@@ -200,6 +215,7 @@ impl AuditLog {
             backlog: AtomicUsize::new(0),
             last_error: Mutex::new(None),
             thread: std::sync::OnceLock::new(),
+            asleep: AtomicBool::new(false),
         });
         let writer_shared = shared.clone();
         let interval = options.sync_interval;
@@ -263,10 +279,12 @@ impl AuditLog {
         line: Vec<u8>,
         ack: Option<tokio::sync::oneshot::Sender<Result<(), AuditError>>>,
     ) -> Result<(), AuditError> {
-        self.shared.backlog.fetch_add(line.len(), Ordering::Relaxed);
+        self.shared.backlog.fetch_add(line.len(), Ordering::SeqCst);
         self.tx
             .send(Msg { line, ack })
-            .map_err(|_| AuditError::Stopped)
+            .map_err(|_| AuditError::Stopped)?;
+        self.shared.wake_if_asleep();
+        Ok(())
     }
 }
 
@@ -274,7 +292,14 @@ impl AuditLog {
 /// append, sync when an intent waits or the interval has passed, anchor the chain's head once
 /// what it covers is durable (at most every interval, and at the end), answer the waiting
 /// intents; then sleep until an intent wakes it or [`IDLE_ROUND`] passes. Senders of outcomes
-/// never wake it: no context switch per call.
+/// do not wake it while it works: no context switch per call.
+///
+/// An idle process does not wake it either. When a round finds nothing queued, nothing written
+/// and not yet synced, the chain's head anchored and no anchor error to retry, the writer marks
+/// itself asleep, looks at the backlog once more and parks with no timeout; the next sender
+/// wakes it. No record waits for a sleeping writer: a sender raises the backlog before it
+/// sends and reads the mark after, the writer sets the mark before it reads the backlog (both
+/// sequentially consistent), so one of the two sees the other.
 fn writer(
     mut sink: Box<dyn AuditSink>,
     rx: Receiver<Msg>,
@@ -337,7 +362,20 @@ fn writer(
                     && (!open || anchor_error.is_some() || last_anchor.elapsed() >= interval)
             });
         if buf.is_empty() && !sync && !anchor_due {
-            if open {
+            if !open {
+                continue;
+            }
+            let anchored_all = match (&chain, &anchor) {
+                (Some(c), Some(_)) => anchored == Some((c.last_seq(), false)),
+                _ => true,
+            };
+            if !dirty && anchored_all && anchor_error.is_none() {
+                shared.asleep.store(true, Ordering::SeqCst);
+                if shared.backlog.load(Ordering::SeqCst) == 0 {
+                    std::thread::park();
+                }
+                shared.asleep.store(false, Ordering::SeqCst);
+            } else {
                 std::thread::park_timeout(IDLE_ROUND.min(interval));
             }
             continue;

@@ -131,6 +131,18 @@ struct Inner {
     backend: Backend,
     timeout: Duration,
     view: Mutex<local::View>,
+    /// Wakes the flusher, which sleeps while no call waits to be counted (see
+    /// [`Inner::flush`]); notified when a bucket's uncounted calls go from none to some, and
+    /// when the limiter goes.
+    uncounted: Arc<tokio::sync::Notify>,
+    /// Rounds of the flusher so far (how often an idle process woke for rate limits).
+    flushes: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.uncounted.notify_one();
+    }
 }
 
 impl std::fmt::Debug for RateLimiter {
@@ -202,10 +214,13 @@ impl RateLimiter {
                 p.scope().to_owned(),
             )),
         };
+        let uncounted = Arc::new(tokio::sync::Notify::new());
         let inner = Arc::new(Inner {
             backend,
             timeout,
             view: Mutex::default(),
+            uncounted: uncounted.clone(),
+            flushes: Default::default(),
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let weak = Arc::downgrade(&inner);
@@ -217,7 +232,14 @@ impl RateLimiter {
                 loop {
                     tick.tick().await;
                     let Some(inner) = weak.upgrade() else { return };
-                    inner.flush().await;
+                    let more = inner.flush().await;
+                    drop(inner);
+                    if !more {
+                        // Nothing left to count: sleep until a call is admitted uncounted (a
+                        // permit stored meanwhile ends the wait at once) or the limiter goes.
+                        uncounted.notified().await;
+                        tick.reset();
+                    }
                 }
             });
         }
@@ -285,8 +307,14 @@ impl RateLimiter {
                 admitting[i].is_some()
             });
             if local {
+                let mut first = false;
                 for s in admitting.iter().flatten() {
+                    first |= s.pending.get() == 0;
                     s.pending.set(s.pending.get() + 1);
+                }
+                drop(view);
+                if first {
+                    inner.uncounted.notify_one();
                 }
                 return None;
             }
@@ -368,6 +396,10 @@ impl Inner {
                         s.visiting = false;
                     }
                 }
+                drop(view);
+                if v.forced.iter().any(|&n| n > 0) {
+                    self.uncounted.notify_one();
+                }
             }
         }
         r
@@ -375,13 +407,21 @@ impl Inner {
 
     /// Counts in the store the calls admitted locally whose reading is older than half of
     /// [`local::FRESH`] (a visit of their own, wanting nothing more), renewing the readings.
-    async fn flush(&self) {
+    /// Returns whether calls are still uncounted after it (the flusher sleeps when none are).
+    async fn flush(&self) -> bool {
+        self.flushes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut more = false;
         let due: Vec<(Bucket, u32)> = {
             let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
             view.seen
                 .iter_mut()
                 .filter(|(_, s)| {
-                    s.pending.get() > 0 && !s.visiting && s.read_at.elapsed() >= local::FRESH / 2
+                    let due = s.pending.get() > 0
+                        && !s.visiting
+                        && s.read_at.elapsed() >= local::FRESH / 2;
+                    more |= s.pending.get() > 0 && !due;
+                    due
                 })
                 .map(|(k, s)| {
                     s.visiting = true;
@@ -398,7 +438,7 @@ impl Inner {
                 .collect()
         };
         if due.is_empty() {
-            return;
+            return more;
         }
         let (buckets, forced): (Vec<Bucket>, Vec<u32>) = due.into_iter().unzip();
         let visit = Visit {
@@ -408,7 +448,10 @@ impl Inner {
         };
         if let Err(e) = self.visit(&visit).await {
             tracing::warn!(error = %e, "rate limits: calls admitted locally not yet counted in the store");
+            // The visit put them back: count them at the next tick.
+            return true;
         }
+        more
     }
 }
 
@@ -445,6 +488,100 @@ fn decide(v: &Visit<'_>, tats: &[f64], now: f64) -> Counted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
+
+    /// Calls admitted locally are counted in the store within a few flushes; then, with nothing
+    /// uncounted, the flusher sleeps (an idle process does not wake for rate limits) until the
+    /// next such call wakes it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn local_calls_are_counted_then_the_flusher_sleeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::create_sqlite(
+            &dir.path().join("state.db"),
+            crate::state::StoreOptions::new("t"),
+        )
+        .unwrap();
+        // One call per second with a burst of 1000: far from the limit, so calls are admitted
+        // locally, and each call counted moves the bucket's arrival time by one second.
+        let rate = RateLimit {
+            calls: 1,
+            per_seconds: 1,
+            burst: Some(1000),
+        };
+        let config = RateLimitsConfig {
+            per_user_tool: Some(rate),
+            ..Default::default()
+        };
+        let limiter = RateLimiter::open(&config, "srv", &store, false).unwrap();
+        let inner = limiter.inner.clone().unwrap();
+        let subject = Subject {
+            user: "ana",
+            tool: "read_file",
+            own: None,
+        };
+        let start = now_secs();
+        let quiet = |inner: &Inner| {
+            let view = inner.view.lock().unwrap();
+            view.seen
+                .values()
+                .all(|s| s.pending.get() == 0 && !s.visiting)
+        };
+        let counted = |inner: &Inner| {
+            let key = inner
+                .view
+                .lock()
+                .unwrap()
+                .seen
+                .keys()
+                .next()
+                .cloned()
+                .unwrap();
+            let b = [Bucket {
+                key,
+                limit: "",
+                rate,
+            }];
+            let v = Visit {
+                buckets: &b,
+                forced: vec![0],
+                want: 0,
+            };
+            let Backend::Sqlite(b) = &inner.backend else {
+                unreachable!()
+            };
+            // Each call counted moved the arrival time one second past the first call's time
+            // (it stays ahead of the clock): the whole seconds past `start` are the calls.
+            (b.take(&v).unwrap().tats[0] - start).floor() as i64
+        };
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !f() {
+                assert!(Instant::now() < deadline, "{what} within 10 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        for _ in 0..40 {
+            limiter.take(subject).await.unwrap();
+        }
+        until("the 40 calls counted", &|| quiet(&inner));
+        assert_eq!(counted(&inner), 40);
+        // Idle: one more flush at most (the one that found nothing), then none.
+        std::thread::sleep(local::FRESH * 2);
+        let before = inner.flushes.load(std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(500));
+        let after = inner.flushes.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            after - before <= 1,
+            "an idle limiter flushed {} times in 500 ms",
+            after - before
+        );
+        // A call admitted locally wakes it again.
+        for _ in 0..5 {
+            limiter.take(subject).await.unwrap();
+        }
+        until("the 5 later calls counted", &|| quiet(&inner));
+        assert_eq!(counted(&inner), 45);
+    }
 
     fn bucket(calls: u32, per_seconds: u32, burst: Option<u32>) -> Bucket {
         Bucket {

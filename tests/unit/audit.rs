@@ -249,3 +249,82 @@ fn many_instances_open_the_shared_file_at_once() {
         }
     }
 }
+
+/// Voluntary context switches of this process's audit writer thread so far.
+fn writer_wakeups() -> u64 {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    let mut found = None;
+    for t in tasks {
+        let t = t.unwrap().path();
+        if std::fs::read_to_string(t.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            != "bulkhead-audit"
+        {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.join("status")).unwrap();
+        let n = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(found.is_none(), "one audit writer in this process");
+        found = Some(n);
+    }
+    found.expect("the audit writer thread")
+}
+
+/// An idle writer sleeps (it used to wake 50 times a second); the next record wakes it and is
+/// written at once. In a child process, so that its writer is the only one.
+#[test]
+fn an_idle_writer_sleeps_until_the_next_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let mut child = spawn_child(
+        "idle_writer_child",
+        &[(ROLE, "idle".into()), (PATH, path.display().to_string())],
+    );
+    assert!(wait(&mut child).success());
+    let tools: Vec<String> = lines(&path).into_iter().map(|r| r.tool).collect();
+    assert_eq!(tools, ["before-idle", "after-idle"]);
+}
+
+/// Child of [`an_idle_writer_sleeps_until_the_next_record`].
+#[test]
+#[ignore = "spawned by an_idle_writer_sleeps_until_the_next_record"]
+fn idle_writer_child() {
+    if std::env::var(ROLE).as_deref() != Ok("idle") {
+        return;
+    }
+    let path = PathBuf::from(std::env::var(PATH).unwrap());
+    let options = AuditOptions {
+        sync_interval: Duration::from_millis(50),
+        ..AuditOptions::default()
+    };
+    let log = AuditLog::open_file(&path, options).unwrap();
+    let written = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            < n
+        {
+            assert!(Instant::now() < deadline, "{n} records written within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    log.append(&record("before-idle", None)).unwrap();
+    written(1);
+    // Past the sync interval the record is synced and the writer has nothing left to do.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = writer_wakeups();
+    std::thread::sleep(Duration::from_secs(1));
+    let woke = writer_wakeups() - before;
+    assert!(woke <= 2, "an idle audit writer woke {woke} times in 1 s");
+    log.append(&record("after-idle", None)).unwrap();
+    written(2);
+}
