@@ -11,6 +11,11 @@
 //!
 //! One writer thread per process batches records: concurrent intents share one sync.
 //!
+//! A call that finds more than half of `max_backlog_bytes` waiting waits for the writer to bring
+//! it under half again, at most [`BACKPRESSURE_WAIT`] ([`AuditLog::room`]): under a sink slower
+//! than the calls (a PostgreSQL sink sharing a core with the server), calls slow to the sink's
+//! pace instead of reaching the limit, which refuses them all.
+//!
 //! The same thread links every record into its hash chain ([`chain`]) in the order it writes
 //! them, and anchors the chain's head in the state store once the records it covers are
 //! durable: at most every `sync_interval`, and at shutdown ([`anchor`]). `bulkhead audit verify`
@@ -131,7 +136,12 @@ struct Shared {
     thread: std::sync::OnceLock<std::thread::Thread>,
     /// The writer sleeps until woken: nothing was queued, dirty or due when it looked.
     asleep: AtomicBool,
+    /// Notified after every round that wrote (callers waiting for room, [`AuditLog::room`]).
+    drained: tokio::sync::Notify,
 }
+
+/// Longest a call waits for the backlog to fall under half of its limit.
+pub const BACKPRESSURE_WAIT: Duration = Duration::from_secs(1);
 
 impl Shared {
     /// Wakes the writer if it sleeps with nothing to do (see [`writer`]).
@@ -216,6 +226,7 @@ impl AuditLog {
             last_error: Mutex::new(None),
             thread: std::sync::OnceLock::new(),
             asleep: AtomicBool::new(false),
+            drained: tokio::sync::Notify::new(),
         });
         let writer_shared = shared.clone();
         let interval = options.sync_interval;
@@ -250,6 +261,28 @@ impl AuditLog {
             return Err(AuditError::Backlog(max));
         }
         Ok(())
+    }
+
+    /// Whether more than half of `max_backlog_bytes` waits to be written (see [`Self::room`]).
+    pub fn behind(&self) -> bool {
+        self.shared.backlog.load(Ordering::Relaxed) > self.options.max_backlog_bytes / 2
+    }
+
+    /// Waits while more than half of `max_backlog_bytes` waits to be written and the writer
+    /// works, for at most [`BACKPRESSURE_WAIT`]; [`Self::healthy`] then decides as before.
+    pub async fn room(&self) {
+        let deadline = tokio::time::Instant::now() + BACKPRESSURE_WAIT;
+        while self.behind() && self.shared.healthy.load(Ordering::Acquire) {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !self.behind() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                break;
+            }
+        }
     }
 
     /// Queues a record; it is written in the next batch and synced within the sync interval.
@@ -398,6 +431,7 @@ fn writer(
             sink.append(&buf, count, sync || anchor_due)
         };
         shared.backlog.fetch_sub(queued, Ordering::Relaxed);
+        shared.drained.notify_waiters();
         let synced = sync || anchor_due || sink.durable_on_append();
         // A due anchor was synced with this round's records above: only now may the store say
         // the log holds them.

@@ -209,6 +209,10 @@ impl Runtime {
             Ok(permit) => permit,
             Err(refused) => return self.refuse_ungated(audit, id, refused).await,
         };
+        if self.audit.behind() {
+            // Boxed: the rare path, kept out of every call's future.
+            Box::pin(self.audit.room()).await;
+        }
         if let Err(e) = self.audit.healthy() {
             tracing::error!(error = %e, "audit log unhealthy; refusing calls");
             let err = ToolError::fatal(format!("{}, so every call is refused", e.for_model()));

@@ -369,3 +369,46 @@ fn steady_records_are_written_in_batches() {
     let n = appends.load(std::sync::atomic::Ordering::Relaxed);
     assert!(n <= 60, "200 records took {n} appends");
 }
+
+/// A sink that takes 2 ms per append.
+struct Slow;
+
+impl bulkhead::audit::AuditSink for Slow {
+    fn append(&mut self, _lines: &[u8], _count: usize, _sync: bool) -> Result<(), String> {
+        std::thread::sleep(Duration::from_millis(2));
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Calls faster than the sink wait for room instead of filling the backlog until every call is
+/// refused: 2,000 records as fast as they come, into a sink of 2 ms per append and a backlog of
+/// 16 KiB, each after `room` and `healthy` as a call does them; none is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sink_slows_calls_down_instead_of_refusing_them() {
+    let log = AuditLog::start(
+        Box::new(Slow),
+        AuditOptions {
+            max_backlog_bytes: 16 << 10,
+            chain: false,
+            ..AuditOptions::default()
+        },
+    );
+    let mut waited = false;
+    for i in 0..2000 {
+        if log.behind() {
+            waited = true;
+            log.room().await;
+        }
+        log.healthy()
+            .unwrap_or_else(|e| panic!("record {i} refused: {}", e.for_model()));
+        log.append(&record(&format!("t{i}"), None)).unwrap();
+    }
+    assert!(
+        waited,
+        "the sink never fell behind: the test exercised nothing"
+    );
+}
