@@ -565,13 +565,14 @@ mod tests {
         }
         until("the 40 calls counted", &|| quiet(&inner));
         assert_eq!(counted(&inner), 40);
-        // Idle: one more flush at most (the one that found nothing), then none.
+        // Idle: a flush or two more at most (one for a wake-up stored while it worked, one
+        // that finds nothing), then none; a flusher that keeps ticking flushes 50 times.
         std::thread::sleep(local::FRESH * 2);
         let before = inner.flushes.load(std::sync::atomic::Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(500));
         let after = inner.flushes.load(std::sync::atomic::Ordering::Relaxed);
         assert!(
-            after - before <= 1,
+            after - before <= 3,
             "an idle limiter flushed {} times in 500 ms",
             after - before
         );

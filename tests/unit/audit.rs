@@ -324,7 +324,9 @@ fn idle_writer_child() {
     let before = writer_wakeups();
     std::thread::sleep(Duration::from_secs(1));
     let woke = writer_wakeups() - before;
-    assert!(woke <= 2, "an idle audit writer woke {woke} times in 1 s");
+    // Asleep, it does not wake at all; a few switches are left for a round a busy machine
+    // delayed past the 200 ms above (a writer waking every round switches 50 times).
+    assert!(woke <= 8, "an idle audit writer woke {woke} times in 1 s");
     log.append(&record("after-idle", None)).unwrap();
     written(2);
 }
@@ -350,7 +352,8 @@ impl bulkhead::audit::AuditSink for Counting {
 /// Under steady traffic records are written in batches, not one append per record: a writer
 /// that slept between records and was woken by each one made a PostgreSQL sink pay a statement
 /// per record (it fell behind at 41k calls/s). 200 records 1 ms apart take about 10 rounds of
-/// 20 ms; one append per record would be 200.
+/// 20 ms; one append per record would be 200. The bound grows with the time the records took,
+/// so a slow machine (longer sleeps, more rounds) does not fail it.
 #[test]
 fn steady_records_are_written_in_batches() {
     let appends = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -361,13 +364,18 @@ fn steady_records_are_written_in_batches() {
             ..AuditOptions::default()
         },
     );
+    let started = Instant::now();
     for i in 0..200 {
         log.append(&record(&format!("t{i}"), None)).unwrap();
         std::thread::sleep(Duration::from_millis(1));
     }
+    let rounds = started.elapsed().as_millis() as usize / 20;
     drop(log);
     let n = appends.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(n <= 60, "200 records took {n} appends");
+    assert!(
+        n <= 10 + 2 * rounds,
+        "200 records took {n} appends in {rounds} rounds of 20 ms"
+    );
 }
 
 /// A sink that takes 2 ms per append.
