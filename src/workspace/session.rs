@@ -1,6 +1,5 @@
 //! One session's workspace: reading, listing and removing, all through the session's cap-std `Dir`.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt as _};
@@ -101,10 +100,7 @@ impl SessionWorkspace {
                 limit,
             });
         }
-        let mut buf = Vec::with_capacity(size as usize);
-        // The file may grow after the size check: never read past the limit.
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut buf)
+        let buf = read_sized(&file, size, limit)
             .map_err(|e| WorkspaceError::from_io(&agent, "read", e))?;
         if buf.len() as u64 > limit {
             return Err(WorkspaceError::TooLarge {
@@ -293,28 +289,60 @@ pub(super) fn checked_regular(file: File, agent: &str) -> Result<std::fs::File, 
 /// returns it, flags untouched, with its size at the check.
 pub(super) fn regular(file: File, agent: &str) -> Result<(std::fs::File, u64), WorkspaceError> {
     let file = file.into_std();
-    let meta = file
-        .metadata()
-        .map_err(|e| WorkspaceError::from_io(agent, "stat", e))?;
-    if meta.is_dir() {
+    // `fstat`, not std's `metadata` (a `statx` of an empty path), for the three fields used.
+    let meta =
+        rustix::fs::fstat(&file).map_err(|e| WorkspaceError::from_io(agent, "stat", e.into()))?;
+    let kind = rustix::fs::FileType::from_raw_mode(meta.st_mode);
+    if kind == rustix::fs::FileType::Directory {
         return Err(WorkspaceError::WrongType {
             path: agent.to_owned(),
             reason: "is a directory",
         });
     }
-    if !meta.is_file() {
+    if kind != rustix::fs::FileType::RegularFile {
         return Err(WorkspaceError::WrongType {
             path: agent.to_owned(),
             reason: "is not a regular file",
         });
     }
     // A hard link shares its inode with a file that may live outside the session: refuse it.
-    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+    if meta.st_nlink > 1 {
         return Err(WorkspaceError::Escape {
             path: agent.to_owned(),
         });
     }
-    Ok((file, meta.len()))
+    Ok((file, meta.st_size as u64))
+}
+
+/// Reads a regular file whose size was `size` at its `fstat`, never more than `limit + 1` bytes
+/// (the file may grow after the check; the caller refuses a result over `limit`).
+///
+/// A read of a regular file returns fewer bytes than asked only at its end (POSIX `read`), so a
+/// file that did not change since the `fstat` takes one `read` into a buffer one byte larger
+/// than it: the short count is its end, and no second `read` has to return 0 to say so. A file
+/// that grew fills that byte and is read on until a `read` returns 0 or the limit is passed.
+fn read_sized(file: &std::fs::File, size: u64, limit: u64) -> std::io::Result<Vec<u8>> {
+    let cap = limit.saturating_add(1);
+    let mut buf = Vec::with_capacity(size.min(limit).saturating_add(1) as usize);
+    loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve((buf.len() as u64).min(cap - buf.len() as u64).max(1) as usize);
+        }
+        let room = (buf.capacity() as u64).min(cap) - buf.len() as u64;
+        let spare = &mut buf.spare_capacity_mut()[..room as usize];
+        let (got, _) = match rustix::io::read(file, spare) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = got.len();
+        // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        let asked = room as usize;
+        if n == 0 || buf.len() as u64 >= cap || (n < asked && buf.len() as u64 == size) {
+            return Ok(buf);
+        }
+    }
 }
 
 /// Clears `O_NONBLOCK` (set at open so a planted FIFO cannot hang us).
@@ -324,4 +352,46 @@ fn blocking(file: std::fs::File, agent: &str) -> Result<std::fs::File, Workspace
     rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
         .map_err(|e| WorkspaceError::from_io(agent, "open", e.into()))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_sized;
+    use std::io::Write as _;
+
+    fn file_with(bytes: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        std::io::Seek::rewind(&mut f).unwrap();
+        f
+    }
+
+    #[test]
+    fn an_unchanged_file_is_read_whole() {
+        for len in [0usize, 1, 14, 4096, 70_000] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let got = read_sized(&file_with(&data), len as u64, 1 << 20).unwrap();
+            assert_eq!(got, data, "{len} bytes");
+        }
+    }
+
+    /// The `fstat` saw fewer bytes than the file has by the read: everything is read, up to one
+    /// byte past the limit (so the caller can tell it went over).
+    #[test]
+    fn a_file_that_grew_after_its_fstat_is_read_on_to_the_limit() {
+        let data = vec![7u8; 10_000];
+        let got = read_sized(&file_with(&data), 14, 1 << 20).unwrap();
+        assert_eq!(got.len(), 10_000);
+        let got = read_sized(&file_with(&data), 14, 5_000).unwrap();
+        assert_eq!(got.len(), 5_001, "stops one byte past the limit");
+        let got = read_sized(&file_with(&data), 0, 1 << 20).unwrap();
+        assert_eq!(got.len(), 10_000, "grew from empty");
+    }
+
+    /// The file shrank after its `fstat`: the short read is not taken for the old size.
+    #[test]
+    fn a_file_that_shrank_after_its_fstat_is_read_as_it_is() {
+        let got = read_sized(&file_with(b"short"), 14, 1 << 20).unwrap();
+        assert_eq!(got, b"short");
+    }
 }
