@@ -322,27 +322,20 @@ pub(super) fn regular(file: File, agent: &str) -> Result<(std::fs::File, u64), W
 /// than it: the short count is its end, and no second `read` has to return 0 to say so. A file
 /// that grew fills that byte and is read on until a `read` returns 0 or the limit is passed.
 fn read_sized(file: &std::fs::File, size: u64, limit: u64) -> std::io::Result<Vec<u8>> {
-    let cap = limit.saturating_add(1);
     let mut buf = Vec::with_capacity(size.min(limit).saturating_add(1) as usize);
-    loop {
-        if buf.len() == buf.capacity() {
-            buf.reserve((buf.len() as u64).min(cap - buf.len() as u64).max(1) as usize);
-        }
-        let room = (buf.capacity() as u64).min(cap) - buf.len() as u64;
-        let spare = &mut buf.spare_capacity_mut()[..room as usize];
-        let (got, _) = match rustix::io::read(file, spare) {
-            Ok(r) => r,
+    let n = loop {
+        match rustix::io::read(file, rustix::buffer::spare_capacity(&mut buf)) {
             Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let n = got.len();
-        // SAFETY: `read` initialised the first `n` bytes of the spare capacity.
-        unsafe { buf.set_len(buf.len() + n) };
-        let asked = room as usize;
-        if n == 0 || buf.len() as u64 >= cap || (n < asked && buf.len() as u64 == size) {
-            return Ok(buf);
+            r => break r?,
         }
+    };
+    if n == 0 || (buf.len() as u64 == size && buf.len() < buf.capacity()) {
+        return Ok(buf);
     }
+    // It grew, or shrank under us: on to its end or one byte past the limit.
+    let rest = limit.saturating_add(1).saturating_sub(buf.len() as u64);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, rest), &mut buf)?;
+    Ok(buf)
 }
 
 /// Clears `O_NONBLOCK` (set at open so a planted FIFO cannot hang us).
