@@ -95,7 +95,15 @@ fn main() -> anyhow::Result<()> {
     let config = inproc::config(dir.path(), SECRET)?;
     let tokio = inproc::tokio()?;
     tokio.block_on(async {
-        let rt = Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Full).await?);
+        let rt = Arc::new(
+            bulkhead::serve::runtime(
+                &bulkhead_example::servers::PROJECT,
+                &config,
+                "template",
+                NetworkMode::Full,
+            )
+            .await?,
+        );
         // Warm both paths (page cache, the jail's /proc probe).
         jailed(rt.clone(), 4, 1).await;
         bare(4, 1).await;

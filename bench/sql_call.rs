@@ -98,10 +98,24 @@ fn main() -> anyhow::Result<()> {
     let config = inproc::config(dir.path(), SECRET)?;
     let tokio = inproc::tokio()?;
     tokio.block_on(async {
-        let sqlite =
-            Arc::new(bulkhead::serve::runtime(&config, "template", NetworkMode::Proxied).await?);
-        let postgres =
-            Arc::new(bulkhead::serve::runtime(&config, "crm", NetworkMode::Proxied).await?);
+        let sqlite = Arc::new(
+            bulkhead::serve::runtime(
+                &bulkhead_example::servers::PROJECT,
+                &config,
+                "template",
+                NetworkMode::Proxied,
+            )
+            .await?,
+        );
+        let postgres = Arc::new(
+            bulkhead::serve::runtime(
+                &bulkhead_example::servers::PROJECT,
+                &config,
+                "crm",
+                NetworkMode::Proxied,
+            )
+            .await?,
+        );
         let q = json!({"query": "acme", "limit": 20});
         let mut out = Vec::new();
         for c in [1usize, 8] {

@@ -32,8 +32,15 @@ fn main() -> anyhow::Result<()> {
     let config = inproc::config(dir.path(), SECRET)?;
     let tokio = inproc::tokio()?;
     tokio.block_on(async {
-        let rt =
-            Arc::new(bulkhead::serve::runtime(&config, "third_party", NetworkMode::Full).await?);
+        let rt = Arc::new(
+            bulkhead::serve::runtime(
+                &bulkhead_example::servers::PROJECT,
+                &config,
+                "third_party",
+                NetworkMode::Full,
+            )
+            .await?,
+        );
         let id = Identity::new("bench", "s1")?;
         let args = json!({"timezone": "Europe/Paris"});
         let through = |rt: Arc<bulkhead::call::Runtime>| {

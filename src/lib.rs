@@ -1,51 +1,9 @@
-//! Bulkhead runtime: the policy every generated MCP server runs under.
-//!
-//! Generated code imports only [`codegen`]; everything else is the runtime's own.
+//! The example deployment: the servers `build.rs` generates from `specs/`, and their handlers.
+//! Built on the engine exactly as a user's project is (`bulkhead init` writes the same shape).
 
-extern crate self as bulkhead;
-
-/// A named point where tests inject a fault (`fail` crate). Compiled to nothing unless the
-/// `failpoints` feature is on, which only the test command enables.
-macro_rules! failpoint {
-    ($name:literal) => {
-        fail::fail_point!($name)
-    };
-}
-pub(crate) use failpoint;
-
-#[cfg(feature = "failpoints")]
-pub mod failpoints;
-
-pub mod approval;
-pub mod audit;
-pub mod auth;
-pub mod call;
-pub mod client;
-pub mod clock;
-pub mod codegen;
-pub mod config;
-pub mod connectors;
-pub mod context;
-pub mod endpoint;
-pub mod errors;
 pub mod handlers;
-pub mod identity;
-pub mod isolation;
-pub mod jail;
-pub mod metrics;
-pub mod policy;
-pub mod ratelimit;
-pub mod ratelog;
-pub mod relay;
-pub mod resourcedef;
-pub mod seal;
-pub mod serve;
-pub mod server;
-pub mod serverdef;
-pub mod servers;
-pub mod sessions;
-pub mod signals;
-pub mod state;
-pub mod telemetry;
-pub mod tooldef;
-pub mod workspace;
+
+/// The servers generated from `specs/` (compiled from `OUT_DIR`, mirrored in `generated/rust/`).
+pub mod servers {
+    include!(concat!(env!("OUT_DIR"), "/rust/mod.rs"));
+}

@@ -31,7 +31,13 @@ pub fn config(
 
 /// The router of the generated `template` server.
 pub async fn router(config: &Config, cancel: CancellationToken) -> anyhow::Result<axum::Router> {
-    let rt = bulkhead::serve::runtime(config, "template", NetworkMode::Full).await?;
+    let rt = bulkhead::serve::runtime(
+        &bulkhead_example::servers::PROJECT,
+        config,
+        "template",
+        NetworkMode::Full,
+    )
+    .await?;
     serve(rt, config, cancel)
 }
 

@@ -167,10 +167,15 @@ mod tests {
     fn this_workspace_reads_with_every_member_and_target() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let w = Workspace::read(&root).unwrap();
-        assert_eq!(w.package, "bulkhead");
+        assert_eq!(w.package, "bulkhead-example");
         assert_eq!(
             w.manifests(),
-            ["Cargo.toml", "codegen/Cargo.toml", "vocab/Cargo.toml"]
+            [
+                "Cargo.toml",
+                "codegen/Cargo.toml",
+                "engine/Cargo.toml",
+                "vocab/Cargo.toml"
+            ]
         );
         let root_targets: Vec<&str> = w.members[0]
             .targets

@@ -1,7 +1,7 @@
 //! Handlers of the `template` server's Rust tools.
 
-use crate::codegen::{ToolContext, ToolError};
 use crate::servers::template::{Handlers, LoadSensitiveDatasetArgs, LoadSensitiveDatasetResult};
+use bulkhead::codegen::{ToolContext, ToolError};
 
 /// The template server's handlers.
 #[derive(Debug, Default)]

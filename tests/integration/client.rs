@@ -95,9 +95,14 @@ impl Drop for Recorded {
 async fn start(dir: &tempfile::TempDir, mode: NetworkMode) -> Recorded {
     let config = config(dir.path(), true);
     let rt = Arc::new(
-        bulkhead::serve::runtime(&config, "template", mode)
-            .await
-            .expect("runtime"),
+        bulkhead::serve::runtime(
+            &bulkhead_example::servers::PROJECT,
+            &config,
+            "template",
+            mode,
+        )
+        .await
+        .expect("runtime"),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -67,9 +67,14 @@ pub async fn start_on(
     mode: NetworkMode,
 ) -> Instance {
     let rt = Arc::new(
-        bulkhead::serve::runtime(&config, "template", mode)
-            .await
-            .expect("runtime"),
+        bulkhead::serve::runtime(
+            &bulkhead_example::servers::PROJECT,
+            &config,
+            "template",
+            mode,
+        )
+        .await
+        .expect("runtime"),
     );
     let addr = listener.local_addr().expect("addr");
     let base = format!("http://{addr}");

@@ -15,9 +15,14 @@ async fn connect(
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let config = crate::harness::config(dir, true);
     let rt = Arc::new(
-        bulkhead::serve::runtime(&config, "template", mode)
-            .await
-            .unwrap(),
+        bulkhead::serve::runtime(
+            &bulkhead_example::servers::PROJECT,
+            &config,
+            "template",
+            mode,
+        )
+        .await
+        .unwrap(),
     );
     let (server_end, client_end) = tokio::io::duplex(64 * 1024);
     let server = McpServer::stdio(rt, Identity::new(user, "mem-1").unwrap());

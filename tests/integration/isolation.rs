@@ -27,7 +27,7 @@ const SUBNET: u8 = 241;
 /// The example deployment's server `server` alone (the same spec, sensitivity and instances) on
 /// a port of its own, as deployment `name`.
 fn deployed(server: &str, port: u16, name: &'static str) -> &'static DeploymentDef {
-    let local = bulkhead::servers::DEPLOYMENTS
+    let local = bulkhead_example::servers::DEPLOYMENTS
         .iter()
         .find(|d| d.name == "local")
         .expect("the example deployment");

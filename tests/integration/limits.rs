@@ -38,9 +38,14 @@ pub async fn start(http_extra: &str, sections: &str) -> Server {
     );
     let config = Config::parse(&text, "test", &|_| None).expect("config");
     let rt = Arc::new(
-        bulkhead::serve::runtime(&config, "template", NetworkMode::Full)
-            .await
-            .unwrap(),
+        bulkhead::serve::runtime(
+            &bulkhead_example::servers::PROJECT,
+            &config,
+            "template",
+            NetworkMode::Full,
+        )
+        .await
+        .unwrap(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

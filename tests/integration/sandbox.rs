@@ -91,7 +91,7 @@ pub fn runtime_with(
     )
     .unwrap();
     Runtime::new(
-        bulkhead::servers::server("template").unwrap(),
+        bulkhead_example::servers::server("template").unwrap(),
         mode,
         bulkhead::context::Presets::builtin(),
         workspaces,

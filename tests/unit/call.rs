@@ -49,7 +49,11 @@ fn runtime(env: &Env, server: Server, mode: NetworkMode) -> Runtime {
 }
 
 fn template(env: &Env, mode: NetworkMode) -> Runtime {
-    runtime(env, bulkhead::servers::server("template").unwrap(), mode)
+    runtime(
+        env,
+        bulkhead_example::servers::server("template").unwrap(),
+        mode,
+    )
 }
 
 fn id(user: &str, session: &str) -> Identity {

@@ -3,7 +3,7 @@
 
 use bulkhead::codegen::{Annotations, Permission, Sensitivity, Target};
 use bulkhead::serverdef::ServerDef;
-use bulkhead::servers::{CONNECTORS, SERVERS, server};
+use bulkhead_example::servers::{CONNECTORS, SERVERS, server};
 use saphyr::{LoadableYamlNode, Yaml};
 
 fn template() -> &'static ServerDef {

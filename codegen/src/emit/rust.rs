@@ -472,6 +472,15 @@ fn registry(model: &Model) -> TokenStream {
             quote!(#name => ::std::option::Option::Some(bh::Server::new(&#m::SERVER, CONNECTORS, bh::NoHandlers)),)
         }
     });
+    // The project's own `config.yaml`, embedded as it is when the binary is built.
+    let config = if model.config.is_some() {
+        quote!(::std::option::Option::Some(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config.yaml"
+        ))))
+    } else {
+        quote!(::std::option::Option::None)
+    };
     quote! {
         use ::bulkhead::codegen as bh;
 
@@ -493,6 +502,15 @@ fn registry(model: &Model) -> TokenStream {
                 _ => ::std::option::Option::None,
             }
         }
+
+        /// This project as the engine runs it (`bulkhead::cli::main(&servers::PROJECT)`).
+        pub static PROJECT: bh::Project = bh::Project {
+            servers: SERVERS,
+            connectors: CONNECTORS,
+            deployments: DEPLOYMENTS,
+            server,
+            config: #config,
+        };
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub use crate::errors::ToolError;
 pub use crate::policy::{Permission, Sensitivity};
+pub use crate::project::Project;
 pub use crate::resourcedef::{PromptArgDef, PromptDef, PromptMessageDef, PromptRole, ResourceDef};
 pub use crate::server::{
     BoxFuture, HandlerSet, JsonObject, NoHandlers, Server, ToolContext, ToolOutput, ToolResult,

@@ -18,6 +18,7 @@ mod up;
 
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
+use bulkhead::project::Project;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -190,7 +191,7 @@ enum Command {
         /// The build command run after a change.
         #[arg(long, default_value = "cargo build")]
         build: String,
-        /// The binary that serves after a build (default: target/debug/bulkhead under --root).
+        /// The binary that serves after a build (default: this program, which the build rewrites).
         #[arg(long)]
         exe: Option<PathBuf>,
         /// Stop after this many rebuilds (default: never).
@@ -230,12 +231,30 @@ fn config_path(path: Option<PathBuf>) -> Option<PathBuf> {
     })
 }
 
-fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
-    Ok(Config::load(config_path(path).as_deref())?)
+/// The configuration at `path` (or `./config.yaml`), else the one `project` was built with.
+fn load_config(project: &Project, path: Option<PathBuf>) -> anyhow::Result<Config> {
+    Ok(match config_path(path) {
+        Some(p) => Config::load(Some(&p))?,
+        None => Config::parse(
+            project.embedded_config(),
+            "config.yaml (embedded)",
+            &bulkhead::config::env_lookup,
+        )?,
+    })
 }
 
-/// Runs the CLI.
-pub fn main() -> ExitCode {
+/// Runs the command line of the project whose generated code declares `project` (a project's
+/// `src/main.rs` is `bulkhead::cli::main(&servers::PROJECT)`).
+pub fn main(project: &'static Project) -> ExitCode {
+    // A jail's forwarder starts before anything else of the command line: no configuration,
+    // no runtime, no logging (it runs inside a jail; see `jail::forward`).
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(bulkhead::jail::forward::ARG) {
+        let code = bulkhead::jail::forward::main(&args[1..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    #[cfg(feature = "failpoints")]
+    bulkhead::failpoints::setup();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -257,12 +276,12 @@ pub fn main() -> ExitCode {
             deployment,
             unisolated: false,
             ..
-        } => up::run(cli.config, &deployment),
+        } => up::run(project, cli.config, &deployment),
         Command::Up {
             deployment,
             unisolated: true,
             port,
-        } => up::run_unisolated(cli.config, &deployment, port),
+        } => up::run_unisolated(project, cli.config, &deployment, port),
         Command::Serve {
             server,
             transport,
@@ -271,9 +290,10 @@ pub fn main() -> ExitCode {
             mode,
             allow_hosts,
             unisolated,
-        } => load_config(cli.config).and_then(|mut c| {
+        } => load_config(project, cli.config).and_then(|mut c| {
             c.http.allowed_hosts.extend(allow_hosts);
             serve::run(
+                project,
                 &c,
                 serve::ServeArgs {
                     server,
@@ -292,7 +312,7 @@ pub fn main() -> ExitCode {
             url_proxied,
             url_isolated,
             device,
-        } => load_config(cli.config).and_then(|c| {
+        } => load_config(project, cli.config).and_then(|c| {
             connect::run(
                 &c,
                 connect::ConnectArgs {
@@ -312,7 +332,8 @@ pub fn main() -> ExitCode {
         } => relay::run(routes, max_connections, idle_timeout_s).map(|()| ExitCode::SUCCESS),
         Command::Demo => {
             let path = config_path(cli.config.clone());
-            load_config(cli.config).and_then(|c| demo::run(path, &c).map(|()| ExitCode::SUCCESS))
+            load_config(project, cli.config)
+                .and_then(|c| demo::run(project, path, &c).map(|()| ExitCode::SUCCESS))
         }
         Command::New { what, root } => new::run(&root, what),
         Command::Dev {
@@ -323,7 +344,16 @@ pub fn main() -> ExitCode {
             exe,
             max_rebuilds,
         } => {
-            let exe = exe.unwrap_or_else(|| root.join("target/debug/bulkhead"));
+            let exe = match exe {
+                Some(exe) => exe,
+                None => match std::env::current_exe() {
+                    Ok(exe) => exe,
+                    Err(e) => {
+                        eprintln!("error: this program's path: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+            };
             let mut serve_args = vec!["--listen".to_string(), listen];
             if let Some(c) = &cli.config {
                 serve_args.splice(0..0, ["--config".to_string(), c.display().to_string()]);
@@ -337,10 +367,14 @@ pub fn main() -> ExitCode {
                 max_rebuilds,
             })
         }
-        Command::Tools { server, root } => tools::run(&root, server.as_deref()),
-        Command::State { action } => load_config(cli.config).and_then(|c| state::run(&c, action)),
-        Command::Audit { action } => load_config(cli.config).and_then(|c| audit::run(&c, action)),
-        Command::Token { user, session, ttl } => load_config(cli.config).and_then(|c| {
+        Command::Tools { server, root } => tools::run(project, &root, server.as_deref()),
+        Command::State { action } => {
+            load_config(project, cli.config).and_then(|c| state::run(project, &c, action))
+        }
+        Command::Audit { action } => {
+            load_config(project, cli.config).and_then(|c| audit::run(project, &c, action))
+        }
+        Command::Token { user, session, ttl } => load_config(project, cli.config).and_then(|c| {
             token::run(&c, &user, session.as_deref(), ttl).map(|()| ExitCode::SUCCESS)
         }),
     };

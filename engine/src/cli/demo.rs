@@ -8,6 +8,7 @@ use bulkhead::client::{ClientError, ToolReply, get_mcp_client};
 use bulkhead::config::Config;
 use bulkhead::isolation::up::{Running, UpOptions, namespaces_permitted, up};
 use bulkhead::policy::NetworkMode;
+use bulkhead::project::Project;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -23,11 +24,12 @@ type Client = RunningService<rmcp::RoleClient, ()>;
 const WEBHOOK_PORT: u16 = 9099;
 
 async fn start_in_process(
+    project: &Project,
     config: &Config,
     mode: NetworkMode,
     stop: &CancellationToken,
 ) -> anyhow::Result<String> {
-    let rt = Arc::new(bulkhead::serve::runtime(config, "template", mode).await?);
+    let rt = Arc::new(bulkhead::serve::runtime(project, config, "template", mode).await?);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let tokens = bulkhead::sessions::TokenService::from_config(config)?.map(Arc::new);
@@ -145,7 +147,17 @@ fn token(config: &Config, user: &str, session: &str) -> anyhow::Result<String> {
 }
 
 /// Runs the scenarios with state and sample data in a temporary folder.
-pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> {
+pub fn run(
+    project: &'static Project,
+    config_path: Option<PathBuf>,
+    config: &Config,
+) -> anyhow::Result<()> {
+    if project.server("template").is_none() || project.deployment("local").is_none() {
+        anyhow::bail!(
+            "`demo` runs the example project's scenarios: it needs server `template` and deployment `local`, and this project has servers {}",
+            project.server_names()
+        );
+    }
     let dir = tempfile::tempdir()?;
     let mut env = super::samples::seed(&dir.path().join("samples"))?;
     env.push((
@@ -173,9 +185,8 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
     }
     let dev_alice = token(&config, "alice", "demo-1")?;
     let dev_bob = token(&config, "bob", "demo-2")?;
-    let dep = bulkhead::servers::DEPLOYMENTS
-        .iter()
-        .find(|d| d.name == "local")
+    let dep = project
+        .deployment("local")
         .ok_or_else(|| anyhow::anyhow!("deployment `local` is missing"))?;
     let running: Option<Running> = if isolated {
         let opts = UpOptions {
@@ -194,7 +205,7 @@ pub fn run(config_path: Option<PathBuf>, config: &Config) -> anyhow::Result<()> 
         let stop = CancellationToken::new();
         let (full_url, proxied_url) = match &running {
             Some(r) => (r.instance("template", NetworkMode::Full).map(|i| i.url.clone()), r.instance("template", NetworkMode::Proxied).map(|i| i.url.clone())),
-            None => (Some(start_in_process(&config, NetworkMode::Full, &stop).await?), Some(start_in_process(&config, NetworkMode::Proxied, &stop).await?)),
+            None => (Some(start_in_process(project, &config, NetworkMode::Full, &stop).await?), Some(start_in_process(project, &config, NetworkMode::Proxied, &stop).await?)),
         };
         let (full_url, proxied_url) = (full_url.ok_or_else(|| anyhow::anyhow!("no full instance"))?, proxied_url.ok_or_else(|| anyhow::anyhow!("no proxied instance"))?);
         start_webhook(format!("{webhook_host}:{WEBHOOK_PORT}").parse()?, &stop).await?;

@@ -3,14 +3,18 @@
 //! root: every tool answers from the instance its data needs, but nothing isolates the network).
 
 use bulkhead::isolation::up::{UpOptions, namespaces_permitted, up};
+use bulkhead::project::Project;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Brings the deployment up, prints how to reach it, waits for Ctrl-C, tears down.
-pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode> {
-    let dep = bulkhead::servers::DEPLOYMENTS
-        .iter()
-        .find(|d| d.name == deployment)
+pub fn run(
+    project: &'static Project,
+    config: Option<PathBuf>,
+    deployment: &str,
+) -> anyhow::Result<ExitCode> {
+    let dep = project
+        .deployment(deployment)
         .ok_or_else(|| anyhow::anyhow!("no deployment `{deployment}` in specs/deployments/"))?;
     namespaces_permitted()?;
     let config = config.or_else(local_config);
@@ -54,14 +58,14 @@ pub fn run(config: Option<PathBuf>, deployment: &str) -> anyhow::Result<ExitCode
 /// Every instance of `deployment` as a child process on 127.0.0.1 (`serve --unisolated`), on the
 /// ports compose publishes (the server's port, then one per more isolated mode), until Ctrl-C.
 pub fn run_unisolated(
+    project: &'static Project,
     config: Option<PathBuf>,
     deployment: &str,
     first_port: Option<u16>,
 ) -> anyhow::Result<ExitCode> {
     use std::process::{Command, Stdio};
-    let dep = bulkhead::servers::DEPLOYMENTS
-        .iter()
-        .find(|d| d.name == deployment)
+    let dep = project
+        .deployment(deployment)
         .ok_or_else(|| anyhow::anyhow!("no deployment `{deployment}` in specs/deployments/"))?;
     let config = config.or_else(local_config);
     let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;

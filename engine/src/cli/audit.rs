@@ -5,6 +5,7 @@
 use bulkhead::audit::chain::{Head, read_verifying_key};
 use bulkhead::audit::verify::{Entry, read_files, verify};
 use bulkhead::config::Config;
+use bulkhead::project::Project;
 use bulkhead::state::StoreLocation;
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -26,17 +27,14 @@ pub enum Action {
 }
 
 /// Runs one action.
-pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
+pub fn run(project: &Project, config: &Config, action: Action) -> anyhow::Result<ExitCode> {
     let Action::Verify { server, public_key } = action;
     let key = match public_key.or_else(|| config.audit.signing_key.clone()) {
         Some(p) => Some(read_verifying_key(&p).map_err(anyhow::Error::msg)?),
         None => None,
     };
     let servers: Vec<String> = if server.is_empty() {
-        bulkhead::servers::SERVERS
-            .iter()
-            .map(|s| s.name.to_string())
-            .collect()
+        project.servers.iter().map(|s| s.name.to_string()).collect()
     } else {
         server
     };

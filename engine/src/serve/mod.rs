@@ -18,6 +18,7 @@ use crate::audit::AuditLog;
 use crate::call::{Runtime, server_presets};
 use crate::config::Config;
 use crate::policy::NetworkMode;
+use crate::project::Project;
 use crate::state::{InitPolicy, StateStore, StoreLocation, StoreOptions};
 use crate::workspace::WorkspaceRoot;
 use std::sync::Arc;
@@ -131,14 +132,14 @@ pub fn open_audit(
 /// Builds the runtime of server `name` in network `mode` from `config`. The store must exist, or
 /// this must be the first start of a fresh deployment ([`InitPolicy::FirstStart`]).
 pub async fn runtime(
+    project: &Project,
     config: &Config,
     name: &str,
     mode: NetworkMode,
 ) -> Result<Runtime, ServeError> {
-    let server = crate::servers::server(name).ok_or_else(|| {
-        let known: Vec<&str> = crate::servers::SERVERS.iter().map(|s| s.name).collect();
-        ServeError::UnknownServer(name.to_string(), known.join(", "))
-    })?;
+    let server = project
+        .server(name)
+        .ok_or_else(|| ServeError::UnknownServer(name.to_string(), project.server_names()))?;
     let presets = server_presets(server.def, config.context.presets.as_ref())
         .map_err(|e| setup("context presets")(&e))?;
     let workspaces = WorkspaceRoot::new(config.state.workspace_layer(name, mode))

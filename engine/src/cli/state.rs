@@ -3,6 +3,7 @@
 
 use bulkhead::config::Config;
 use bulkhead::policy::NetworkMode;
+use bulkhead::project::Project;
 use bulkhead::state::InitPolicy;
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -32,7 +33,7 @@ pub enum Action {
 }
 
 /// Runs one action.
-pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
+pub fn run(project: &Project, config: &Config, action: Action) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -67,7 +68,8 @@ pub fn run(config: &Config, action: Action) -> anyhow::Result<ExitCode> {
                 );
             }
             Action::Migrate => {
-                let servers: Vec<(String, Vec<std::path::PathBuf>)> = bulkhead::servers::SERVERS
+                let servers: Vec<(String, Vec<std::path::PathBuf>)> = project
+                    .servers
                     .iter()
                     .map(|s| {
                         let layers = NetworkMode::ALL

@@ -7,8 +7,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The configuration shipped in the binary (the repository's `config.yaml`), used when no file is given.
-pub const EMBEDDED: &str = include_str!("../../config.yaml");
+/// The engine's development defaults (`engine/src/config/default.yaml`), used when neither a file
+/// nor the project's own `config.yaml` is given.
+pub const EMBEDDED: &str = include_str!("default.yaml");
 
 /// Whether this is a development or production configuration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -763,7 +764,10 @@ mod tests {
     fn embedded_config_loads_with_defaults() {
         let c = Config::parse(EMBEDDED, "embedded", &|_| None).unwrap();
         assert_eq!(c.environment, Environment::Development);
-        assert!(c.mcp_servers.contains_key("template"));
+        assert!(
+            c.mcp_servers.is_empty(),
+            "the engine names no project's servers"
+        );
         assert!(!c.auth.keys.is_empty());
     }
 

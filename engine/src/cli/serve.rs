@@ -5,6 +5,7 @@ use bulkhead::config::Config;
 use bulkhead::endpoint::{Bound, Endpoint};
 use bulkhead::identity::Identity;
 use bulkhead::policy::NetworkMode;
+use bulkhead::project::Project;
 use bulkhead::relay::Route;
 use bulkhead::serve;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ pub struct ServeArgs {
 }
 
 /// Runs until Ctrl-C / SIGTERM (HTTP) or end of input (stdio).
-pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
+pub fn run(project: &'static Project, config: &Config, args: ServeArgs) -> anyhow::Result<()> {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -45,7 +46,7 @@ pub fn run(config: &Config, args: ServeArgs) -> anyhow::Result<()> {
                 "a credential of the configuration is set as a plain environment variable; pass it as a file ({var}_FILE), as every generated deployment does"
             );
         }
-        let rt = Arc::new(serve::runtime(config, &args.server, args.mode).await?);
+        let rt = Arc::new(serve::runtime(project, config, &args.server, args.mode).await?);
         let telemetry = bulkhead::telemetry::start(&config.telemetry)?;
         let checks_stop = CancellationToken::new();
         if args.unisolated {

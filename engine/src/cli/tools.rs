@@ -3,13 +3,14 @@
 //! project's `specs/` when there are some (what `check` and the next build read), else from the
 //! specs compiled into this binary; when both exist and disagree, it says so.
 
+use bulkhead::project::Project;
 use bulkhead::tooldef::Target;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Prints the table for one server, or for every server.
-pub fn run(root: &Path, server: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn run(project: &Project, root: &Path, server: Option<&str>) -> anyhow::Result<ExitCode> {
     let specs = root.join("specs");
     if specs.join("servers").is_dir() {
         let model = bulkhead_codegen::load(&specs, root)
@@ -30,7 +31,7 @@ pub fn run(root: &Path, server: Option<&str>) -> anyhow::Result<ExitCode> {
             );
         }
         print!("{}", from_specs(&policy, &shown));
-        if differs_from_binary(&policy) {
+        if differs_from_binary(project, &policy) {
             println!(
                 "note: {} differ from the specs compiled into this binary; `cargo build` to serve these",
                 specs.display()
@@ -38,12 +39,12 @@ pub fn run(root: &Path, server: Option<&str>) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    compiled(server)
+    compiled(project, server)
 }
 
 /// Whether the tools (name, permission, sensitivity, context) of `policy` differ from the
 /// compiled-in servers'.
-fn differs_from_binary(policy: &bulkhead_codegen::review::Policy) -> bool {
+fn differs_from_binary(project: &Project, policy: &bulkhead_codegen::review::Policy) -> bool {
     let mut files: Vec<String> = policy
         .capabilities
         .iter()
@@ -55,7 +56,8 @@ fn differs_from_binary(policy: &bulkhead_codegen::review::Policy) -> bool {
             )
         })
         .collect();
-    let mut built: Vec<String> = bulkhead::servers::SERVERS
+    let mut built: Vec<String> = project
+        .servers
         .iter()
         .flat_map(|s| {
             s.tools.iter().map(move |t| {
@@ -154,17 +156,17 @@ fn render(rows: &[[String; 6]]) -> String {
 }
 
 /// The table of the specs compiled into this binary.
-fn compiled(server: Option<&str>) -> anyhow::Result<ExitCode> {
-    let servers: Vec<_> = bulkhead::servers::SERVERS
+fn compiled(project: &Project, server: Option<&str>) -> anyhow::Result<ExitCode> {
+    let servers: Vec<_> = project
+        .servers
         .iter()
         .filter(|s| server.is_none_or(|n| n == s.name))
         .collect();
     if servers.is_empty() {
-        let known: Vec<&str> = bulkhead::servers::SERVERS.iter().map(|s| s.name).collect();
         anyhow::bail!(
             "no server named `{}` in specs/servers (known: {})",
             server.unwrap_or_default(),
-            known.join(", ")
+            project.server_names()
         );
     }
     print!("{}", table(&servers));

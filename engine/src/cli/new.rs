@@ -222,7 +222,7 @@ fn tool_yaml(tool: &str, uses: Option<&str>, d: &Declared) -> String {
 
 fn handler_method(tool: &str) -> String {
     format!(
-        "    async fn {tool}(&self, cx: ToolContext, args: {args}) -> crate::codegen::ToolResult {{\n        // The wrapper has checked identity, mode, permission and arguments and raised the session\n        // before this runs; return the data (large results are truncated and saved for you).\n        let _ = cx;\n        Ok(crate::codegen::ToolOutput::Text(format!(\"{tool}: {{}}\", args.text)))\n    }}\n",
+        "    async fn {tool}(&self, cx: ToolContext, args: {args}) -> bulkhead::codegen::ToolResult {{\n        // The wrapper has checked identity, mode, permission and arguments and raised the session\n        // before this runs; return the data (large results are truncated and saved for you).\n        let _ = cx;\n        Ok(bulkhead::codegen::ToolOutput::Text(format!(\"{tool}: {{}}\", args.text)))\n    }}\n",
         args = args_struct(tool)
     )
 }
@@ -231,7 +231,7 @@ fn handler_module(server: &str, tools: &[&str]) -> String {
     let args: Vec<String> = tools.iter().map(|t| args_struct(t)).collect();
     let mut m = String::new();
     let _ = writeln!(m, "//! Handlers of the `{server}` server's Rust tools.\n");
-    let _ = writeln!(m, "use crate::codegen::ToolContext;");
+    let _ = writeln!(m, "use bulkhead::codegen::ToolContext;");
     let _ = writeln!(
         m,
         "use crate::servers::{server}::{{Handlers, {}}};\n",
@@ -430,7 +430,7 @@ mod tests {
             "//! Handlers.\n\npub mod template;\n",
         )
         .unwrap();
-        let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/project");
         std::fs::create_dir_all(root.join("specs/connectors")).unwrap();
         std::fs::copy(
             project.join("specs/connectors/records.yaml"),
@@ -481,7 +481,7 @@ mod tests {
     fn a_tool_joins_the_tools_block_wherever_it_is() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/project");
         for sub in ["servers", "connectors"] {
             std::fs::create_dir_all(root.join("specs").join(sub)).unwrap();
             for e in std::fs::read_dir(project.join("specs").join(sub)).unwrap() {
