@@ -1,209 +1,73 @@
-//! Bulkhead spec pipeline: load → validate (JSON Schema, then semantic checks) → model → emit.
+//! Bulkhead's generator, a project's build-dependency: `specs/` → the project's Rust servers in
+//! `OUT_DIR`, and the reviewed mirror in `generated/`, `specs/schema/` and the root files.
 //!
-//! `build.rs` calls [`Builder::run`]; tests and `bulkhead check` call [`load`] and [`generate`].
-//! This crate never links the runtime: generated code is the bridge.
+//! A project's `build.rs` is one call, [`build`]. The spec language it reads (load, check, model,
+//! review, the deployment files) is `bulkhead-lang`, re-exported here; what this crate adds is
+//! the Rust emitter, the check of the handler modules, and the [`Builder`] that writes files.
+//! It never links the engine: generated code is the bridge.
 
-pub mod check;
-pub mod diag;
-pub mod emit;
+pub use bulkhead_lang::{
+    BuildError, GENERATED_EXTS, check, deployment_files, diag, load, load_sources, model, review,
+    root_files, schema, source, spec, spec_schemas, sql, suggest, summary, vars, workspace, yaml,
+};
+
+/// The emitters: the spec language's (deployment files) and this crate's Rust.
+pub mod emit {
+    pub use bulkhead_lang::emit::*;
+    pub mod rust;
+}
+
 mod handlers;
-pub mod load;
-pub mod model;
-pub mod review;
-pub mod schema;
-pub mod source;
-pub mod spec;
-pub mod sql;
-pub mod suggest;
-pub mod vars;
-pub mod workspace;
-pub mod yaml;
-
-use diag::Diagnostics;
-use emit::Output;
-use std::path::{Path, PathBuf};
-
-/// Loads and checks every spec under `specs_dir` (paths shown relative to `root`), with
-/// `root/config.yaml` when there is one (read as YAML only; the runtime checks its meaning).
-pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
-    let (set, mut errors) = load::load_dir(specs_dir, root)?;
-    let config_path = root.join("config.yaml");
-    let config = if config_path.is_file() {
-        let file =
-            source::SourceFile::read(&config_path, "config.yaml".into()).map_err(|source| {
-                load::LoadError::Io {
-                    path: config_path.clone(),
-                    source,
-                }
-            })?;
-        match yaml::parse(&file) {
-            Ok(node) => Some(node.to_json()),
-            Err(mut d) => {
-                errors.append(&mut d);
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let workspace = workspace::Workspace::read(root).ok();
-    let tag = workspace
-        .as_ref()
-        .map_or_else(|| package_version(root), |w| w.version.clone());
-    match check::check(
-        &set.connectors,
-        &set.servers,
-        &set.deployments,
-        &set.declared,
-        &tag,
-    ) {
-        Ok(model) if errors.is_empty() => Ok(model::Model {
-            config,
-            workspace,
-            // An unreadable acknowledgements file fails the review, which reports it.
-            owners: review::Acks::load(root)
-                .map(|a| a.owners)
-                .unwrap_or_default(),
-            ..model
-        }),
-        Ok(_) => Err(BuildError::Specs(Diagnostics(errors).sorted())),
-        Err(mut more) => {
-            errors.append(&mut more);
-            Err(BuildError::Specs(Diagnostics(errors).sorted()))
-        }
-    }
-}
-
-/// The root package's version when `cargo metadata` cannot run (a revision under review checked
-/// out without its lock, a machine without cargo): `version = "…"` of `[package]` in
-/// `root/Cargo.toml`, else this generator's version.
-fn package_version(root: &Path) -> String {
-    let text = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
-    let mut in_package = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package
-            && let Some(v) = line.strip_prefix("version")
-            && let Some(v) = v.trim_start().strip_prefix('=')
-        {
-            let v = v.trim().trim_matches('"');
-            if !v.is_empty() && !v.contains('{') {
-                return v.to_string();
-            }
-        }
-    }
-    env!("CARGO_PKG_VERSION").to_string()
-}
-
-/// One line saying what the specs hold (`specs ok: 3 server(s), …`).
-pub fn summary(model: &model::Model) -> String {
-    let tools: usize = model.servers.iter().map(|s| s.tools.len()).sum();
-    format!(
-        "specs ok: {} server(s), {} tool(s), {} connector(s), {} deployment(s)",
-        model.servers.len(),
-        tools,
-        model.connectors.len(),
-        model.deployments.len()
-    )
-}
-
-/// Loads specs from memory (kind, display path, text); for tests and tools.
-pub fn load_sources(
-    sources: Vec<(spec::SpecKind, &str, &str)>,
-) -> Result<model::Model, Diagnostics> {
-    let files = sources
-        .into_iter()
-        .map(|(k, path, text)| (k, source::SourceFile::in_memory(path, text)))
-        .collect();
-    let (set, mut errors) = load::load_sources(files);
-    match check::check(
-        &set.connectors,
-        &set.servers,
-        &set.deployments,
-        &set.declared,
-        env!("CARGO_PKG_VERSION"),
-    ) {
-        Ok(model) if errors.is_empty() => Ok(model),
-        Ok(_) => Err(Diagnostics(errors).sorted()),
-        Err(mut more) => {
-            errors.append(&mut more);
-            Err(Diagnostics(errors).sorted())
-        }
-    }
-}
-
-/// Every generated artifact for `model`, relative to `generated/`.
-pub fn generate(model: &model::Model) -> Output {
-    let mut out = Output::default();
-    emit::rust::emit(model, &mut out);
-    emit::deploy::emit(model, &mut out);
-    let mut sources: Vec<&str> = model
-        .connectors
-        .iter()
-        .map(|c| c.source.as_str())
-        .chain(model.servers.iter().map(|s| s.source.as_str()))
-        .chain(model.deployments.iter().map(|d| d.source.as_str()))
-        .collect();
-    sources.sort();
-    if model.config.is_some() {
-        sources.push("config.yaml");
-    }
-    out.add(
-        "POLICY.md",
-        review::policy_table(&review::resolve(model), &sources),
-    );
-    out
-}
-
-/// The files [`generate`]'s model puts at the repository's root (`.dockerignore`, the image's
-/// build context; `.github/CODEOWNERS`, who approves the review), relative to the root; written
-/// beside `generated/` and kept fresh like it.
-pub fn root_files(model: &model::Model) -> Output {
-    let mut out = Output::default();
-    emit::deploy::docker::root_files(model, &mut out);
-    if let Some(text) = emit::owners::codeowners(model) {
-        out.add(".github/CODEOWNERS", text);
-    }
-    out
-}
-
-/// Extensions of the files [`generate`] owns in `generated/`: a file with one of them in a folder
-/// it writes to, that it no longer produces, is stale (removed by the build, flagged by tests).
-pub const GENERATED_EXTS: &[&str] = &["rs", "yaml", "json", "md", "dockerignore"];
-
-/// The JSON Schemas of the spec kinds, relative to `specs/schema/`.
-pub fn spec_schemas() -> Output {
-    let mut out = Output::default();
-    for kind in spec::SpecKind::ALL {
-        let mut text =
-            serde_json::to_string_pretty(&schema::schema_of(kind)).expect("schema is JSON");
-        text.push('\n');
-        out.add(format!("{}.schema.json", kind.schema_name()), text);
-    }
-    out
-}
 
 pub use handlers::check_handler_modules;
 
-/// Why a build could not produce servers.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// The specs have errors (rendered like rustc).
-    #[error("{0}")]
-    Specs(Diagnostics),
-    /// A spec folder could not be read.
-    #[error(transparent)]
-    Load(#[from] load::LoadError),
-    /// An output folder could not be written.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The folder.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
+use emit::Output;
+use std::path::{Path, PathBuf};
+
+/// Every generated artifact for `model`, relative to `generated/`: the Rust, the deployment
+/// files and `POLICY.md`.
+pub fn generate(model: &model::Model) -> Output {
+    let mut out = Output::default();
+    emit::rust::emit(model, &mut out);
+    out.files.extend(deployment_files(model).files);
+    out
+}
+
+/// What a project's `build.rs` calls: runs the [`Builder`] on the package being built (its
+/// `specs/`, `config.yaml` and `src/handlers/`), tells cargo what to watch, and prints warnings,
+/// or the spec diagnostics (rendered like rustc) and stops the build.
+pub fn build() {
+    for watched in [
+        "specs/servers",
+        "specs/connectors",
+        "specs/deployments",
+        // Its identity rules and limits are part of generated/POLICY.md.
+        "config.yaml",
+        // Its `owners:` become .github/CODEOWNERS.
+        "specs/policy-acks.yaml",
+        "src/handlers",
+    ] {
+        println!("cargo::rerun-if-changed={watched}");
+    }
+    let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    match Builder::new(root, out).run() {
+        Ok(report) => {
+            if let Some(warning) = report.mirror_warning {
+                println!("cargo::warning={warning}");
+            }
+            for w in report.warnings {
+                println!("cargo::warning={} ({})", w.message, w.location());
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            println!(
+                "cargo::error=bulkhead: specs/ has errors: the diagnostics are below; `bulkhead check` prints them without building"
+            );
+            std::process::exit(1);
+        }
+    }
 }
 
 /// What a build did.

@@ -51,6 +51,9 @@ fn token(secret: &str, user: &str, session: &str) -> String {
 /// The test's documentation site (`fetch_page`'s one host), plain HTTP on `egress`.
 const DOCS: &str = "docs.example.com:80";
 
+/// The engine's crates, members of this workspace: their manifests and sources are image inputs.
+const ENGINE_CRATES: [&str; 4] = ["engine/", "lang/", "codegen/", "vocab/"];
+
 /// The subnet of the test's stand-in for the outside (benchmarking range, opened for the test).
 const EGRESS_SUBNET: &str = "198.18.7.0/24";
 
@@ -667,11 +670,11 @@ fn the_build_context_holds_only_what_the_image_is_built_from() {
                 "target/docker/bulkhead",
             ]
             .contains(&p)
-                || ["src/", "specs/", "codegen/src/", "vocab/src/"]
-                    .iter()
-                    .any(|d| p.starts_with(d))
-                || p == "codegen/Cargo.toml"
-                || p == "vocab/Cargo.toml"
+                || ["src/", "specs/"].iter().any(|d| p.starts_with(d))
+                || ENGINE_CRATES.iter().any(|d| {
+                    p.strip_prefix(d)
+                        .is_some_and(|r| r == "Cargo.toml" || r.starts_with("src/"))
+                })
         };
         let strays: Vec<&String> = arrived.iter().filter(|p| !admitted(p)).collect();
         assert!(
@@ -681,6 +684,9 @@ fn the_build_context_holds_only_what_the_image_is_built_from() {
         for needed in [
             "Cargo.lock",
             "src/main.rs",
+            "engine/src/lib.rs",
+            "engine/src/config/default.yaml",
+            "lang/src/lib.rs",
             "codegen/src/lib.rs",
             "vocab/src/lib.rs",
             "specs/servers/template.yaml",

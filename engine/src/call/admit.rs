@@ -117,7 +117,7 @@ impl Runtime {
                     self.mode,
                     needed,
                     want,
-                    bulkhead_codegen::emit::deploy::clients::url_key(want)
+                    bulkhead_lang::emit::deploy::clients::url_key(want)
                 )),
             ));
         }

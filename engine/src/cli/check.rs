@@ -37,15 +37,14 @@ pub fn run(
 fn check_data(root: &Path) -> bool {
     let path = root.join("config.yaml");
     let config = bulkhead::config::Config::load(path.exists().then_some(path.as_path()));
-    let (Ok(config), Ok(model)) = (config, bulkhead_codegen::load(&root.join("specs"), root))
-    else {
+    let (Ok(config), Ok(model)) = (config, bulkhead_lang::load(&root.join("specs"), root)) else {
         return true; // reported by the other checks
     };
     let mut ok = true;
     for c in &model.connectors {
         for path in c.settings.data_paths().into_iter().filter(|p| p.holds_data) {
             let (setting, written) = (path.setting, path.written);
-            let refs = bulkhead_codegen::vars::references(&serde_json::json!(written));
+            let refs = bulkhead_lang::vars::references(&serde_json::json!(written));
             let value = match refs.first() {
                 None => written.to_string(),
                 Some(r) if r.whole => bulkhead::config::env_lookup(&r.name)
@@ -137,7 +136,7 @@ fn materialize(root: &Path, commit: &str, into: &Path) -> anyhow::Result<()> {
 fn resolve_base(
     root: &Path,
     rev: &str,
-) -> anyhow::Result<Option<(String, bulkhead_codegen::model::Model)>> {
+) -> anyhow::Result<Option<(String, bulkhead_lang::model::Model)>> {
     // REV is resolved on its own first, as a revision and never as an option; only the
     // commit's hex id reaches the other git commands.
     let resolved = String::from_utf8(git(
@@ -167,7 +166,7 @@ fn resolve_base(
     for (back, commit) in commits.lines().enumerate() {
         let dir = tempfile::tempdir()?;
         materialize(root, commit, dir.path())?;
-        match bulkhead_codegen::load(&dir.path().join("specs"), dir.path()) {
+        match bulkhead_lang::load(&dir.path().join("specs"), dir.path()) {
             Ok(model) => {
                 if back > 0 {
                     let subject =
@@ -201,8 +200,8 @@ fn resolve_base(
 /// not acknowledged in `specs/policy-acks.yaml` fails the check ([`WEAKENED`]), as does a base
 /// that cannot be resolved ([`BASE_UNRESOLVED`]).
 fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Result<ExitCode> {
-    use bulkhead_codegen::review;
-    let head = bulkhead_codegen::load(&root.join("specs"), root)?;
+    use bulkhead_lang::review;
+    let head = bulkhead_lang::load(&root.join("specs"), root)?;
     let acks = match review::Acks::load(root) {
         Ok(a) => a,
         Err(e) => {
@@ -325,15 +324,15 @@ fn check_config(root: &Path) -> bool {
 }
 
 fn check_specs(root: &Path) -> anyhow::Result<ExitCode> {
-    match bulkhead_codegen::load(&root.join("specs"), root) {
+    match bulkhead_lang::load(&root.join("specs"), root) {
         Ok(model) => {
             for w in &model.warnings {
                 eprintln!("{}\n", w.render());
             }
-            println!("{}", bulkhead_codegen::summary(&model));
+            println!("{}", bulkhead_lang::summary(&model));
             Ok(ExitCode::SUCCESS)
         }
-        Err(bulkhead_codegen::BuildError::Specs(d)) => {
+        Err(bulkhead_lang::BuildError::Specs(d)) => {
             eprint!("{d}");
             Ok(ExitCode::FAILURE)
         }

@@ -62,7 +62,7 @@ fn leak(s: &str) -> &'static str {
 
 /// The connector's spec file and its settings, `${VAR}` expanded from the environment.
 fn connector(root: &Path, name: &str) -> anyhow::Result<(PathBuf, Value)> {
-    let (set, _) = bulkhead_codegen::load::load_dir(&root.join("specs"), root)?;
+    let (set, _) = bulkhead_lang::load::load_dir(&root.join("specs"), root)?;
     let c = set
         .connectors
         .iter()
@@ -73,7 +73,7 @@ fn connector(root: &Path, name: &str) -> anyhow::Result<(PathBuf, Value)> {
                 root.join("specs/connectors").display()
             )
         })?;
-    if c.spec.kind != bulkhead_codegen::spec::ConnectorKind::Mcp {
+    if c.spec.kind != bulkhead_lang::spec::ConnectorKind::Mcp {
         anyhow::bail!(
             "connector `{name}` is of kind `{}`, not `mcp`",
             c.spec.kind.as_str()
@@ -117,7 +117,7 @@ pub fn run(root: &Path, action: Action) -> anyhow::Result<ExitCode> {
             let (lock_path, settings) = connector(root, &name)?;
             let text = std::fs::read_to_string(&lock_path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", lock_path.display()))?;
-            let lock: bulkhead_codegen::spec::McpLock = serde_json::from_str(&text)?;
+            let lock: bulkhead_lang::spec::McpLock = serde_json::from_str(&text)?;
             let used = used_tools(root, &name);
             let listing = runtime()?.block_on(lockfile::list(leak(&name), settings))?;
             let mut drifted = 0;
@@ -164,7 +164,7 @@ pub fn run(root: &Path, action: Action) -> anyhow::Result<ExitCode> {
 
 /// Upstream tools some operation of connector `name` calls.
 fn used_tools(root: &Path, name: &str) -> Vec<String> {
-    let Ok((set, _)) = bulkhead_codegen::load::load_dir(&root.join("specs"), root) else {
+    let Ok((set, _)) = bulkhead_lang::load::load_dir(&root.join("specs"), root) else {
         return Vec::new();
     };
     set.connectors
@@ -182,7 +182,7 @@ pub fn import(root: &Path, what: Import) -> anyhow::Result<ExitCode> {
         package,
         command,
     } = what;
-    if !bulkhead_codegen::check::is_snake_ident(&name) {
+    if !bulkhead_lang::check::is_snake_ident(&name) {
         anyhow::bail!("--name `{name}`: use lowercase letters, digits and `_`");
     }
     // `npx -y <package>` / `uvx <package>`: installed here first, at one exact version.

@@ -135,7 +135,7 @@ fn declared_for(root: &Path, op: &str) -> anyhow::Result<Declared> {
     let (connector, operation) = op
         .split_once('.')
         .ok_or_else(|| anyhow::anyhow!("--uses `{op}`: expected `<connector>.<operation>`"))?;
-    let model = bulkhead_codegen::load(&root.join("specs"), root).map_err(|e| {
+    let model = bulkhead_lang::load(&root.join("specs"), root).map_err(|e| {
         anyhow::anyhow!("specs/ must load to look up `{op}`; fix these first:\n{e}")
     })?;
     let c = model.connector(connector).ok_or_else(|| {
@@ -152,7 +152,7 @@ fn declared_for(root: &Path, op: &str) -> anyhow::Result<Declared> {
             known.join(", ")
         )
     })?;
-    use bulkhead_codegen::model::OperationBody;
+    use bulkhead_lang::model::OperationBody;
     Ok(Declared {
         permission: if o.body.reaches_network() {
             "connect"
@@ -409,7 +409,7 @@ mod tests {
             made.unwrap();
             let text = std::fs::read_to_string(root.join("specs/connectors/stock.yaml")).unwrap();
             assert!(!text.contains("NAME"), "{text}");
-            if let Err(e) = bulkhead_codegen::load(&root.join("specs"), root) {
+            if let Err(e) = bulkhead_lang::load(&root.join("specs"), root) {
                 panic!("`new connector --kind {kind}` does not pass check:\n{e}\n{text}");
             }
         }
@@ -457,7 +457,7 @@ mod tests {
                 && spec.contains("    sensitivity: confidential "),
             "{spec}"
         );
-        bulkhead_codegen::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
+        bulkhead_lang::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
         let m = std::fs::read_to_string(root.join("src/handlers/support.rs")).unwrap();
         assert!(
             m.contains("use crate::servers::support::{Handlers, LookupArgs, HelloArgs};"),
@@ -498,7 +498,7 @@ mod tests {
         new_tool(root, "template", "lookup_owner", None).unwrap();
         new_tool(root, "template", "find_record", Some("records.get")).unwrap();
         let model =
-            bulkhead_codegen::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
+            bulkhead_lang::load(&root.join("specs"), root).unwrap_or_else(|e| panic!("{e}"));
         let t = model.server("template").unwrap();
         let names: Vec<&str> = t.tools.iter().map(|t| t.name.as_str()).collect();
         assert!(

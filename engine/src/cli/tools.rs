@@ -13,9 +13,9 @@ use std::process::ExitCode;
 pub fn run(project: &Project, root: &Path, server: Option<&str>) -> anyhow::Result<ExitCode> {
     let specs = root.join("specs");
     if specs.join("servers").is_dir() {
-        let model = bulkhead_codegen::load(&specs, root)
+        let model = bulkhead_lang::load(&specs, root)
             .map_err(|e| anyhow::anyhow!("{e}\n(`bulkhead check` shows the same)"))?;
-        let policy = bulkhead_codegen::review::resolve(&model);
+        let policy = bulkhead_lang::review::resolve(&model);
         let names: Vec<&str> = model.servers.iter().map(|s| s.name.as_str()).collect();
         let shown: Vec<&str> = names
             .iter()
@@ -44,7 +44,7 @@ pub fn run(project: &Project, root: &Path, server: Option<&str>) -> anyhow::Resu
 
 /// Whether the tools (name, permission, sensitivity, context) of `policy` differ from the
 /// compiled-in servers'.
-fn differs_from_binary(project: &Project, policy: &bulkhead_codegen::review::Policy) -> bool {
+fn differs_from_binary(project: &Project, policy: &bulkhead_lang::review::Policy) -> bool {
     let mut files: Vec<String> = policy
         .capabilities
         .iter()
@@ -73,7 +73,7 @@ fn differs_from_binary(project: &Project, policy: &bulkhead_codegen::review::Pol
     files != built
 }
 
-fn from_specs(policy: &bulkhead_codegen::review::Policy, servers: &[&str]) -> String {
+fn from_specs(policy: &bulkhead_lang::review::Policy, servers: &[&str]) -> String {
     let mut out = String::new();
     for s in servers {
         let _ = writeln!(out, "server `{s}`");

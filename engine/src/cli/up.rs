@@ -22,7 +22,7 @@ pub fn run(
     let opts = UpOptions {
         exe: std::env::current_exe()?,
         config,
-        subnet: bulkhead_codegen::emit::deploy::local::DEFAULT_SUBNET,
+        subnet: bulkhead_lang::emit::deploy::local::DEFAULT_SUBNET,
         prefix: "bh".into(),
         proxied_egress: None,
         env,

@@ -2,9 +2,9 @@
 //! key, a wrong type, a missing key — reported like a spec error: `file:line:col`, the line, a
 //! caret under the key, and a help line (did you mean …, what is expected).
 
-use bulkhead_codegen::diag::Diagnostic;
-use bulkhead_codegen::source::{SourceFile, Span};
-use bulkhead_codegen::suggest::did_you_mean;
+use bulkhead_lang::diag::Diagnostic;
+use bulkhead_lang::source::{SourceFile, Span};
+use bulkhead_lang::suggest::did_you_mean;
 use serde_path_to_error::Segment;
 
 use super::{ConfigError, Positions};

@@ -432,7 +432,7 @@ impl StateConfig {
     /// workspaces or the other way round: agents must never reach the compliance records.
     pub fn resolve(&mut self, base: &Path) -> Result<(), String> {
         let d = &self.trust_domain;
-        if !bulkhead_codegen::check::is_trust_domain(d) {
+        if !bulkhead_lang::check::is_trust_domain(d) {
             return Err(format!(
                 "state.trust_domain `{d}`: use 1 to 64 lowercase letters, digits, `_` and `-`"
             ));

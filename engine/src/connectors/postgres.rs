@@ -34,7 +34,7 @@ pub fn numbered(sql: &str) -> (String, Vec<String>) {
     let mut names: Vec<String> = Vec::new();
     let mut out = String::with_capacity(sql.len());
     let mut last = 0;
-    for (at, name) in bulkhead_codegen::check::sql_named_params(sql) {
+    for (at, name) in bulkhead_lang::check::sql_named_params(sql) {
         out.push_str(&sql[last..at]);
         let n = match names.iter().position(|x| *x == name) {
             Some(i) => i + 1,
@@ -64,7 +64,7 @@ impl Postgres {
         // The build refuses these too; a tampered or hand-written definition is refused here.
         for op in ops {
             if let OperationBody::Sql { sql, writes: false } = &op.body {
-                let calls = bulkhead_codegen::sql::side_effects(sql);
+                let calls = bulkhead_lang::sql::side_effects(sql);
                 if !calls.is_empty() {
                     return Err(err(format!(
                         "operation `{}` reads but calls {}, whose effect outlives its read-only transaction",

@@ -10,7 +10,7 @@ use super::firewall::ruleset;
 use super::netns::{HostLink, Netns, run};
 use crate::policy::NetworkMode;
 use crate::tooldef::DeploymentDef;
-use bulkhead_codegen::emit::deploy::{clients, local, proxy};
+use bulkhead_lang::emit::deploy::{clients, local, proxy};
 use bulkhead_vocab::HostPort;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;

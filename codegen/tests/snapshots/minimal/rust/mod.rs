@@ -44,3 +44,12 @@ pub fn server(name: &str) -> ::std::option::Option<bh::Server> {
         _ => ::std::option::Option::None,
     }
 }
+
+/// This project as the engine runs it (`bulkhead::cli::main(&servers::PROJECT)`).
+pub static PROJECT: bh::Project = bh::Project {
+    servers: SERVERS,
+    connectors: CONNECTORS,
+    deployments: DEPLOYMENTS,
+    server,
+    config: ::std::option::Option::None,
+};

@@ -4,7 +4,6 @@
 pub mod deploy;
 pub mod input_schema;
 pub mod owners;
-pub mod rust;
 pub mod yaml_text;
 
 use std::collections::BTreeMap;

@@ -174,6 +174,7 @@ mod tests {
                 "Cargo.toml",
                 "codegen/Cargo.toml",
                 "engine/Cargo.toml",
+                "lang/Cargo.toml",
                 "vocab/Cargo.toml"
             ]
         );
