@@ -48,5 +48,6 @@ pub mod sessions;
 pub mod signals;
 pub mod state;
 pub mod telemetry;
+pub mod testing;
 pub mod tooldef;
 pub mod workspace;

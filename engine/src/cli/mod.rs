@@ -5,6 +5,7 @@ mod check;
 mod connect;
 mod demo;
 mod dev;
+mod init;
 mod mcp;
 mod new;
 mod relay;
@@ -178,6 +179,27 @@ enum Command {
         #[arg(long, default_value = ".", global = true)]
         root: PathBuf,
     },
+    /// Write a new project into DIR (a new or empty folder): its own crate depending on the
+    /// engine, one starter server named after the folder, a test, a CI file. Refuses a folder
+    /// that is not empty, and writes nothing then.
+    Init {
+        /// The new project's folder (its name is the package's; `-` becomes `_` in the server's).
+        dir: PathBuf,
+        /// The engine's checkout (the folder holding engine/ and codegen/), relative to DIR.
+        /// Default: the checkout this program was built from, while it exists; else the
+        /// registry version of this engine.
+        #[arg(long, value_name = "REL", conflicts_with_all = ["engine_git", "engine_version"])]
+        engine_path: Option<String>,
+        /// The engine from a git repository.
+        #[arg(long, value_name = "URL", conflicts_with = "engine_version")]
+        engine_git: Option<String>,
+        /// With --engine-git: the commit, tag or branch to pin.
+        #[arg(long, value_name = "REV", requires = "engine_git")]
+        engine_rev: Option<String>,
+        /// The engine by registry version.
+        #[arg(long, value_name = "VERSION")]
+        engine_version: Option<String>,
+    },
     /// Serve a server, and rebuild and restart it whenever specs/ or src/handlers/ change.
     Dev {
         /// Server name.
@@ -336,6 +358,24 @@ pub fn main(project: &'static Project) -> ExitCode {
                 .and_then(|c| demo::run(project, path, &c).map(|()| ExitCode::SUCCESS))
         }
         Command::New { what, root } => new::run(&root, what),
+        Command::Init {
+            dir,
+            engine_path,
+            engine_git,
+            engine_rev,
+            engine_version,
+        } => {
+            let source = match (engine_path, engine_git, engine_version) {
+                (Some(p), _, _) => Some(init::EngineSource::Path(p)),
+                (_, Some(url), _) => Some(init::EngineSource::Git {
+                    url,
+                    rev: engine_rev,
+                }),
+                (_, _, Some(v)) => Some(init::EngineSource::Version(v)),
+                _ => None,
+            };
+            init::run(&dir, source)
+        }
         Command::Dev {
             server,
             root,

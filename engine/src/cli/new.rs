@@ -257,7 +257,7 @@ fn handler_module(server: &str, tools: &[&str]) -> String {
     m
 }
 
-fn new_server(root: &Path, name: &str) -> anyhow::Result<Vec<(PathBuf, &'static str)>> {
+pub(super) fn new_server(root: &Path, name: &str) -> anyhow::Result<Vec<(PathBuf, &'static str)>> {
     check_name("server", name)?;
     let spec = root.join("specs/servers").join(format!("{name}.yaml"));
     anyhow::ensure!(!spec.exists(), "{} exists already", spec.display());
