@@ -728,3 +728,81 @@ fn a_new_connector_at_an_existing_place_is_not_taken_for_a_rename() {
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("renamed from"), "{text}");
 }
+
+/// The engine is part of what is reviewed: a change of its code in the repository, of the
+/// version `Cargo.lock` pins, of an override in `Cargo.toml` or of `build.rs` exits 3 naming
+/// `engine-changed`, with the ids on both sides (an acknowledgement covers that change only);
+/// a spec-only change next to it passes.
+#[test]
+fn a_changed_engine_is_named_and_needs_an_acknowledgement() {
+    let (_dir, root) = repo_with(
+        r#"mkdir -p engine/src vendored
+printf '[package]\nname = "bulkhead"\nversion = "0.1.0"\nedition = "2024"\n' > engine/Cargo.toml
+printf '//! The engine.\npub fn admit() -> bool { false }\n' > engine/src/lib.rs
+printf '[package]\nname = "acme"\nversion = "0.1.0"\nedition = "2024"\n\n[dependencies]\nbulkhead = { path = "engine" }\nbulkhead-codegen = "0.1.0"\n' > Cargo.toml
+printf 'version = 4\n\n[[package]]\nname = "bulkhead"\nversion = "0.1.0"\n\n[[package]]\nname = "bulkhead-codegen"\nversion = "0.1.0"\nsource = "registry+https://github.com/rust-lang/crates.io-index"\nchecksum = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"\n' > Cargo.lock
+printf 'fn main() {\n    bulkhead_codegen::build();\n}\n' > build.rs"#,
+    );
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "the engine's code",
+            "sed -i 's/false/true/' engine/src/lib.rs",
+            "weakened: engine-changed: crate `bulkhead`'s code: engine/ at ",
+        ),
+        (
+            "the generator's version in Cargo.lock",
+            "sed -i '/^name = \"bulkhead-codegen\"$/{n;s/0.1.0/0.2.0/}' Cargo.lock",
+            "weakened: engine-changed: crate `bulkhead-codegen` in Cargo.lock: 0.1.0 (registry+https://github.com/rust-lang/crates.io-index) sha256 aaaaaaaaaaaa → 0.2.0 (registry+",
+        ),
+        (
+            "build.rs",
+            "printf 'fn main() {}\\n' > build.rs",
+            "weakened: engine-changed: build.rs: ",
+        ),
+        (
+            "a [patch] of the engine",
+            "printf '\\n[patch.crates-io]\\nbulkhead-codegen = { path = \"vendored\" }\\n' >> Cargo.toml",
+            "weakened: engine-changed: Cargo.toml [patch.crates-io] bulkhead-codegen: none → ",
+        ),
+    ];
+    for (what, script, line) in cases {
+        let (code, out) = review(&root, script);
+        assert_eq!(code, WEAKENED, "{what}: {out}");
+        assert!(out.contains(line), "{what}: {out}");
+    }
+    // A spec-only change beside the engine is judged by the specs alone.
+    let (code, out) = review(
+        &root,
+        "sed -i 's/^instructions: .*/instructions: Reworded./' specs/servers/template.yaml",
+    );
+    assert_eq!(code, 0, "{out}");
+    // An acknowledgement of the exact line passes that change, and only that one.
+    let (_, out) = review(&root, "sed -i 's/false/true/' engine/src/lib.rs");
+    let weakened = out
+        .lines()
+        .find_map(|l| l.strip_prefix("weakened: "))
+        .and_then(|l| l.rsplit_once(" (").map(|(w, _)| w.to_string()))
+        .expect("a weakening line");
+    let acks = root.parent().unwrap().join("acks.yaml");
+    std::fs::write(
+        &acks,
+        format!("acks:\n  - weakening: \"{weakened}\"\n    reason: \"the engine admits now\"\n"),
+    )
+    .unwrap();
+    let ack = format!(
+        "sed -i 's/false/true/' engine/src/lib.rs && cp '{}' specs/policy-acks.yaml",
+        acks.display()
+    );
+    let (code, out) = review(&root, &ack);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("acknowledged: engine-changed: crate `bulkhead`'s code"),
+        "{out}"
+    );
+    let other = ack.replace("s/false/true/", "s/false/!false/");
+    let (code, out) = review(&root, &other);
+    assert_eq!(
+        code, WEAKENED,
+        "another change of the engine is not covered: {out}"
+    );
+}

@@ -71,7 +71,7 @@ fn check_data(root: &Path) -> bool {
 }
 
 /// Runs `git` in `root`; its stdout, or why it failed.
-fn git(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+pub(super) fn git(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(root)
@@ -228,6 +228,18 @@ fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Res
     if let Some(dir) = base_generated {
         r.weakenings
             .extend(review::rules_changed(&root.join("generated"), dir));
+    }
+    // The engine is part of the effective policy: another version, an override of it, its
+    // code in this repository or the build script that runs the generator.
+    let head_engine = super::engine_inputs::working_tree(root)?;
+    r.weakenings.extend(review::engine_changed(
+        &super::engine_inputs::at_commit(root, &commit)?,
+        &head_engine,
+    ));
+    for dep in super::engine_inputs::outside_paths(root, &head_engine) {
+        println!(
+            "note: {dep} is outside this repository: its code is no part of a revision and the review cannot see it change; pin the engine by version or git revision to have it judged"
+        );
     }
     for rename in &r.renames {
         println!("note: {rename}");

@@ -5,6 +5,7 @@ mod check;
 mod connect;
 mod demo;
 mod dev;
+mod engine_inputs;
 mod init;
 mod mcp;
 mod new;

@@ -8,6 +8,7 @@
 
 mod ack;
 mod config;
+mod engine;
 mod generated;
 mod policy;
 mod rule;
@@ -17,6 +18,7 @@ mod trust;
 
 pub use ack::{ACKS_FILE, Ack, AckError, Acks};
 pub use config::Identity;
+pub use engine::{ENGINE_CRATES, EngineInputs, engine_changed, engine_paths, package_name};
 pub use generated::rules_changed;
 pub(crate) use policy::connector_policy;
 pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};

@@ -76,12 +76,14 @@ pub enum Rule {
     LimitRaised,
     /// `rules-changed`.
     RulesChanged,
+    /// `engine-changed`.
+    EngineChanged,
 }
 
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 33] = [
+    pub const ALL: [Rule; 34] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -115,6 +117,7 @@ impl Rule {
         Rule::ConfigChanged,
         Rule::LimitRaised,
         Rule::RulesChanged,
+        Rule::EngineChanged,
     ];
 
     /// The kebab-case name that starts the review's lines and their acknowledgements.
@@ -153,6 +156,7 @@ impl Rule {
             Rule::ConfigChanged => "config-changed",
             Rule::LimitRaised => "limit-raised",
             Rule::RulesChanged => "rules-changed",
+            Rule::EngineChanged => "engine-changed",
         }
     }
 
@@ -254,6 +258,9 @@ impl Rule {
             }
             Rule::RulesChanged => {
                 "A file of `generated/` differs from what the base revision's generator and vocabulary make of this change's specs (`scripts/review` builds the base's `bulkhead-check` and passes its output as `--base-generated`), so a change to `vocab`, the generator or the review itself changed what deploys without a spec saying so, and the policy comparison, which judges both sides by this change's rules, cannot see it."
+            }
+            Rule::EngineChanged => {
+                "The engine that runs the specs changed: the version or source `Cargo.lock` pins for an engine crate (`bulkhead`, `bulkhead-codegen`, `bulkhead-lang`, `bulkhead-vocab`), the code of one that lives in the repository, a `[patch]`, `[replace]` or dependency entry of one in `Cargo.toml`, `.cargo/config.toml`, or `build.rs`, so the judge, the generator or the runtime of these specs is no longer the one reviewed."
             }
             Rule::LimitRaised => {
                 "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."

@@ -208,7 +208,7 @@ mod tests {
                 .map(|r| format!("| `{}` | {} |", r.name(), r.describe()))
                 .collect();
             assert_eq!(rows, expected);
-            assert!(t.ends_with(&format!("{} |\n", Rule::RulesChanged.describe())));
+            assert!(t.ends_with(&format!("{} |\n", Rule::EngineChanged.describe())));
         }
     }
 }
