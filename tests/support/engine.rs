@@ -157,14 +157,17 @@ pub fn build(context: &Path, dockerfile: &Path, tag: &str, args: &[(&str, &str)]
 /// Builds the server image as `tag` from the binary this test run built (stripped into
 /// `target/docker/bulkhead`, the documented prebuilt path), the way CI does.
 pub fn build_server_image(tag: &str) {
-    let staged = root().join("target/docker");
+    build_project_image(&root(), Path::new(env!("CARGO_BIN_EXE_bulkhead")), tag);
+}
+
+/// Builds the server image of the project at `project` (its `generated/docker/Dockerfile`) as
+/// `tag` from `binary`, stripped into the project's `target/docker/bulkhead`.
+pub fn build_project_image(project: &Path, binary: &Path, tag: &str) {
+    let staged = project.join("target/docker");
     std::fs::create_dir_all(&staged).unwrap();
     let bin = staged.join("bulkhead");
     run(
-        Command::new("strip")
-            .arg("-o")
-            .arg(&bin)
-            .arg(env!("CARGO_BIN_EXE_bulkhead")),
+        Command::new("strip").arg("-o").arg(&bin).arg(binary),
         "strip",
     );
     let mut args = vec![
@@ -193,8 +196,8 @@ pub fn build_server_image(tag: &str) {
         let _ = std::fs::remove_file(&extra);
     }
     build(
-        &root(),
-        &root().join("generated/docker/Dockerfile"),
+        project,
+        &project.join("generated/docker/Dockerfile"),
         tag,
         &args,
     );

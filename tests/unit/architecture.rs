@@ -1,5 +1,6 @@
-//! `ARCHITECTURE.md` names only what exists: every repository path it writes in backticks is a
-//! file or folder of the checkout (a module moved or renamed without the map fails here).
+//! `ARCHITECTURE.md` names only what exists and everything there is: every repository path it
+//! writes in backticks is a file or folder of the checkout (a module moved or renamed without the
+//! map fails here), and every module folder of every crate is named in it.
 
 #[test]
 fn every_path_the_map_names_exists() {
@@ -41,11 +42,31 @@ fn every_path_the_map_names_exists() {
         missing.is_empty(),
         "ARCHITECTURE.md names paths that do not exist: {missing:?}"
     );
-    for module in [
-        "src/jail/",
-        "vocab/src/connector/",
-        "lang/src/review/rule.rs",
-    ] {
-        assert!(map.contains(module), "the map says nothing of `{module}`");
+    // The other direction: every module folder of every crate is named, as `folder/`.
+    let mut unnamed = Vec::new();
+    for krate in ["engine/src", "lang/src", "codegen/src", "vocab/src"] {
+        let mut stack = vec![root.join(krate)];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                }
+            }
+            let rel = dir.strip_prefix(root).unwrap().display().to_string();
+            if dir != root.join(krate) && !map.contains(&format!("`{rel}/")) {
+                unnamed.push(rel);
+            }
+        }
+    }
+    unnamed.sort();
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md says nothing of these module folders: {unnamed:?}"
+    );
+    for krate in ["engine/", "lang/", "codegen/", "vocab/"] {
+        assert!(
+            map.contains(&format!("### `{krate}`")),
+            "the map has no section for the crate `{krate}`"
+        );
     }
 }
