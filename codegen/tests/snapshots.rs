@@ -338,3 +338,17 @@ fn desktop_entries_carry_no_token_when_connect_signs_in() {
         }
     }
 }
+
+/// `tests/fixture_kind.rs` is compiled in whenever the vocabulary has the fixture kind: a test
+/// command that turns on another crate's feature but not this one's would skip it silently.
+#[test]
+fn the_fixture_kind_tests_run_whenever_the_vocabulary_has_the_kind() {
+    let vocab_has_it = bulkhead_vocab::connector::ConnectorKind::ALL
+        .iter()
+        .any(|k| k.is_fixture());
+    assert_eq!(
+        cfg!(feature = "fixture-kind"),
+        vocab_has_it,
+        "run the tests with `--features failpoints,fixture-kind` (every crate's feature)"
+    );
+}

@@ -13,6 +13,20 @@ mod sqlite;
 
 use std::sync::Arc;
 
+/// The echo tests above are compiled in whenever the engine has the fixture kind: a test command
+/// that turns on the engine's feature but not this package's would skip them silently.
+#[test]
+fn the_fixture_kind_tests_run_whenever_the_engine_has_the_kind() {
+    let engine_has_it = bulkhead_vocab::connector::ConnectorKind::ALL
+        .iter()
+        .any(|k| k.is_fixture());
+    assert_eq!(
+        cfg!(feature = "fixture-kind"),
+        engine_has_it,
+        "run the tests with `--features failpoints,fixture-kind` (every crate's feature)"
+    );
+}
+
 use bulkhead::codegen::*;
 use bulkhead::connectors::{self, Connectors};
 use bulkhead::identity::Identity;
