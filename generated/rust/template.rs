@@ -110,7 +110,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
         bh::ToolDef {
             name: "read_file",
             title: ::std::option::Option::None,
-            description: "(edited) Read a file from your workspace (/workspace/...). Large files are truncated and saved.",
+            description: "Read a file from your workspace (/workspace/...). Large files are truncated and saved.",
             permission: bh::Permission::Read,
             context: "default",
             sensitivity: bh::Sensitivity::Internal,
