@@ -12,7 +12,7 @@
     clippy::module_inception,
     reason = "the shared engine helpers, by path"
 )]
-pub(crate) mod engine;
+mod engine;
 use crate::tls;
 
 use engine::{Project, docker, output, run};

@@ -14,7 +14,6 @@ mod exchange;
 mod harness;
 mod http;
 mod in_memory;
-mod init_project;
 mod inspector;
 mod isolation;
 mod jail_egress;

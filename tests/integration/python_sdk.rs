@@ -5,46 +5,11 @@ use crate::harness::{start, token};
 use bulkhead::policy::NetworkMode;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 
-/// The venv's interpreter, made once per test process: the tests of this file run in parallel,
-/// and two `python3 -m venv` + `pip install` runs into one folder break each other.
-pub fn venv_python() -> PathBuf {
-    static VENV: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    VENV.get_or_init(make_venv).clone()
-}
-
-fn make_venv() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let venv = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("interop-venv");
-    let python = venv.join("bin/python");
-    let ready = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import mcp.client.streamable_http"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !ready {
-        let ok = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .is_ok_and(|s| s.success())
-            && Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "mcp==2.3.0"])
-                .status()
-                .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "could not create {} with the `mcp` package (needs python3-venv and PyPI)",
-            venv.display()
-        );
-    }
-    python
-}
+#[path = "../support/venv.rs"]
+mod venv;
+pub use venv::venv_python;
 
 /// Runs `tests/interop/<script> URL TOKEN` with the SDK's Python; fails unless it exits 0.
 pub async fn run_client(script: &str, url: &str, token: &str) -> std::process::Output {

@@ -3,8 +3,17 @@
 //! own test passes, its starter tool answers the official Python SDK, a commit that weakens its
 //! policy fails `check --against` with exit 3, and its generated compose file runs on the real
 //! engine with the project's own binary in its image.
+//!
+//! A test binary of its own: cargo runs test binaries one after another, so the new project's
+//! build (the engine compiled for its own target folder, both cores for minutes) never runs
+//! beside the integration tests' time-bounded waits.
 
-use crate::engine::engine::{self as support, Project, docker, output, run};
+#[path = "../support/engine.rs"]
+mod engine;
+#[path = "../support/venv.rs"]
+mod venv;
+
+use engine::{self as support, Project, docker, output, run};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -139,7 +148,7 @@ fn a_new_project_builds_tests_serves_reviews_and_deploys() {
         .unwrap();
     assert!(token.status.success());
     let token = String::from_utf8(token.stdout).unwrap().trim().to_string();
-    let python = crate::python_sdk::venv_python();
+    let python = venv::venv_python();
     let sdk = Command::new(python)
         .arg(repo().join("tests/interop/starter_client.py"))
         .args([&format!("http://{listen}/mcp"), &token, "acme_tools"])
