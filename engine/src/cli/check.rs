@@ -1,5 +1,6 @@
 //! `bulkhead check`: the build's spec diagnostics, on demand.
 
+use super::git::git;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -68,23 +69,6 @@ fn check_data(root: &Path) -> bool {
         }
     }
     ok
-}
-
-/// Runs `git` in `root`; its stdout, or why it failed.
-pub(super) fn git(root: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .output()?;
-    if !out.status.success() {
-        anyhow::bail!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out.stdout)
 }
 
 /// Writes `specs/` and `config.yaml` of `commit` under `into`, from the object database (not

@@ -12,7 +12,7 @@ const FILES: [&str; 4] = ["Cargo.lock", "Cargo.toml", ".cargo/config.toml", "bui
 /// The project's folder inside its repository (`git rev-parse --show-prefix`, `""` at the top).
 fn prefix(root: &Path) -> anyhow::Result<String> {
     Ok(
-        String::from_utf8(super::check::git(root, &["rev-parse", "--show-prefix"])?)?
+        String::from_utf8(super::git::git(root, &["rev-parse", "--show-prefix"])?)?
             .trim()
             .to_string(),
     )
@@ -30,7 +30,7 @@ fn fill(inputs: &mut EngineInputs, rel: &str, text: Option<String>) {
 /// The inputs of `commit`.
 pub(super) fn at_commit(root: &Path, commit: &str) -> anyhow::Result<EngineInputs> {
     let prefix = prefix(root)?;
-    let git = |args: &[&str]| super::check::git(root, args);
+    let git = |args: &[&str]| super::git::git(root, args);
     let show = |rel: &str| -> Option<String> {
         git(&["show", &format!("{commit}:{prefix}{rel}")])
             .ok()
@@ -87,7 +87,7 @@ pub(super) fn working_tree(root: &Path) -> anyhow::Result<EngineInputs> {
         }
         fill(&mut inputs, rel, text);
     }
-    let git = |args: &[&str]| super::check::git(root, args);
+    let git = |args: &[&str]| super::git::git(root, args);
     let listing = String::from_utf8(git(&[
         "ls-files",
         "--cached",
@@ -151,7 +151,7 @@ pub(super) fn outside_paths(root: &Path, inputs: &EngineInputs) -> Vec<String> {
     let Some(manifest) = &inputs.manifest else {
         return Vec::new();
     };
-    let top = super::check::git(root, &["rev-parse", "--show-toplevel"])
+    let top = super::git::git(root, &["rev-parse", "--show-toplevel"])
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .map(|s| std::path::PathBuf::from(s.trim()));

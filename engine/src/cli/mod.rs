@@ -6,6 +6,7 @@ mod connect;
 mod demo;
 mod dev;
 mod engine_inputs;
+mod git;
 mod init;
 mod mcp;
 mod new;
