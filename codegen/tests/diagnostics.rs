@@ -282,3 +282,51 @@ fn a_connect_tools_host_missing_from_the_deployments_egress_is_warned_about() {
     let model = load(&deployment("    egress: [hooks.example.com:443]\n"));
     assert!(reach(&model).is_empty(), "{:?}", reach(&model));
 }
+
+#[test]
+fn a_connector_handed_a_key_the_config_reads_is_refused_where_it_is_named() {
+    // The project's config.yaml verifies tokens with `${ORG_JWT_KEY}`; a launched upstream
+    // given that variable could mint any user's token.
+    let root = tempfile::tempdir().unwrap();
+    let case = root.path().join("specs");
+    for dir in ["connectors", "servers"] {
+        std::fs::create_dir_all(case.join(dir)).unwrap();
+    }
+    let ui = tests_dir().join("ui/connector_given_server_secret");
+    std::fs::copy(ui.join("servers/s.yaml"), case.join("servers/s.yaml")).unwrap();
+    std::fs::copy(
+        ui.join("connectors/clock.lock.json"),
+        case.join("connectors/clock.lock.json"),
+    )
+    .unwrap();
+    let connector = |env: &str| {
+        format!(
+            "name: clock\nkind: mcp\nsensitivity: public\nsettings:\n  command: [\"mcp-server-time\"]\n  env:\n    TZ: UTC\n{env}operations:\n  now:\n    tool: now\n"
+        )
+    };
+    std::fs::write(
+        root.path().join("config.yaml"),
+        "auth:\n  keys:\n    - kid: org\n      alg: HS256\n      secret: ${ORG_JWT_KEY}\naudit:\n  signing_key: ${AUDIT_KEY_PATH:-/run/k}\n",
+    )
+    .unwrap();
+    let write =
+        |env: &str| std::fs::write(case.join("connectors/clock.yaml"), connector(env)).unwrap();
+    write("    KEY: ${ORG_JWT_KEY}\n    AUDIT: ${AUDIT_KEY_PATH}\n");
+    let Err(BuildError::Specs(d)) = bulkhead_codegen::load(&case, root.path()) else {
+        panic!("a connector holding the server's key loaded");
+    };
+    let text = d.render();
+    assert!(
+        text.contains("connector `clock` is handed the server's own secret `ORG_JWT_KEY`")
+            && text.contains("config.yaml /auth/keys/0/secret")
+            && text.contains("connectors/clock.yaml:8:10"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`AUDIT_KEY_PATH`") && text.contains("config.yaml /audit/signing_key"),
+        "{text}"
+    );
+    // A variable of its own is fine.
+    write("    KEY: ${CLOCK_KEY:-}\n");
+    assert!(bulkhead_codegen::load(&case, root.path()).is_ok());
+}

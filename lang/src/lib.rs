@@ -57,6 +57,7 @@ pub fn load(specs_dir: &Path, root: &Path) -> Result<model::Model, BuildError> {
         &set.deployments,
         &set.declared,
         &tag,
+        config.as_ref(),
     ) {
         Ok(model) if errors.is_empty() => Ok(model::Model {
             config,
@@ -125,6 +126,7 @@ pub fn load_sources(
         &set.deployments,
         &set.declared,
         env!("CARGO_PKG_VERSION"),
+        None,
     ) {
         Ok(model) if errors.is_empty() => Ok(model),
         Ok(_) => Err(Diagnostics(errors).sorted()),

@@ -163,6 +163,9 @@ fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named
         ("bench.example.com", "198.18.0.7", false),
         ("doc.example.com", "192.0.2.7", false),
         ("reserved.example.com", "240.0.0.7", false),
+        ("dummy.example.com", "100:0:0:1::7", false),
+        ("compat.example.com", "::7f00:1", false),
+        ("ietf.example.com", "2001:1::1", false),
         ("declared.example.com", "10.9.1.1", true),
         ("declaredbench.example.com", "198.19.1.1", true),
     ];

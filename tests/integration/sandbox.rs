@@ -361,6 +361,58 @@ async fn no_network_and_no_server_environment_in_the_jail_on_any_instance() {
     );
 }
 
+/// A jail opens sockets of the families it uses only: `AF_VSOCK` (which no network namespace
+/// covers: on a VM its peer is the hypervisor), `AF_PACKET`, netlink other than `NETLINK_ROUTE`,
+/// and the rest fail with `EAFNOSUPPORT`; `AF_UNIX`, `AF_INET`, `AF_INET6` and the C library's
+/// `NETLINK_ROUTE` still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jail_opens_only_the_socket_families_it_uses() {
+    let env = env();
+    let code = r#"import socket, errno
+tries = [('vsock', 40, socket.SOCK_STREAM, 0), ('packet', 17, socket.SOCK_RAW, 0),
+         ('netlink_audit', 16, socket.SOCK_RAW, 9), ('netlink_uevent', 16, socket.SOCK_DGRAM, 15),
+         ('bluetooth', 31, socket.SOCK_STREAM, 0), ('alg', 38, socket.SOCK_SEQPACKET, 0),
+         ('unix', 1, socket.SOCK_STREAM, 0), ('inet', 2, socket.SOCK_STREAM, 0),
+         ('inet6', 10, socket.SOCK_STREAM, 0), ('netlink_route', 16, socket.SOCK_RAW, 0)]
+for name, fam, kind, proto in tries:
+    try:
+        socket.socket(fam, kind, proto).close()
+        print(name, 'opened')
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+try:
+    socket.socketpair(40)
+    print('pair_vsock opened')
+except OSError as e:
+    print('pair_vsock', errno.errorcode.get(e.errno, e.errno))
+socket.socketpair(socket.AF_UNIX)
+print('pair_unix opened')
+"#;
+    let rt = runtime(&env, NetworkMode::Full);
+    let r = result(&py(&rt, &id("ana", "af1"), code).await);
+    let out = r["stdout"].as_str().unwrap();
+    for refused in [
+        "vsock",
+        "packet",
+        "netlink_audit",
+        "netlink_uevent",
+        "bluetooth",
+        "alg",
+        "pair_vsock",
+    ] {
+        assert!(
+            out.lines().any(|l| l == format!("{refused} EAFNOSUPPORT")),
+            "{refused} must fail with EAFNOSUPPORT: {r}"
+        );
+    }
+    for opened in ["unix", "inet", "inet6", "netlink_route", "pair_unix"] {
+        assert!(
+            out.lines().any(|l| l == format!("{opened} opened")),
+            "{opened} must open: {r}"
+        );
+    }
+}
+
 /// After each bomb, another session's script still runs.
 async fn still_serving(rt: &Runtime) {
     let r = result(&py(rt, &id("control", "c1"), "print(6 * 7)").await);

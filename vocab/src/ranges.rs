@@ -73,6 +73,10 @@ pub const SPECIAL: &[Range] = &[
     ),
     never("::/128", "unspecified (RFC 4291)"),
     never("::1/128", "loopback (RFC 4291)"),
+    never(
+        "::/96",
+        "deprecated IPv4-compatible, embeds an IPv4 address (RFC 4291)",
+    ),
     never("::ffff:0:0/96", "IPv4-mapped (RFC 4291)"),
     never("64:ff9b::/96", "IPv4/IPv6 translation, NAT64 (RFC 6052)"),
     never(
@@ -80,6 +84,8 @@ pub const SPECIAL: &[Range] = &[
         "local-use IPv4/IPv6 translation (RFC 8215)",
     ),
     never("100::/64", "discard-only (RFC 6666)"),
+    never("100:0:0:1::/64", "dummy IPv6 prefix (RFC 9780)"),
+    never("2001::/23", "IETF protocol assignments (RFC 2928)"),
     never("2001::/32", "Teredo (RFC 4380)"),
     internal("2001:2::/48", "benchmarking (RFC 5180)"),
     never("2001:10::/28", "deprecated ORCHID (RFC 4843)"),
@@ -97,6 +103,21 @@ pub const SPECIAL: &[Range] = &[
 /// The ranges of `class`, in registry order.
 pub fn of(class: Class) -> impl Iterator<Item = &'static Range> {
     SPECIAL.iter().filter(move |r| r.class == class)
+}
+
+/// The ranges that no other range of [`SPECIAL`] contains, in registry order: the list for a
+/// matcher that drops nested entries. (squid's `dst` ACL keeps one of two nested ranges, not
+/// always the outer one: given `::/128 ::/96` it matched `::7f00:1` against neither.)
+pub fn outermost() -> impl Iterator<Item = &'static Range> {
+    SPECIAL.iter().filter(|r| {
+        let inner = Cidr::parse(r.cidr);
+        !SPECIAL.iter().any(|o| {
+            o.cidr != r.cidr
+                && inner
+                    .zip(Cidr::parse(o.cidr))
+                    .is_some_and(|(i, o)| i.within(o))
+        })
+    })
 }
 
 /// A parsed CIDR range.
@@ -155,8 +176,9 @@ fn bits(ip: IpAddr) -> (u128, u8) {
     }
 }
 
-/// The special-purpose range `ip` falls in, if any (an IPv4-mapped IPv6 address is judged as
-/// the IPv4 address it maps, and as `::ffff:0:0/96`).
+/// The special-purpose range `ip` falls in, if any: the most specific one, so the reason names
+/// what the address is (an IPv4-mapped IPv6 address is judged as the IPv4 address it maps, and
+/// as `::ffff:0:0/96`).
 pub fn special(ip: IpAddr) -> Option<&'static Range> {
     let v4 = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4),
@@ -165,7 +187,13 @@ pub fn special(ip: IpAddr) -> Option<&'static Range> {
     let hit = |ip: IpAddr| {
         SPECIAL
             .iter()
-            .find(|r| Cidr::parse(r.cidr).is_some_and(|c| c.contains(ip)))
+            .filter_map(|r| {
+                Cidr::parse(r.cidr)
+                    .filter(|c| c.contains(ip))
+                    .map(|c| (c.len, r))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, r)| r)
     };
     v4.and_then(hit).or_else(|| hit(ip))
 }
@@ -244,6 +272,10 @@ mod tests {
             "::1",
             "192.0.2.7",
             "fd00::1",
+            "::7f00:1",
+            "::a00:1",
+            "100:0:0:1::7",
+            "2001:1::1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(refused(ip, &[]).is_some(), "{ip} must be refused");
@@ -293,5 +325,94 @@ mod tests {
         ] {
             assert!(openable(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Every block of a registry copy (`data/`) whose "Globally Reachable" is not `True`, each
+    /// with its name.
+    fn not_global(file: &str) -> Vec<(String, String)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data")
+            .join(file);
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let head = reader.headers().unwrap().clone();
+        let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+        let (block, name, global) = (col("Address Block"), col("Name"), col("Globally Reachable"));
+        let mut out = Vec::new();
+        for row in reader.records() {
+            let row = row.unwrap();
+            if row[global].starts_with("True") {
+                continue;
+            }
+            for cidr in row[block].split(',') {
+                // Footnote marks (`192.0.0.0/24 [2]`) follow the block.
+                let cidr = cidr.split_whitespace().next().unwrap().to_string();
+                out.push((cidr, row[name].to_string()));
+            }
+        }
+        assert!(out.len() > 10, "{}: too few entries read", path.display());
+        out
+    }
+
+    #[test]
+    fn every_registry_entry_that_is_not_globally_reachable_is_special() {
+        for file in [
+            "iana-ipv4-special-registry.csv",
+            "iana-ipv6-special-registry.csv",
+        ] {
+            for (cidr, name) in not_global(file) {
+                let block = Cidr::parse(&cidr).unwrap_or_else(|| panic!("{file}: {cidr}"));
+                let covered = SPECIAL
+                    .iter()
+                    .filter_map(|r| Cidr::parse(r.cidr))
+                    .any(|r| block.within(r));
+                assert!(covered, "{file}: {cidr} ({name}) is in no range of SPECIAL");
+                assert!(
+                    refused(block.ip, &[]).is_some(),
+                    "{file}: {cidr} ({name}) is not refused"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_ranges_beyond_the_registries_are_listed() {
+        // Not in the special-purpose registries, refused all the same: each embeds an IPv4
+        // address or is no unicast destination.
+        for cidr in [
+            "::/96",
+            "64:ff9b::/96",
+            "224.0.0.0/4",
+            "ff00::/8",
+            "fec0::/10",
+        ] {
+            assert!(SPECIAL.iter().any(|r| r.cidr == cidr), "{cidr}");
+        }
+    }
+
+    #[test]
+    fn the_outermost_ranges_cover_every_range_and_nest_in_none() {
+        let outer: Vec<Cidr> = outermost().filter_map(|r| Cidr::parse(r.cidr)).collect();
+        for r in SPECIAL {
+            let c = Cidr::parse(r.cidr).unwrap();
+            assert!(
+                outer.iter().any(|o| c.within(*o)),
+                "{} is not covered",
+                r.cidr
+            );
+        }
+        for (i, a) in outer.iter().enumerate() {
+            for (j, b) in outer.iter().enumerate() {
+                assert!(i == j || !a.within(*b), "{a:?} is inside {b:?}");
+            }
+        }
+        assert!(!outermost().any(|r| r.cidr == "::1/128" || r.cidr == "2001::/32"));
+    }
+
+    #[test]
+    fn the_reason_is_the_most_specific_range() {
+        let what = |ip: &str| special(ip.parse().unwrap()).unwrap().what;
+        assert!(what("::1").starts_with("loopback"), "{}", what("::1"));
+        assert!(what("2001::1").starts_with("Teredo"), "{}", what("2001::1"));
+        assert!(what("::7f00:1").contains("IPv4-compatible"));
     }
 }

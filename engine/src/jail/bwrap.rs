@@ -17,7 +17,7 @@ const INFO_FD: i32 = 4;
 /// Descriptor numbers bubblewrap reads the system-call filters from (`--add-seccomp-fd`).
 const SECCOMP_FD: i32 = 5;
 /// Most filters a jail takes.
-pub const MAX_FILTERS: usize = 2;
+pub const MAX_FILTERS: usize = 3;
 /// Size of the jail's private `/tmp`.
 const TMP_BYTES: u64 = 64 << 20;
 

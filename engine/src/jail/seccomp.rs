@@ -6,6 +6,12 @@
 //! module, kexec, mount and namespace calls, swap, reboot, accounting. The namespaces and the
 //! missing capabilities already deny most of them; the filter makes that hold even where a
 //! kernel bug would let one through.
+//!
+//! Sockets: a jail opens only the address families it uses, `AF_UNIX`, `AF_INET` and `AF_INET6`
+//! (its own loopback, its forwarder, the gate) and `AF_NETLINK` with `NETLINK_ROUTE` (the C
+//! library reads its own interfaces that way); every other family (`AF_VSOCK`, whose peer on a
+//! VM is the hypervisor, `AF_PACKET`, the other netlink protocols, Bluetooth, CAN, …) fails
+//! with `EAFNOSUPPORT`, as on a kernel without it. A network namespace does not cover vsock.
 
 use std::collections::BTreeMap;
 
@@ -53,11 +59,48 @@ const DENIED: &[i64] = &[
     libc::SYS_open_by_handle_at,
 ];
 
+/// The address families a jail may open a socket of (see the module's comment).
+const FAMILIES: &[i32] = &[
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
+
+/// `socket(domain, …)` refused: any family not in [`FAMILIES`], and netlink but for
+/// `NETLINK_ROUTE`. `socketpair` makes only `AF_UNIX` pairs.
+fn socket_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+    let arg = |n: u8, op: SeccompCmpOp, v: i32| {
+        SeccompCondition::new(n, SeccompCmpArgLen::Dword, op, v as u64).map_err(|e| e.to_string())
+    };
+    let other_family = FAMILIES
+        .iter()
+        .map(|&f| arg(0, SeccompCmpOp::Ne, f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let other_netlink = vec![
+        arg(0, SeccompCmpOp::Eq, libc::AF_NETLINK)?,
+        arg(2, SeccompCmpOp::Ne, libc::NETLINK_ROUTE)?,
+    ];
+    let rule = |c| SeccompRule::new(c).map_err(|e| e.to_string());
+    Ok([
+        (
+            libc::SYS_socket,
+            vec![rule(other_family)?, rule(other_netlink)?],
+        ),
+        (
+            libc::SYS_socketpair,
+            vec![rule(vec![arg(0, SeccompCmpOp::Ne, libc::AF_UNIX)?])?],
+        ),
+    ]
+    .into_iter()
+    .collect())
+}
+
 /// The compiled filters as bubblewrap reads them (`struct sock_filter`s in native byte order):
 /// the refused calls (EPERM), including `clone` with `CLONE_NEWUSER` (a nested user namespace,
 /// where bubblewrap cannot switch them off itself), and `clone3` answered ENOSYS (its flags are
-/// behind a pointer a filter cannot read; the C library then falls back to `clone`). Or why this
-/// architecture has none.
+/// behind a pointer a filter cannot read; the C library then falls back to `clone`), and the
+/// sockets of families a jail does not use (EAFNOSUPPORT). Or why this architecture has none.
 pub fn programs() -> Result<Vec<Vec<u8>>, String> {
     let arch: seccompiler::TargetArch = std::env::consts::ARCH
         .try_into()
@@ -82,7 +125,12 @@ pub fn programs() -> Result<Vec<Vec<u8>>, String> {
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )?;
-    Ok(vec![deny, clone3])
+    let sockets = compile(
+        socket_rules()?,
+        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
+        arch,
+    )?;
+    Ok(vec![deny, clone3, sockets])
 }
 
 fn compile(

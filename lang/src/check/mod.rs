@@ -3,6 +3,7 @@
 
 mod connectors;
 mod deployments;
+mod own_secrets;
 mod params;
 mod resources;
 mod returns;
@@ -68,9 +69,11 @@ pub fn check(
     deployments: &[Loaded<DeploymentSpec>],
     declared: &BTreeSet<(SpecKind, String)>,
     default_tag: &str,
+    config: Option<&serde_json::Value>,
 ) -> Result<Model, Vec<Diagnostic>> {
     let mut errors = Vec::new();
     let connectors_model = connectors::check(connectors, &mut errors);
+    own_secrets::check(connectors, config, &mut errors);
     let servers_model = servers::check(servers, &connectors_model, declared, &mut errors);
     let deployments_model = deployments::check(
         deployments,

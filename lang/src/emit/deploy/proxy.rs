@@ -53,7 +53,7 @@ pub fn squid_policy(allowed: &[HostPort], internal: &[String]) -> String {
     names.dedup();
     if !names.is_empty() {
         let _ = writeln!(out, "acl bh_names dstdomain -n {}", names.join(" "));
-        let blocked: Vec<&str> = ranges::SPECIAL.iter().map(|r| r.cidr).collect();
+        let blocked: Vec<&str> = ranges::outermost().map(|r| r.cidr).collect();
         let _ = writeln!(out, "acl bh_blocked_ip dst {}", blocked.join(" "));
         if internal.is_empty() {
             out.push_str("http_access deny bh_names bh_blocked_ip\n");
