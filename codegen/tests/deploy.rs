@@ -387,6 +387,10 @@ fn proxy_allowlist(conf: &str) -> BTreeSet<String> {
                 allowed.insert(format!("{}:{}", hosts[*h], ports[*p]));
                 last_access = line.to_string();
             }
+            // A gate's labelled requests: one of the instance's pairs, for one connector.
+            ["http_access", "allow", c, h, p] if c.starts_with("bh_c") => {
+                allowed.insert(format!("{}:{}", hosts[*h], ports[*p]));
+            }
             ["http_access", "allow", ..] => panic!("an allow rule of another shape: {line}"),
             ["http_access", ..] => last_access = line.to_string(),
             [directive, ..] => assert!(

@@ -60,7 +60,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         name: "crm_api",
         kind: bh::ConnectorKind::Http,
         sensitivity: bh::Sensitivity::Internal,
-        settings: r#"{"base_url":"${CRM_API_URL:-https://crm-api.example.com}","timeout_ms":5000,"max_response_bytes":65536,"bearer_param":"upstream_token"}"#,
+        settings: r#"{"base_url":"${CRM_API_URL:-https://crm-api.example.com}","timeout_ms":5000,"max_response_bytes":65536,"bearer_param":"upstream_token","reach_private":["${CRM_API_REACH_PRIVATE:-}"]}"#,
         secrets: &[],
         operations: &[
             bh::OperationDef {
@@ -173,7 +173,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
         name: "webhooks",
         kind: bh::ConnectorKind::Http,
         sensitivity: bh::Sensitivity::Public,
-        settings: r#"{"base_url":"${WEBHOOK_URL:-https://hooks.example.com}","timeout_ms":5000,"max_response_bytes":65536,"headers":{"X-Webhook-Token":"${WEBHOOK_TOKEN:-}"},"ca_file":"${WEBHOOK_CA_FILE:-}"}"#,
+        settings: r#"{"base_url":"${WEBHOOK_URL:-https://hooks.example.com}","timeout_ms":5000,"max_response_bytes":65536,"headers":{"X-Webhook-Token":"${WEBHOOK_TOKEN:-}"},"ca_file":"${WEBHOOK_CA_FILE:-}","reach_private":["${WEBHOOK_REACH_PRIVATE:-}"]}"#,
         secrets: &["WEBHOOK_TOKEN"],
         operations: &[
             bh::OperationDef {

@@ -18,7 +18,7 @@ fn policy(pairs: &[(&str, u16)]) -> String {
             port: *p,
         })
         .collect();
-    squid_policy(&allowed, &[])
+    squid_policy(&allowed, &[], &[])
 }
 
 async fn notify(d: &Deployment, session: &str) -> super::procs::Reply {
@@ -188,6 +188,7 @@ fn an_allowlisted_name_that_resolves_inside_is_refused_unless_its_range_is_named
         squid_policy(
             &allowed,
             &["10.9.0.0/16".to_string(), "198.19.0.0/16".to_string()],
+            &[],
         ),
     )
     .unwrap();

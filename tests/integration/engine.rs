@@ -86,7 +86,11 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
             services.insert(
                 name.clone(),
                 json!({
-                    "environment": { "WEBHOOK_CA_FILE": "/run/test-ca/ca.pem" },
+                    "environment": {
+                        "WEBHOOK_CA_FILE": "/run/test-ca/ca.pem",
+                        // The listener containers are on a private network.
+                        "WEBHOOK_REACH_PRIVATE": EGRESS_SUBNET,
+                    },
                     "volumes": [format!("{ca}:/run/test-ca/ca.pem:ro")],
                 }),
             );
@@ -118,7 +122,11 @@ fn override_file(dir: &Path, compose: &Value, agent: &str, tls: &Path) -> PathBu
         let file = dir.join(format!("{name}.policy.conf"));
         std::fs::write(
             &file,
-            bulkhead_codegen::emit::deploy::proxy::squid_policy(&allowed, &[EGRESS_SUBNET.into()]),
+            bulkhead_codegen::emit::deploy::proxy::squid_policy(
+                &allowed,
+                &[EGRESS_SUBNET.into()],
+                &[],
+            ),
         )
         .unwrap();
         services.insert(

@@ -281,6 +281,11 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
     let mut env = seed(dir.path());
     env.extend([
         ("WEBHOOK_URL".to_string(), format!("https://{allowed}")),
+        // The stand-in "outside" is a private address: opened for the webhook connector only.
+        (
+            "WEBHOOK_REACH_PRIVATE".to_string(),
+            format!("{outside_ip}/32"),
+        ),
         (
             "WEBHOOK_CA_FILE".to_string(),
             certs.join("ca.pem").display().to_string(),

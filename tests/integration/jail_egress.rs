@@ -196,8 +196,8 @@ fn workspace(dir: &std::path::Path) -> Arc<bulkhead::workspace::SessionWorkspace
     )
 }
 
-/// On `full`: the declared `host:port` is reached through the gate (the request arrives as
-/// sent); another port of the same host, a name resolving to loopback and a direct connection
+/// On `full`: the declared `host:port` is reached through the gate (the request arrives as the
+/// gate writes it: origin-form, its `Host`, its body); another port of the same host, a name resolving to loopback and a direct connection
 /// get nothing; on `none` nothing at all.
 #[test]
 fn a_networked_jail_reaches_its_declared_host_and_nothing_else() {
@@ -226,7 +226,8 @@ fn a_networked_jail_reaches_its_declared_host_and_nothing_else() {
         assert_eq!(allowed.accepted(), 1);
         let seen = allowed.seen();
         assert!(
-            seen[0].starts_with(&format!("POST http://{OUTSIDE}:{}/hook", allowed.port))
+            seen[0].starts_with("POST /hook HTTP/1.1\r\n")
+                && seen[0].contains(&format!("\r\nHost: {OUTSIDE}:{}\r\n", allowed.port))
                 && seen[0].ends_with("exfiltrated"),
             "{seen:?}"
         );

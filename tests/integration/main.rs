@@ -11,6 +11,7 @@ mod direct;
 mod egress;
 mod engine;
 mod exchange;
+mod gate_attacks;
 mod harness;
 mod http;
 mod in_memory;
@@ -35,6 +36,7 @@ mod scaffold;
 mod scanners;
 mod scopes;
 mod soak;
+mod ssrf;
 mod stdio;
 mod telemetry;
 #[path = "../support/tls.rs"]

@@ -199,6 +199,7 @@ async fn a_proxied_instance_reaches_its_database_through_the_egress_proxy() {
                 port: p,
             }],
             &[],
+            &[],
         )
     };
     let open = tls::Squid::start(&allow(port));

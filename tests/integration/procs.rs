@@ -191,6 +191,10 @@ impl Deployment {
                 d.join("security-logs").display().to_string(),
             ),
             ("WEBHOOK_URL".into(), webhook.url.clone()),
+            // The stand-in services listen on loopback, which the http connectors refuse
+            // unless their `reach_private` opens it.
+            ("WEBHOOK_REACH_PRIVATE".into(), "127.0.0.0/8".into()),
+            ("CRM_API_REACH_PRIVATE".into(), "127.0.0.0/8".into()),
             ("BULKHEAD_LOG".into(), "warn".into()),
         ];
         Deployment {

@@ -154,6 +154,7 @@ fn serve(exe: &Path, dir: &Path) -> Served {
         .env("APP_LOG_DIR", dir.join("logs"))
         .env("RECORDS_DB", dir.join("records.db"))
         .env("WEBHOOK_URL", "http://127.0.0.1:9")
+        .env("WEBHOOK_REACH_PRIVATE", "127.0.0.0/8")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())

@@ -175,6 +175,9 @@ pub fn run(
         "WEBHOOK_URL".into(),
         format!("http://{webhook_host}:{WEBHOOK_PORT}"),
     ));
+    // The stand-in is on a non-public address, which the webhook connector refuses unless its
+    // `reach_private` opens it: opened for exactly that address.
+    env.push(("WEBHOOK_REACH_PRIVATE".into(), format!("{webhook_host}/32")));
     let mut config = config.clone();
     config.state.dir = dir.path().join("state");
     config.state.workspaces = dir.path().join("workspaces");

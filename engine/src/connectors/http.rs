@@ -26,6 +26,8 @@ pub struct Http {
     client: Client,
     /// The parameter sent as `Authorization: Bearer` (bound to the caller's token).
     bearer_param: Option<String>,
+    /// The special-purpose ranges its spec opens (`reach_private`).
+    opened: Vec<bulkhead_vocab::ranges::Cidr>,
 }
 
 /// `host:port` of a URL, with the scheme's default port filled in.
@@ -80,10 +82,18 @@ impl Http {
             headers.insert(name, value);
         }
         let timeout_ms = s.timeout_ms().map_err(settings::invalid(def))?;
+        let opened = s.reach_private().map_err(settings::invalid(def))?;
         let mut builder = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(timeout_ms))
             .default_headers(headers);
+        // Without a proxy the connector resolves its destinations itself: each is judged by
+        // the addresses it resolves to. Through a proxy it resolves only the proxy's name.
+        if crate::config::env::egress_proxy_in(&crate::config::env_lookup).is_none() {
+            builder = builder.dns_resolver(super::public_only::PublicOnly {
+                opened: opened.clone(),
+            });
+        }
         // An internal CA replaces the system's roots (not added to them): the connector then
         // trusts exactly what its operator named. Proxies come from HTTPS_PROXY/HTTP_PROXY/
         // NO_PROXY (reqwest reads them; a proxied instance is given its egress proxy there).
@@ -113,6 +123,7 @@ impl Http {
             max_bytes: s.max_response_bytes().map_err(settings::invalid(def))?,
             client,
             bearer_param: s.bearer_param,
+            opened,
         })
     }
 
@@ -139,6 +150,17 @@ impl Http {
         if !self.allowed.contains(&target) {
             return Err(ToolError::fatal(format!(
                 "connector `{}` may not reach {target} (not in allowed_hosts)",
+                self.name
+            )));
+        }
+        // An address written in the URL is judged as written (no resolver sees it).
+        let literal = url
+            .host_str()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+            .and_then(|h| h.parse::<std::net::IpAddr>().ok());
+        if let Some(why) = literal.and_then(|ip| super::public_only::refused(ip, &self.opened)) {
+            return Err(ToolError::fatal(format!(
+                "connector `{}` may not reach {target}: {why}",
                 self.name
             )));
         }

@@ -13,6 +13,7 @@ mod http;
 mod logs;
 pub mod mcp;
 mod postgres;
+mod public_only;
 pub mod sandbox;
 mod settings;
 mod sqlite;

@@ -223,7 +223,9 @@ fn start_proxy(
         .tempdir()
         .map_err(other)?;
     let dir = tmp.path().to_path_buf();
-    let policy = proxy::squid_policy(&allowed(entries), internal);
+    // `up` labels nothing per connector yet: the gates' canonical requests and the instance's
+    // list bound its jails.
+    let policy = proxy::squid_policy(&allowed(entries), internal, &[]);
     std::fs::write(dir.join("policy.conf"), &policy).map_err(other)?;
     let wrapper = format!(
         "http_port {addr}

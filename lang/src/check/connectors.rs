@@ -177,6 +177,7 @@ fn unparsed(kind: ConnectorKind) -> Settings {
             headers: None,
             ca_file: None,
             bearer_param: None,
+            reach_private: None,
         }),
         ConnectorKind::Logs => Settings::Logs(LogsSettings { dir: String::new() }),
         ConnectorKind::Postgres => Settings::Postgres(PostgresSettings {
@@ -287,6 +288,13 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
                     return Err(format!("`{entry}`: {why}"));
                 }
             }
+            // Each entry as its variables' defaults make it.
+            let mut defaults = s.clone();
+            defaults.reach_private = s
+                .reach_private
+                .as_ref()
+                .map(|l| l.iter().map(|e| crate::vars::with_defaults(e)).collect());
+            defaults.reach_private().map_err(|e| e.to_string())?;
             Ok(())
         }
     }

@@ -131,7 +131,11 @@ pub fn connect_reach_undeclared(
                     continue;
                 };
                 for reach in crate::review::connector_policy(c).reach {
-                    if listed.contains(&reach) || !seen.insert(reach.clone()) {
+                    // A range the connector opens is no `host:port` a deployment lists.
+                    if reach.starts_with(crate::review::NON_PUBLIC)
+                        || listed.contains(&reach)
+                        || !seen.insert(reach.clone())
+                    {
                         continue;
                     }
                     out.push(

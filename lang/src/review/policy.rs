@@ -203,6 +203,9 @@ fn url_authority(url: &str) -> Option<String> {
     })
 }
 
+/// How a connector's reach names a non-public range it opens (`reach_private`).
+pub(crate) const NON_PUBLIC: &str = "non-public ";
+
 /// What `c` is and reaches, resolved (the one home of a connector's reach: review and the
 /// deployment warnings read it).
 pub(crate) fn connector_policy(c: &Connector) -> ConnectorPolicy {
@@ -223,6 +226,18 @@ pub(crate) fn connector_policy(c: &Connector) -> ConnectorPolicy {
         if let Some(h) = h.as_str() {
             reach.insert(h.to_string());
         }
+    }
+    // Non-public ranges an http connector opens, as written (a `${VAR}` is what the operator
+    // sets, and review shows that it is the operator's).
+    for e in c
+        .settings_json()
+        .get("reach_private")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        reach.insert(format!("{NON_PUBLIC}{e}"));
     }
     // A jail's way out (`sandbox`, launched `mcp`): from no network to any host is a widening.
     reach.extend(c.egress.iter().map(|h| h.to_string()));

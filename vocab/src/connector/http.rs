@@ -31,9 +31,39 @@ pub struct HttpSettings {
     /// sees the user, not a shared credential.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_param: Option<String>,
+    /// Special-purpose ranges (CIDR) this connector may reach although they are not the internet
+    /// (a service on a private network, a test listener on loopback). Without an entry, a
+    /// destination whose name resolves (or whose address is) in any special-purpose range of the
+    /// IANA registries is refused, on every instance. An entry that is a `${VAR}` expanding empty
+    /// opens nothing. Review names every entry as `reach-widened`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach_private: Option<Vec<String>>,
 }
 
 impl HttpSettings {
+    /// The ranges `reach_private` opens (empty entries left out), or the first that is not a
+    /// CIDR range with its host bits clear.
+    pub fn reach_private(&self) -> Result<Vec<crate::ranges::Cidr>, SettingError> {
+        let mut out = Vec::new();
+        for e in self.reach_private.iter().flatten().map(|e| e.trim()) {
+            if e.is_empty() {
+                continue;
+            }
+            match crate::ranges::Cidr::parse(e).filter(|c| c.is_network()) {
+                Some(c) => out.push(c),
+                None => {
+                    return Err(SettingError {
+                        key: "reach_private",
+                        reason: format!(
+                            "`{e}` is not a CIDR range with its host bits clear (e.g. 10.20.0.0/16)"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Milliseconds before a request is abandoned.
     pub fn timeout_ms(&self) -> Result<u64, SettingError> {
         count(&self.timeout_ms, "timeout_ms", 10_000)

@@ -116,7 +116,7 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
                     "metadata": {"name": format!("{proxy}-policy")},
-                    "data": {"policy.conf": proxy::squid_policy(&p.allowed, &p.server.internal_ranges)},
+                    "data": {"policy.conf": proxy::squid_policy(&p.allowed, &p.server.internal_ranges, &p.gated())},
                 }),
             ));
             files.push((

@@ -141,6 +141,8 @@ pub struct ServerPlan<'a> {
     pub code: bool,
     /// Upstream MCP servers launched over stdio by its instances, by connector name.
     pub upstreams: Vec<Upstream>,
+    /// Connectors whose jails go out through a gate, with their own `egress`, by name.
+    pub jail_egress: Vec<(String, Vec<HostPort>)>,
 }
 
 /// An upstream MCP server an image installs.
@@ -182,6 +184,7 @@ impl<'a> ServerPlan<'a> {
             sandbox: false,
             code: false,
             upstreams: Vec::new(),
+            jail_egress: Vec::new(),
         };
         if let Some(spec) = model.servers.iter().find(|s| s.name == server.name) {
             plan.place(model, spec);
@@ -226,6 +229,9 @@ impl<'a> ServerPlan<'a> {
                 continue;
             };
             self.sandbox |= c.settings.jails();
+            if !c.egress.is_empty() {
+                self.jail_egress.push((c.name.clone(), c.egress.clone()));
+            }
             self.code |= c.kind == ConnectorKind::Sandbox;
             if let Some(program) = c.settings.launches() {
                 // The program as it runs with its variables' defaults.
@@ -292,6 +298,14 @@ impl<'a> ServerPlan<'a> {
     /// The instance of `mode`, if the server needs one.
     pub fn instance(&self, mode: NetworkMode) -> Option<&Instance> {
         self.instances.iter().find(|i| i.mode == mode)
+    }
+
+    /// The connectors whose jails' requests the proxy labels, as its policy takes them.
+    pub fn gated(&self) -> Vec<proxy::Gated<'_>> {
+        self.jail_egress
+            .iter()
+            .map(|(connector, egress)| proxy::Gated { connector, egress })
+            .collect()
     }
 
     /// The egress proxy's service name (present when there is a proxied instance).

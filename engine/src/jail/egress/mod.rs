@@ -7,9 +7,16 @@
 //! only when (1) the request names a `host:port` on its connector's `egress` list (an HTTP
 //! `CONNECT host:port` or an absolute-form `http://host:port/…` request), and (2) on a `full`
 //! instance, every address the name resolves to is the internet ([`bulkhead_vocab::ranges`];
-//! an allowlisted IP literal is taken as written, as squid takes it), or, on a `proxied` instance, the instance's egress proxy (squid,
-//! the deployment's allowlist and the same ranges) carries it. A `none` instance opens no gate.
-//! Everything else gets `403` naming what was refused. Who may call a tool whose jail has a gate
+//! an allowlisted IP literal is taken as written, as squid takes it), or, on a `proxied`
+//! instance, the instance's egress proxy (squid, the deployment's allowlist, the connector's own
+//! list for requests labelled with it, and the same ranges) carries it. A `none` instance opens
+//! no gate. Everything else gets `403` naming what was refused.
+//!
+//! One request, one decision, one destination: a connection carries one request. What goes on
+//! is a head written from the parsed request ([`request`]), never the jail's bytes; a head
+//! another parser could read differently is refused (400); a forwarded request carries exactly
+//! its `Content-Length` and nothing after it; a tunnel opens only after the proxy's `200`, so
+//! no byte of the jail's is ever read by the proxy as a request. Who may call a tool whose jail has a gate
 //! is decided before the jail starts: such tools are `connect` (`bulkhead check` refuses
 //! otherwise), so the token's connect scope and the session's level apply to them as to every
 //! `connect` tool.
@@ -28,7 +35,10 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 use crate::policy::NetworkMode;
+
+mod request;
 use bulkhead_vocab::Egress as ModeEgress;
+pub use request::CONNECTOR_HEADER;
 
 /// Largest request head a jail may send before the gate decides.
 const MAX_HEAD: usize = 16 * 1024;
@@ -197,7 +207,9 @@ impl Gate {
     }
 }
 
-/// One connection: read the head, decide, connect, then carry bytes both ways.
+/// One connection, one request: read its head, decide, connect, send on the head written from
+/// what was decided ([`request`]), then carry the tunnel (`CONNECT`) or exactly the request's
+/// body and its response. Nothing the jail sends after that request reaches anyone.
 async fn serve(mut conn: UnixStream, policy: &Policy) {
     let connector = policy.egress.connector;
     let head = match tokio::time::timeout(WAIT, read_head(&mut conn)).await {
@@ -208,13 +220,17 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
         }
         Err(_) => return,
     };
-    let (target, connect) = match target(&head.bytes[..head.end]) {
-        Ok(t) => t,
+    let req = match request::parse(&head.bytes[..head.end]) {
+        Ok(r) => r,
         Err(why) => {
+            if policy.log_this() {
+                tracing::warn!(connector, reason = %why, "egress refused: a request the gate does not carry");
+            }
             let _ = reply(&mut conn, "400 Bad Request", &format!("bulkhead: {why}")).await;
             return;
         }
     };
+    let target = &req.target;
     let Some(entry) = policy
         .egress
         .allowed
@@ -234,7 +250,8 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
             &mut conn,
             "403 Forbidden",
             &format!(
-                "bulkhead: `{connector}` may not reach {target}: its `egress` allows {}",
+                "bulkhead: `{connector}` may not reach {}: its `egress` allows {}",
+                req.authority(),
                 list.join(", ")
             ),
         )
@@ -275,19 +292,98 @@ async fn serve(mut conn: UnixStream, policy: &Policy) {
         tracing::info!(connector, target = %target, "egress opened");
     }
     let rest = &head.bytes[head.end..head.len];
-    let sent = match (&policy.via, connect) {
-        // The destination itself: answer the CONNECT, pass what followed the head.
-        (Via::Direct, true) => {
-            conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    let proxied = matches!(policy.via, Via::Proxy(_));
+    match req.kind {
+        request::Kind::Connect => {
+            if proxied {
+                if upstream.write_all(&req.for_proxy(connector)).await.is_err() {
+                    return;
+                }
+                // The tunnel opens only once the proxy says so: nothing of the jail's reaches
+                // the proxy before, so no byte of it is read as a request.
+                match tokio::time::timeout(WAIT, read_head(&mut upstream)).await {
+                    Ok(Ok(answer)) => {
+                        let opened = answer.bytes[..answer.end].starts_with(b"HTTP/1.1 2")
+                            || answer.bytes[..answer.end].starts_with(b"HTTP/1.0 2");
+                        if conn.write_all(&answer.bytes[..answer.len]).await.is_err() || !opened {
+                            let _ = conn.shutdown().await;
+                            return;
+                        }
+                    }
+                    _ => {
+                        let _ = reply(
+                            &mut conn,
+                            "502 Bad Gateway",
+                            "bulkhead: the egress proxy did not answer the CONNECT",
+                        )
+                        .await;
+                        return;
+                    }
+                }
+            } else if conn
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 .await
-                .is_ok()
-                && upstream.write_all(rest).await.is_ok()
+                .is_err()
+            {
+                return;
+            }
+            if upstream.write_all(rest).await.is_ok() {
+                let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+            }
         }
-        // A proxy, or an origin server taking an absolute-form request: the request as sent.
-        _ => upstream.write_all(&head.bytes[..head.len]).await.is_ok(),
+        request::Kind::Forward { .. } => {
+            let head = if proxied {
+                req.for_proxy(connector)
+            } else {
+                req.for_origin()
+            };
+            if upstream.write_all(&head).await.is_err() {
+                return;
+            }
+            forward_once(conn, upstream, rest, req.body, connector, policy).await;
+        }
+    }
+}
+
+/// Carries exactly `body` bytes of the jail's (those of `rest` first) and the whole answer
+/// back, at once (a client may wait for `100 Continue`); then closes. Bytes after the body (a
+/// pipelined request) are dropped.
+async fn forward_once(
+    conn: UnixStream,
+    upstream: TcpStream,
+    rest: &[u8],
+    body: u64,
+    connector: &str,
+    policy: &Policy,
+) {
+    let (mut from_jail, mut to_jail) = conn.into_split();
+    let (mut from_up, mut to_up) = upstream.into_split();
+    let first = rest.len().min(usize::try_from(body).unwrap_or(usize::MAX));
+    if rest.len() > first && policy.log_this() {
+        tracing::warn!(
+            connector,
+            dropped = rest.len() - first,
+            "egress: bytes after the request dropped (one request per connection)"
+        );
+    }
+    let first = rest[..first].to_vec();
+    let send = async move {
+        if to_up.write_all(&first).await.is_err() {
+            return;
+        }
+        let mut left = (&mut from_jail).take(body - first.len() as u64);
+        let _ = tokio::io::copy(&mut left, &mut to_up).await;
+        // Held open (not shut down): some servers close on a half-closed request.
+        let _held = to_up;
+        std::future::pending::<()>().await;
     };
-    if sent {
-        let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+    let answer = async move {
+        let _ = tokio::io::copy(&mut from_up, &mut to_jail).await;
+        let _ = to_jail.shutdown().await;
+    };
+    tokio::select! {
+        () = send => {}
+        () = answer => {}
     }
 }
 
@@ -347,7 +443,7 @@ struct Head {
     len: usize,
 }
 
-async fn read_head(conn: &mut UnixStream) -> Result<Head, String> {
+async fn read_head(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> Result<Head, String> {
     let mut bytes = vec![0u8; MAX_HEAD];
     let mut len = 0;
     loop {
@@ -374,44 +470,6 @@ async fn read_head(conn: &mut UnixStream) -> Result<Head, String> {
     }
 }
 
-/// The `host:port` a request asks for, and whether it is a `CONNECT`.
-fn target(head: &[u8]) -> Result<(HostPort, bool), String> {
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = std::str::from_utf8(line).map_err(|_| "the request line is not text")?;
-    let mut words = line.split(' ');
-    let (Some(method), Some(uri)) = (words.next(), words.next()) else {
-        return Err("no request line".into());
-    };
-    let (authority, default_port, connect) = if method == "CONNECT" {
-        (uri, None, true)
-    } else if let Some(rest) = uri.strip_prefix("http://") {
-        (
-            rest.split(['/', '?', '#']).next().unwrap_or(""),
-            Some(80),
-            false,
-        )
-    } else {
-        return Err(format!(
-            "only CONNECT and absolute http:// requests pass a proxy (got `{method} {uri}`)"
-        ));
-    };
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || p.parse::<u16>().is_ok() => (h, p.parse::<u16>().ok()),
-        _ => (authority, None),
-    };
-    let port = port
-        .or(default_port)
-        .ok_or_else(|| format!("`{authority}` names no port"))?;
-    Ok((
-        HostPort {
-            host: host.trim_matches(['[', ']']).to_ascii_lowercase(),
-            port,
-        },
-        connect,
-    ))
-}
-
 async fn reply(conn: &mut UnixStream, status: &str, text: &str) -> std::io::Result<()> {
     let msg = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}\n",
@@ -419,28 +477,4 @@ async fn reply(conn: &mut UnixStream, status: &str, text: &str) -> std::io::Resu
     );
     conn.write_all(msg.as_bytes()).await?;
     conn.shutdown().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::target;
-
-    #[test]
-    fn targets() {
-        let t = |s: &str| target(s.as_bytes()).map(|(hp, c)| (hp.to_string(), c));
-        assert_eq!(
-            t("CONNECT example.com:443 HTTP/1.1\r\n\r\n"),
-            Ok(("example.com:443".into(), true))
-        );
-        assert_eq!(
-            t("GET http://Example.com/x HTTP/1.1\r\n\r\n"),
-            Ok(("example.com:80".into(), false))
-        );
-        assert_eq!(
-            t("GET http://u@h.test:8080/x HTTP/1.1\r\n\r\n"),
-            Ok(("h.test:8080".into(), false))
-        );
-        assert!(t("GET /x HTTP/1.1\r\n\r\n").is_err());
-        assert!(t("CONNECT example.com HTTP/1.1\r\n\r\n").is_err());
-    }
 }
