@@ -925,3 +925,91 @@ async fn a_cancelled_run_leaves_nothing_running() {
         out.text
     );
 }
+
+/// Where no cgroup can be made (`BULKHEAD_SANDBOX_CGROUP` names a folder without controllers):
+/// as root the jail does not start, naming the limits it cannot enforce; as another user the
+/// rlimits inside the jail's user namespace hold both limits, the memory split over the jail's
+/// tasks (300 forks and 8 × 100 MiB against `processes: 32`, `memory_mb: 256`). Each case runs in
+/// a child of this test binary (the cgroup choice is the process's).
+#[test]
+fn limits_hold_where_no_cgroup_can_be_made() {
+    const NAME: &str = "sandbox::limits_hold_where_no_cgroup_can_be_made";
+    if let Some(case) = std::env::var_os("BH_NO_CGROUP_CASE") {
+        return tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(no_cgroup_case(case.to_string_lossy().into_owned()));
+    }
+    let empty = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(empty.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (case, uid) in [("root", None), ("user", Some(65534))] {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("BH_NO_CGROUP_CASE", case)
+            .env("BULKHEAD_SANDBOX_CGROUP", empty.path())
+            .env("TMPDIR", "/tmp");
+        if let Some(u) = uid {
+            use std::os::unix::process::CommandExt as _;
+            cmd.uid(u).gid(u).current_dir("/tmp").env("HOME", "/tmp");
+        }
+        let out = cmd.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{case}: {text}"
+        );
+    }
+}
+
+const FORKS: &str = "import os, time\nmade = 0\nfor i in range(300):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(5)\n        os._exit(0)\n    made += 1\nprint('forked', made)\n";
+const HOLD: &str = "import os, time\nheld = 0\nkids = []\nfor i in range(8):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        try:\n            b = bytearray(100 << 20)\n            os._exit(0)\n        except MemoryError:\n            os._exit(3)\n    kids.append(pid)\nfor pid in kids:\n    _, status = os.waitpid(pid, 0)\n    held += os.waitstatus_to_exitcode(status) == 0\nprint('held', held)\n";
+
+async fn no_cgroup_case(case: String) {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let ana = id("ana", "ncg");
+    for code in [FORKS, HOLD] {
+        let out = py(&rt, &ana, code).await;
+        if case == "root" {
+            eprintln!("{case}: {}", out.text);
+            assert!(
+                out.is_error
+                    && out
+                        .text
+                        .contains("`processes` and `memory_mb` cannot be enforced here"),
+                "root without a cgroup must refuse: {}",
+                out.text
+            );
+            continue;
+        }
+        let r = result(&out);
+        eprintln!("{case}: {r}");
+        let said = r["stdout"].as_str().unwrap_or_default().to_string();
+        if code == FORKS {
+            // 256 MiB over tasks of at least 64 MiB: 4 tasks in all (bubblewrap and the script
+            // among them), so at most 2 more processes.
+            let made: u64 = said
+                .trim()
+                .strip_prefix("forked ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{r}"));
+            assert!(
+                made <= 2,
+                "{made} forks with processes bounded at 4 tasks: {r}"
+            );
+        } else {
+            assert_eq!(
+                said.trim(),
+                "held 0",
+                "300 MiB held with 64 MiB per process: {r}"
+            );
+        }
+    }
+}

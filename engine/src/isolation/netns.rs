@@ -104,13 +104,14 @@ impl Netns {
         )
     }
 
-    /// A command prefix that runs a program inside the namespace.
+    /// A command prefix that runs a program inside the namespace: `nsenter --net`, which enters
+    /// only the network namespace. (`ip netns exec` also mounts a fresh `/sys`, which hides
+    /// `/sys/fs/cgroup`, so the instance's jails could make no cgroup.)
     pub fn exec_prefix(&self) -> Vec<String> {
         vec![
-            "ip".into(),
-            "netns".into(),
-            "exec".into(),
-            self.name.clone(),
+            "nsenter".into(),
+            format!("--net=/run/netns/{}", self.name),
+            "--".into(),
         ]
     }
 }

@@ -74,8 +74,9 @@ pub struct Layout<'a> {
     /// The most processes (threads included) the jail may have at once, set by `prlimit` inside
     /// the jail's own user namespace ([`PRLIMIT`]): the kernel then counts only the jail's
     /// processes against it, not every process of this user on the host (other containers of the
-    /// same uid included, which this process cannot see). `None`: no such limit here.
-    pub processes: Option<u64>,
+    /// same uid included, which this process cannot see); with it, where there is no cgroup,
+    /// each process's address space ([`super::bounds`]). `None`: no such limit here.
+    pub processes: Option<(u64, Option<u64>)>,
     /// Whether the jail's first program gets bubblewrap's environment (set by the caller, who
     /// then decides every variable) instead of a fresh minimal one. Values never go on
     /// bubblewrap's command line, which other processes of the host can read.
@@ -194,12 +195,12 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         push(&["--add-seccomp-fd", &fd]);
     }
     let mut command: Vec<String> = command.to_vec();
-    if let Some(n) = layout.processes {
-        let mut first = vec![
-            PRLIMIT.to_string(),
-            format!("--nproc={n}:{n}"),
-            "--".to_string(),
-        ];
+    if let Some((n, address_space)) = layout.processes {
+        let mut first = vec![PRLIMIT.to_string(), format!("--nproc={n}:{n}")];
+        if let Some(a) = address_space {
+            first.push(format!("--as={a}:{a}"));
+        }
+        first.push("--".to_string());
         first.append(&mut command);
         command = first;
     }

@@ -30,6 +30,7 @@
 //!   missing); and, where the host lets this process write cgroups, a cgroup of its own
 //!   (processes, memory).
 
+pub mod bounds;
 pub mod bwrap;
 pub mod cgroup;
 pub mod egress;
@@ -120,6 +121,9 @@ pub enum LaunchError {
     /// The cgroup cannot be made.
     #[error("cannot make the jail's cgroup: {0}")]
     Cgroup(std::io::Error),
+    /// A limit cannot be enforced on this host (see [`bounds`]).
+    #[error("the jail does not start: {0}")]
+    Unbounded(String),
 }
 
 /// What every jail of one connector shares: bubblewrap, what the host allows (probed once),
@@ -202,13 +206,53 @@ impl Jailer {
             .cgroups
             .create(launch.cgroup.0, launch.cgroup.1)
             .map_err(LaunchError::Cgroup)?;
+        // Without a cgroup, rlimits inside the jail's user namespace bound it, or it does not
+        // start ([`bounds`]).
+        let has_prlimit = Path::new(bwrap::PRLIMIT).is_file();
+        let rlimits = match &cgroup {
+            Some(_) => None,
+            None => {
+                let b = bounds::without_cgroup(
+                    launch.cgroup.0,
+                    launch.cgroup.1,
+                    launch.run.is_some(),
+                    nix::unistd::geteuid().is_root(),
+                )
+                .map_err(LaunchError::Unbounded)?;
+                if !has_prlimit && launch.run.is_none() {
+                    return Err(LaunchError::Unbounded(format!(
+                        "`processes` cannot be enforced here: no cgroup can be made and `{}` (util-linux) is missing",
+                        bwrap::PRLIMIT
+                    )));
+                }
+                if launch.run.is_none() {
+                    tracing::warn!(
+                        connector = self.connector,
+                        processes = b.processes,
+                        address_space = b.address_space,
+                        "no cgroup here: the jail's memory is bounded per process (RLIMIT_AS), not in total"
+                    );
+                }
+                Some(b)
+            }
+        };
+        // A run's limits with its memory split where there is no cgroup.
+        let run_limits = launch.run.map(|(limits, info)| {
+            let mut l = *limits;
+            if let Some(b) = rlimits {
+                l.processes = b.processes;
+                l.memory_bytes = b.address_space;
+            }
+            (l, info)
+        });
         // A run's process limit is set inside its user namespace when `prlimit` is there.
-        let nproc_in_jail = launch.run.is_some() && Path::new(bwrap::PRLIMIT).is_file();
+        let nproc_in_jail = launch.run.is_some() && has_prlimit;
         let layout = Layout {
-            processes: launch
-                .run
-                .filter(|_| nproc_in_jail)
-                .map(|(limits, _)| limits.processes),
+            processes: match (&run_limits, rlimits) {
+                (Some((limits, _)), _) if nproc_in_jail => Some((limits.processes, None)),
+                (None, Some(b)) => Some((b.processes, Some(b.address_space))),
+                _ => None,
+            },
             way_out: gate.as_ref().zip(helper).map(|(g, helper)| Way {
                 socket_dir: g.dir(),
                 helper,
@@ -223,7 +267,7 @@ impl Jailer {
             binds: launch.binds,
             inherit_env: launch.env.is_some(),
         };
-        let pre = match launch.run {
+        let pre = match &run_limits {
             Some((limits, info)) => PreExec::new(
                 limits,
                 layout.workspace,
