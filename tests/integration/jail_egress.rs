@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// The stand-in for an address outside.
-const OUTSIDE: &str = "198.18.99.1";
+pub const OUTSIDE: &str = "198.18.99.1";
 
 /// Runs `body` on a runtime whose threads live in a fresh network namespace holding only
 /// loopback (with [`OUTSIDE`] on it). Needs root.
@@ -62,14 +62,14 @@ where
 
 /// An HTTP listener on [`OUTSIDE`]: answers every request `200` with `answer`, keeps what it
 /// was sent, counts connections.
-struct Outside {
-    port: u16,
+pub struct Outside {
+    pub port: u16,
     accepted: Arc<AtomicUsize>,
     seen: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Outside {
-    async fn start(answer: &'static str) -> Outside {
+    pub async fn start(answer: &'static str) -> Outside {
         let l = tokio::net::TcpListener::bind((OUTSIDE, 0)).await.unwrap();
         let port = l.local_addr().unwrap().port();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -112,7 +112,7 @@ impl Outside {
         }
     }
 
-    fn accepted(&self) -> usize {
+    pub fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
 

@@ -232,6 +232,16 @@ fn echo_pin() -> (String, String) {
 /// An `mcp` connector over the fixture in `mode` declaring `echo` (and `other`, unpinned
 /// unless `pin_other`), with the given extra settings.
 fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
+    misbehaving_with(mode, state, extra, &|_| None)
+}
+
+/// [`misbehaving`] with its connector settings' variables read by `lookup`.
+fn misbehaving_with(
+    mode: &str,
+    state: &Path,
+    extra: Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Connectors {
     let (pin, definition) = echo_pin();
     let mut settings = json!({
         "command": [python(), fixture().to_str().unwrap(), mode, state.to_str().unwrap()],
@@ -264,7 +274,7 @@ fn misbehaving(mode: &str, state: &Path, extra: Value) -> Connectors {
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
     });
-    Connectors::new([def], &|_| None).unwrap()
+    Connectors::new([def], lookup).unwrap()
 }
 
 async fn echo(
@@ -1325,4 +1335,72 @@ async fn a_failed_start_says_why_and_what_to_do() {
         "{npx}"
     );
     eprintln!("{missing}\n{npx}");
+}
+
+/// A networked upstream (`egress:` on a launched `mcp` connector) reaches its declared host only
+/// while one of its calls is in flight: during a call its request arrives; a sender it leaves
+/// running on a thread of its own after the call returned is refused by the gate, every time,
+/// and the host is never contacted. In a network namespace with only loopback.
+#[test]
+fn a_networked_upstream_reaches_out_only_while_one_of_its_calls_runs() {
+    use super::jail_egress::{OUTSIDE, Outside, in_fresh_netns};
+    in_fresh_netns(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("fixture-state");
+        std::fs::create_dir_all(&state).unwrap();
+        let ws = workspace(dir.path());
+        let outside = Outside::start("ok").await;
+        let target = format!("{OUTSIDE}:{}", outside.port);
+        let c = misbehaving_with(
+            "snoop",
+            &state,
+            json!({ "egress": [target] }),
+            &|k: &str| {
+                (k == "BULKHEAD_JAIL_HELPER").then(|| env!("CARGO_BIN_EXE_bulkhead").to_string())
+            },
+        );
+        let said = echo_in(
+            &c,
+            &ws,
+            &format!("fetch http://{target}/now"),
+            NetworkMode::Full,
+        )
+        .await
+        .unwrap();
+        assert!(said.starts_with("fetched 200"), "{said}");
+        assert_eq!(outside.accepted(), 1);
+        let said = echo_in(
+            &c,
+            &ws,
+            &format!("background http://{target}/later"),
+            NetworkMode::Full,
+        )
+        .await
+        .unwrap();
+        assert_eq!(said, "started");
+        let log = state.join("background");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let tries = loop {
+            let lines: Vec<String> = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .map(String::from)
+                .collect();
+            if lines.len() >= 5 {
+                break lines;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sender did not run: {lines:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(
+            tries
+                .iter()
+                .all(|l| l.starts_with("refused") && l.contains("403")),
+            "{tries:?}"
+        );
+        assert_eq!(outside.accepted(), 1, "the host was reached between calls");
+    });
 }

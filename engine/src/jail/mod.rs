@@ -196,7 +196,13 @@ impl Jailer {
             .map(|bytes| filter_pipe(bytes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(LaunchError::Filter)?;
-        let gate = self.egress.gate(launch.mode).map_err(LaunchError::Gate)?;
+        // A run is a call; a long-lived jail reaches out only while one of its calls runs.
+        let gate = if launch.run.is_some() {
+            self.egress.gate(launch.mode)
+        } else {
+            self.egress.gate_while_calls(launch.mode)
+        }
+        .map_err(LaunchError::Gate)?;
         let helper = match (&gate, &self.helper) {
             (None, _) => None,
             (Some(_), Some(h)) => Some(h.as_path()),

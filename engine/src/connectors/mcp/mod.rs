@@ -389,14 +389,16 @@ impl Mcp {
             format!("{}/{}", id.user(), id.session())
         });
         let slot = self.slot(key)?;
-        let (peer, progress, vouched) = {
+        let (peer, progress, vouched, _egress) = {
             let mut state = slot.state.lock().await;
             self.ensure(&mut state, place.mode, session.map(|w| &**w))
                 .await?;
             let live = state.live.as_ref().expect("ensured");
             self.check_pin(live, tool)?;
             let vouched = live.watched() || live.listed_within(self.settings.pin_max_age);
-            (live.peer(), live.progress(), vouched)
+            // The upstream may reach out (its gate is open) until this call returns: a call of
+            // a `connect` tool, whose scope and level were checked before it got here.
+            (live.peer(), live.progress(), vouched, live.during_call())
         };
         let bounds = self.settings.bounds();
         let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args);

@@ -279,11 +279,19 @@ pub struct Live {
     _child: Option<tokio::process::Child>,
     /// Removed after the process is gone (fields drop in order).
     _cgroup: Option<crate::jail::cgroup::RunCgroup>,
-    /// The jail's way out, open as long as the upstream runs.
-    _gate: Option<crate::jail::egress::Gate>,
+    /// The jail's way out, open while one of the upstream's calls is in flight.
+    gate: Option<crate::jail::egress::Gate>,
 }
 
 impl Live {
+    /// Opens the upstream's way out for one call, until the guard is dropped (`None`: it has
+    /// none).
+    pub fn during_call(&self) -> Option<crate::jail::egress::CallOpen> {
+        self.gate
+            .as_ref()
+            .map(crate::jail::egress::Gate::during_call)
+    }
+
     /// Launches (or connects to) the upstream, shakes hands and lists its tools, all within
     /// the start bound.
     /// A stdio upstream starts with `launch` (its jail's command).
@@ -412,7 +420,7 @@ impl Live {
             _listen: None,
             _child: child,
             _cgroup: jail_cgroup,
-            _gate: jail_gate,
+            gate: jail_gate,
         };
         live.relist(bounds).await?;
         if live.protocol == ProtocolVersion::V_2026_07_28.as_str() {

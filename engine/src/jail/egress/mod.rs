@@ -101,8 +101,22 @@ impl Egress {
     }
 
     /// Opens a gate for one jail on an instance in `mode`, or `None` when the connector
-    /// declares no egress or the instance has no network (`none`).
+    /// declares no egress or the instance has no network (`none`). A gate for a run is open
+    /// while the run lasts (the run is a call); see [`Egress::gate_while_calls`] for a
+    /// long-lived jail.
     pub fn gate(&self, mode: NetworkMode) -> std::io::Result<Option<Gate>> {
+        self.open_gate(mode, false)
+    }
+
+    /// A gate for a long-lived jail (an upstream MCP server): it lets a connection through only
+    /// while one of the jail's calls is in flight ([`Gate::during_call`]), and closes the
+    /// connections it carries when the last call ends; at other times it refuses, and logs
+    /// (bounded) what was tried.
+    pub fn gate_while_calls(&self, mode: NetworkMode) -> std::io::Result<Option<Gate>> {
+        self.open_gate(mode, true)
+    }
+
+    fn open_gate(&self, mode: NetworkMode, while_calls: bool) -> std::io::Result<Option<Gate>> {
         if self.allowed.is_empty() {
             return Ok(None);
         }
@@ -120,6 +134,7 @@ impl Egress {
             egress: self.clone(),
             via,
             decisions: Default::default(),
+            calls: while_calls.then(|| tokio::sync::watch::channel(0usize).0),
         }))
         .map(Some)
     }
@@ -130,6 +145,8 @@ struct Policy {
     via: Via,
     /// Decisions made so far (the first [`LOGGED_DECISIONS`] are logged).
     decisions: std::sync::atomic::AtomicU64,
+    /// For a long-lived jail: its calls in flight (the gate is open while there is one).
+    calls: Option<tokio::sync::watch::Sender<usize>>,
 }
 
 impl Policy {
@@ -138,6 +155,24 @@ impl Policy {
         self.decisions
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             < LOGGED_DECISIONS
+    }
+}
+
+impl Policy {
+    /// Whether a connection may be carried now.
+    fn open_now(&self) -> bool {
+        self.calls.as_ref().is_none_or(|c| *c.borrow() > 0)
+    }
+
+    /// Resolves when no call is in flight any more (never for a run's gate).
+    async fn closed(&self) {
+        match &self.calls {
+            Some(c) => {
+                let mut rx = c.subscribe();
+                let _ = rx.wait_for(|n| *n == 0).await;
+            }
+            None => std::future::pending().await,
+        }
     }
 }
 
@@ -158,6 +193,20 @@ impl Drop for Policy {
 pub struct Gate {
     dir: tempfile::TempDir,
     task: tokio::task::JoinHandle<()>,
+    policy: Arc<Policy>,
+}
+
+/// A call in flight on a long-lived jail: its gate is open while one exists.
+pub struct CallOpen {
+    policy: Arc<Policy>,
+}
+
+impl Drop for CallOpen {
+    fn drop(&mut self) {
+        if let Some(c) = &self.policy.calls {
+            c.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
 }
 
 impl Drop for Gate {
@@ -173,6 +222,7 @@ impl Gate {
             .tempdir()?;
         let listener = UnixListener::bind(dir.path().join("egress.sock"))?;
         let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let kept = policy.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else {
@@ -192,12 +242,44 @@ impl Gate {
                 };
                 let policy = policy.clone();
                 tokio::spawn(async move {
-                    serve(conn, &policy).await;
+                    // A long-lived jail's connection ends with the last call in flight (one
+                    // that finds none is refused by `serve` itself, with its 403).
+                    if !policy.open_now() {
+                        serve(conn, &policy).await;
+                        drop(slot);
+                        return;
+                    }
+                    tokio::select! {
+                        () = serve(conn, &policy) => {}
+                        () = policy.closed() => {
+                            if policy.log_this() {
+                                tracing::info!(
+                                    connector = policy.egress.connector,
+                                    "egress closed: no call of the jail is in flight any more"
+                                );
+                            }
+                        }
+                    }
                     drop(slot);
                 });
             }
         });
-        Ok(Gate { dir, task })
+        Ok(Gate {
+            dir,
+            task,
+            policy: kept,
+        })
+    }
+
+    /// Marks a call in flight on this gate's jail until the guard is dropped (a run's gate is
+    /// always open; the guard then does nothing).
+    pub fn during_call(&self) -> CallOpen {
+        if let Some(c) = &self.policy.calls {
+            c.send_modify(|n| *n += 1);
+        }
+        CallOpen {
+            policy: self.policy.clone(),
+        }
     }
 
     /// The folder holding the gate's socket (bound into the jail at
@@ -212,6 +294,23 @@ impl Gate {
 /// body and its response. Nothing the jail sends after that request reaches anyone.
 async fn serve(mut conn: UnixStream, policy: &Policy) {
     let connector = policy.egress.connector;
+    if !policy.open_now() {
+        if policy.log_this() {
+            tracing::warn!(
+                connector,
+                "egress refused: no call of the jail is in flight (an upstream reaches out only while one of its calls runs)"
+            );
+        }
+        let _ = reply(
+            &mut conn,
+            "403 Forbidden",
+            &format!(
+                "bulkhead: `{connector}` reaches out only while one of its calls runs, and none does now"
+            ),
+        )
+        .await;
+        return;
+    }
     let head = match tokio::time::timeout(WAIT, read_head(&mut conn)).await {
         Ok(Ok(h)) => h,
         Ok(Err(why)) => {
