@@ -780,10 +780,11 @@ fn senders(then_exit: bool) -> String {
 /// [`senders`] with the pause between ticks (0: as fast as the socket takes them).
 fn senders_every(then_exit: bool, pause: f64) -> String {
     let sender = format!(
-        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.connect('{TICKS_IN_JAIL}')\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep({pause})"
+        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.connect('{TICKS_IN_JAIL}')\ns.sendall(b'%d\\n' % time.monotonic_ns())\nopen('/tmp/sender-up', 'w').close()\nwhile True:\n    s.sendall(b'%d\\n' % time.monotonic_ns())\n    time.sleep({pause})"
     );
+    // The script ends once its sender has sent (bounded: 20 s), whatever the machine's speed.
     let tail = if then_exit {
-        "time.sleep(0.2)".to_string()
+        "import os\nfor _ in range(400):\n    if os.path.exists('/tmp/sender-up'):\n        break\n    time.sleep(0.05)".to_string()
     } else {
         format!("exec({sender:?})")
     };

@@ -111,7 +111,8 @@ static API: ConnectorDef = ConnectorDef {
     name: "api",
     kind: bulkhead_vocab::connector::ConnectorKind::Http,
     sensitivity: Sensitivity::Public,
-    settings: r#"{"base_url":"${BASE}","timeout_ms":"${TIMEOUT:-300}","max_response_bytes":4096}"#,
+    // The stand-in service listens on loopback, which only `reach_private` opens.
+    settings: r#"{"base_url":"${BASE}","timeout_ms":"${TIMEOUT:-300}","max_response_bytes":4096,"reach_private":["127.0.0.0/8"]}"#,
     operations: OPS,
 };
 
@@ -120,7 +121,7 @@ static ELSEWHERE: ConnectorDef = ConnectorDef {
     name: "api",
     kind: bulkhead_vocab::connector::ConnectorKind::Http,
     sensitivity: Sensitivity::Public,
-    settings: r#"{"base_url":"${BASE}","allowed_hosts":["example.com","127.0.0.1:1"]}"#,
+    settings: r#"{"base_url":"${BASE}","allowed_hosts":["example.com","127.0.0.1:1"],"reach_private":["127.0.0.0/8"]}"#,
     operations: OPS,
 };
 
