@@ -788,3 +788,27 @@ fn a_rug_pulled_upstream_reaches_nothing_from_any_instance() {
     });
     drop(link);
 }
+
+/// `bulkhead up` gives each proxy the jail connectors of its server with their own `egress`
+/// (as the instances' environment expands it), so squid holds a gate's labelled requests to
+/// its connector's list, as compose and Kubernetes do.
+#[test]
+fn up_gives_each_proxy_its_jail_connectors_own_egress() {
+    let project = &bulkhead_example::servers::PROJECT;
+    let dep = project.deployment("local").unwrap();
+    let got = bulkhead::isolation::up::jail_egress_of(project, dep, &|_| None);
+    let fetch: Vec<String> = got
+        .iter()
+        .filter(|(s, c, _)| s == "third_party" && c == "fetch")
+        .flat_map(|(_, _, e)| e.iter().map(|h| h.to_string()))
+        .collect();
+    assert_eq!(fetch, ["docs.example.com:443"], "{got:?}");
+    let set = bulkhead::isolation::up::jail_egress_of(project, dep, &|k: &str| {
+        (k == "FETCH_EGRESS").then(|| "wiki.example.org:443".to_string())
+    });
+    assert!(
+        set.iter()
+            .any(|(_, c, e)| c == "fetch" && e[0].to_string() == "wiki.example.org:443"),
+        "{set:?}"
+    );
+}

@@ -192,6 +192,8 @@ pub fn run(
         .deployment("local")
         .ok_or_else(|| anyhow::anyhow!("deployment `local` is missing"))?;
     let running: Option<Running> = if isolated {
+        let jail_egress =
+            bulkhead::isolation::up::jail_egress_of(project, dep, &|k: &str| std::env::var(k).ok());
         let opts = UpOptions {
             exe: std::env::current_exe()?,
             config: config_path,
@@ -199,6 +201,7 @@ pub fn run(
             prefix: "bd".into(),
             proxied_egress: None,
             env,
+            jail_egress,
         };
         Some(up(dep, &opts)?)
     } else {

@@ -19,6 +19,13 @@ pub fn run(
     namespaces_permitted()?;
     let config = config.or_else(local_config);
     let env = super::samples::seed(std::path::Path::new(".bulkhead/samples"))?;
+    let jail_egress = bulkhead::isolation::up::jail_egress_of(project, dep, &|k: &str| {
+        env.iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(k).ok())
+    });
     let opts = UpOptions {
         exe: std::env::current_exe()?,
         config,
@@ -26,6 +33,7 @@ pub fn run(
         prefix: "bh".into(),
         proxied_egress: None,
         env,
+        jail_egress,
     };
     let running = up(dep, &opts)?;
     println!("deployment `{deployment}` is up:");

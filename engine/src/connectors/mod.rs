@@ -325,3 +325,15 @@ pub(crate) fn opt_usize(args: &JsonObject, name: &str) -> Option<usize> {
         .and_then(|v| v.as_u64())
         .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
+
+/// The `egress` of `def` with its variables expanded through `env` (empty for a connector that
+/// runs no jail, or whose settings do not read): what its jails' gate allows, for the instance's
+/// proxy to hold their labelled requests to.
+pub fn jail_egress(
+    def: &'static ConnectorDef,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    settings::typed(def, env)
+        .map(|s| s.egress().to_vec())
+        .unwrap_or_default()
+}

@@ -32,6 +32,10 @@ pub struct UpOptions {
     pub proxied_egress: Option<Vec<String>>,
     /// Extra environment for the instances.
     pub env: Vec<(String, String)>,
+    /// The connectors whose jails go out through a gate, by server: (server, connector, its
+    /// own `egress`), so each proxy holds a gate's labelled requests to its connector's list
+    /// ([`jail_egress_of`]).
+    pub jail_egress: Vec<(String, String, Vec<HostPort>)>,
 }
 
 impl UpOptions {
@@ -44,8 +48,45 @@ impl UpOptions {
             prefix: "bh".into(),
             proxied_egress: None,
             env: Vec::new(),
+            jail_egress: Vec::new(),
         }
     }
+}
+
+/// The connectors of `dep`'s servers whose jails declare `egress`, with the entries as `env`
+/// expands them (for [`UpOptions::jail_egress`]).
+pub fn jail_egress_of(
+    project: &crate::project::Project,
+    dep: &DeploymentDef,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String, Vec<HostPort>)> {
+    let mut out = Vec::new();
+    for server in dep.servers {
+        let Some(def) = project.servers.iter().find(|s| s.name == server.name) else {
+            continue;
+        };
+        let mut used: Vec<&str> = def
+            .tools
+            .iter()
+            .chain(def.resources.iter().map(|r| &r.tool))
+            .filter_map(|t| match t.target {
+                crate::tooldef::Target::Connector { connector, .. } => Some(connector),
+                _ => None,
+            })
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        for name in used {
+            let Some(c) = project.connectors.iter().find(|c| c.name == name) else {
+                continue;
+            };
+            let entries = allowed(&crate::connectors::jail_egress(c, env));
+            if !entries.is_empty() {
+                out.push((server.name.to_string(), name.to_string(), entries));
+            }
+        }
+    }
+    out
 }
 
 /// One egress proxy `up` runs.
@@ -210,6 +251,7 @@ fn start_proxy(
     addr: SocketAddrV4,
     entries: &[String],
     internal: &[String],
+    jail_egress: &[(String, Vec<HostPort>)],
 ) -> Result<(Child, PathBuf, tempfile::TempDir), IsolationError> {
     let squid = squid_binary().ok_or_else(|| {
         IsolationError::NotPermitted(
@@ -223,9 +265,11 @@ fn start_proxy(
         .tempdir()
         .map_err(other)?;
     let dir = tmp.path().to_path_buf();
-    // `up` labels nothing per connector yet: the gates' canonical requests and the instance's
-    // list bound its jails.
-    let policy = proxy::squid_policy(&allowed(entries), internal, &[]);
+    let gated: Vec<proxy::Gated<'_>> = jail_egress
+        .iter()
+        .map(|(connector, egress)| proxy::Gated { connector, egress })
+        .collect();
+    let policy = proxy::squid_policy(&allowed(entries), internal, &gated);
     std::fs::write(dir.join("policy.conf"), &policy).map_err(other)?;
     let wrapper = format!(
         "http_port {addr}
@@ -366,6 +410,12 @@ pub fn up(dep: &DeploymentDef, opts: &UpOptions) -> Result<Running, IsolationErr
                             .internal_ranges
                             .iter()
                             .map(|r| r.to_string())
+                            .collect::<Vec<_>>(),
+                        &opts
+                            .jail_egress
+                            .iter()
+                            .filter(|(s, _, _)| s == server.name)
+                            .map(|(_, c, e)| (c.clone(), e.clone()))
                             .collect::<Vec<_>>(),
                     )?;
                     running.children.push(child);
