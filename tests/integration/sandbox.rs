@@ -1014,3 +1014,65 @@ async fn no_cgroup_case(case: String) {
         }
     }
 }
+
+/// Nothing a script writes can raise privileges on the host: under a server running as root
+/// (the jail's user maps to it), a setuid file, a setuid and setgid copy of an ELF program, a
+/// file created with a setuid mode, a setgid folder and a file capability are all refused, and
+/// no file of the session's folder on the host carries a setuid or setgid bit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_cannot_plant_a_setuid_file_on_the_host() {
+    let env = env();
+    let rt = runtime(&env, NetworkMode::Full);
+    let code = r#"import os, shutil
+def attempt(name, f):
+    try:
+        f()
+        print(name, 'done')
+    except OSError as e:
+        print(name, 'refused', e.errno)
+open('suid', 'w').write('#!/bin/sh\nid\n')
+attempt('chmod', lambda: os.chmod('suid', 0o4755))
+shutil.copyfile('/usr/bin/true', 'elf')
+attempt('chmod_elf', lambda: os.chmod('elf', 0o6755))
+attempt('fchmod', lambda: os.fchmod(os.open('elf', os.O_RDONLY), 0o2755))
+attempt('create', lambda: os.close(os.open('created', os.O_CREAT | os.O_WRONLY, 0o4755)))
+attempt('mkdir', lambda: os.mkdir('sgid-dir', 0o2775))
+attempt('capability', lambda: os.setxattr('elf', 'security.capability', b'\x01\x00\x00\x02\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
+attempt('plain_chmod', lambda: os.chmod('elf', 0o755))
+"#;
+    let r = result(&py(&rt, &id("ana", "suid1"), code).await);
+    let out = r["stdout"].as_str().unwrap();
+    for refused in [
+        "chmod",
+        "chmod_elf",
+        "fchmod",
+        "create",
+        "mkdir",
+        "capability",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("{refused} refused"))),
+            "{refused} must be refused: {r}"
+        );
+    }
+    assert!(out.contains("plain_chmod done"), "{r}");
+    let folder = layer(&env, NetworkMode::Full).join("ana/suid1");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&folder).unwrap().flatten() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = e.metadata().unwrap().permissions().mode();
+        seen += 1;
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "{} is setuid or setgid on the host ({mode:o})",
+            e.path().display()
+        );
+    }
+    assert!(
+        seen >= 2,
+        "the script's files are not in {}",
+        folder.display()
+    );
+}

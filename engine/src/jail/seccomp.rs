@@ -7,6 +7,14 @@
 //! missing capabilities already deny most of them; the filter makes that hold even where a
 //! kernel bug would let one through.
 //!
+//! Files: nothing a jail writes can raise privileges on the host. A mode with the setuid or
+//! setgid bit is refused (EPERM) wherever a call sets one (`chmod` and its `f`/`at`/`at2`
+//! forms, `open`/`openat`/`creat`/`mkdir`/`mknod` with such a mode), `openat2` (whose mode is
+//! behind a pointer a filter cannot read) answers ENOSYS so the C library falls back to `openat`,
+//! and extended attributes cannot be set (a `security.capability` attribute is a file
+//! capability, as good as setuid). The jail's user maps to the server's, so without this a file a
+//! script marks 04755 stays setuid on the host.
+//!
 //! Sockets: a jail opens only the address families it uses, `AF_UNIX`, `AF_INET` and `AF_INET6`
 //! (its own loopback, its forwarder, the gate) and `AF_NETLINK` with `NETLINK_ROUTE` (the C
 //! library reads its own interfaces that way); every other family (`AF_VSOCK`, whose peer on a
@@ -59,6 +67,55 @@ const DENIED: &[i64] = &[
     libc::SYS_open_by_handle_at,
 ];
 
+/// The setuid and setgid bits of a mode.
+const PRIVILEGE_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+
+/// System calls that take a mode, and the argument it is in.
+fn mode_calls() -> Vec<(i64, u8)> {
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mkdirat, 2),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mkdir, 1),
+        (libc::SYS_mknod, 1),
+    ]);
+    calls
+}
+
+/// Setting extended attributes (file capabilities among them).
+const XATTR_SETS: &[i64] = &[libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr];
+
+/// Each call of [`mode_calls`] refused when its mode holds a bit of [`PRIVILEGE_BITS`].
+fn privilege_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Result<(), String> {
+    for (nr, arg) in mode_calls() {
+        let mut any = Vec::new();
+        for bit in PRIVILEGE_BITS {
+            let cond = SeccompCondition::new(
+                arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(bit),
+                bit,
+            )
+            .map_err(|e| e.to_string())?;
+            any.push(SeccompRule::new(vec![cond]).map_err(|e| e.to_string())?);
+        }
+        rules.insert(nr, any);
+    }
+    for nr in XATTR_SETS {
+        rules.insert(*nr, Vec::new());
+    }
+    Ok(())
+}
+
 /// The address families a jail may open a socket of (see the module's comment).
 const FAMILIES: &[i32] = &[
     libc::AF_UNIX,
@@ -98,8 +155,9 @@ fn socket_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
 
 /// The compiled filters as bubblewrap reads them (`struct sock_filter`s in native byte order):
 /// the refused calls (EPERM), including `clone` with `CLONE_NEWUSER` (a nested user namespace,
-/// where bubblewrap cannot switch them off itself), and `clone3` answered ENOSYS (its flags are
-/// behind a pointer a filter cannot read; the C library then falls back to `clone`), and the
+/// where bubblewrap cannot switch them off itself) and modes with setuid or setgid bits,
+/// `clone3` and `openat2` answered ENOSYS (their flags are behind a pointer a filter cannot read;
+/// the C library then falls back to `clone` and `openat`), and the
 /// sockets of families a jail does not use (EAFNOSUPPORT). Or why this architecture has none.
 pub fn programs() -> Result<Vec<Vec<u8>>, String> {
     let arch: seccompiler::TargetArch = std::env::consts::ARCH
@@ -119,9 +177,15 @@ pub fn programs() -> Result<Vec<Vec<u8>>, String> {
         libc::SYS_clone,
         vec![SeccompRule::new(vec![cond]).map_err(|e| e.to_string())?],
     );
+    privilege_rules(&mut rules)?;
     let deny = compile(rules, SeccompAction::Errno(libc::EPERM as u32), arch)?;
     let clone3 = compile(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
+        [
+            (libc::SYS_clone3, Vec::new()),
+            (libc::SYS_openat2, Vec::new()),
+        ]
+        .into_iter()
+        .collect(),
         SeccompAction::Errno(libc::ENOSYS as u32),
         arch,
     )?;

@@ -106,7 +106,9 @@ fn pinned(lock: Option<&str>) -> BTreeMap<String, String> {
         };
         let mut pin = format!("{} ({source})", field("version"));
         if let Some(sum) = p.get("checksum").and_then(|v| v.as_str()) {
-            pin.push_str(&format!(" sha256 {}", &sum[..sum.len().min(12)]));
+            // By characters: a tampered lock's checksum need not be ASCII.
+            let short: String = sum.chars().take(12).collect();
+            pin.push_str(&format!(" sha256 {short}"));
         }
         // Two versions of one crate in a lock: both count.
         out.entry(name.to_string())
@@ -287,6 +289,14 @@ version = "1.0.0"
             build_script: Some("fn main() { bulkhead_codegen::build(); }\n".to_string()),
             in_tree: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_tampered_checksum_that_is_not_ascii_is_named_not_a_panic() {
+        // Byte 12 falls inside a character.
+        let lock = LOCK.replace("0123456789ab", "aééééééééééé");
+        let pins = pinned(Some(&lock));
+        assert!(pins["bulkhead"].contains("sha256 aééééééééééé"), "{pins:?}");
     }
 
     fn lines(base: &EngineInputs, head: &EngineInputs) -> Vec<String> {
