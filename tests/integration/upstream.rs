@@ -922,10 +922,25 @@ async fn an_upstream_over_streamable_http_is_pinned_and_called() {
     let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
     let up = super::harness::start(dir.clone(), bulkhead::policy::NetworkMode::Full, true).await;
     let token = super::harness::token("remote", "r1");
+    // On loopback, which a `url` upstream reaches only where `reach_private` opens it.
+    let closed = json!({
+        "url": up.url,
+        "headers": {"Authorization": format!("Bearer {token}")},
+        "call_timeout_ms": 10000,
+    });
+    let Err(refused) = bulkhead::connectors::mcp::lockfile::list("remote", closed).await else {
+        panic!("a url upstream on loopback was listed without reach_private");
+    };
+    let refused = format!("{refused:#}");
+    assert!(
+        refused.contains("127.0.0.1 is loopback"),
+        "a url upstream on loopback without reach_private: {refused}"
+    );
     let settings = json!({
         "url": up.url,
         "headers": {"Authorization": format!("Bearer {token}")},
         "call_timeout_ms": 10000,
+        "reach_private": ["127.0.0.0/8"],
     });
     let listing = bulkhead::connectors::mcp::lockfile::list("remote", settings.clone())
         .await

@@ -120,6 +120,23 @@ pub fn outermost() -> impl Iterator<Item = &'static Range> {
     })
 }
 
+/// The ranges a connector's `reach_private` opens (entries that are empty after expansion open
+/// nothing), or why an entry is not a CIDR range with its host bits clear.
+pub fn opened(entries: &[String]) -> Result<Vec<Cidr>, String> {
+    let mut out = Vec::new();
+    for e in entries.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+        match Cidr::parse(e).filter(|c| c.is_network()) {
+            Some(c) => out.push(c),
+            None => {
+                return Err(format!(
+                    "`{e}` is not a CIDR range with its host bits clear (e.g. 10.20.0.0/16)"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A parsed CIDR range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {

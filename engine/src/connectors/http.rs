@@ -154,11 +154,7 @@ impl Http {
             )));
         }
         // An address written in the URL is judged as written (no resolver sees it).
-        let literal = url
-            .host_str()
-            .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
-            .and_then(|h| h.parse::<std::net::IpAddr>().ok());
-        if let Some(why) = literal.and_then(|ip| super::public_only::refused(ip, &self.opened)) {
+        if let Some(why) = super::public_only::literal_refused(url.as_str(), &self.opened) {
             return Err(ToolError::fatal(format!(
                 "connector `{}` may not reach {target}: {why}",
                 self.name

@@ -5,6 +5,8 @@
 //! uses), so a name pointed at cloud metadata, loopback, a private network, CGNAT, a benchmark
 //! network, a unique-local or NAT64 address never carries a request.
 //!
+//! The same holds for a `url` upstream MCP server ([`client_for`]).
+//!
 //! On a proxied instance the connector resolves only its proxy's name (the proxy resolves the
 //! destination and applies the same ranges), so only an address written in the URL is judged
 //! here.
@@ -56,4 +58,32 @@ impl Resolve for PublicOnly {
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
+}
+
+/// Why the host written in `url` may not be reached with `opened`, if it is an address that
+/// may not be.
+pub(crate) fn literal_refused(url: &str, opened: &[Cidr]) -> Option<String> {
+    let host = reqwest::Url::parse(url).ok()?.host_str()?.to_string();
+    let ip: IpAddr = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()?;
+    refused(ip, opened)
+}
+
+/// An HTTP client for a `url` upstream: every name it resolves judged by [`refused`] (unless
+/// the instance has an egress proxy, which judges them), and the URL's own address refused up
+/// front when it is not public and `opened` does not open it.
+pub(crate) fn client_for(url: &str, opened: &[Cidr]) -> anyhow::Result<reqwest::Client> {
+    if let Some(why) = literal_refused(url, opened) {
+        anyhow::bail!("the upstream's address may not be reached: {why}");
+    }
+    let mut builder = reqwest::Client::builder();
+    if crate::config::env::egress_proxy_in(&crate::config::env_lookup).is_none() {
+        builder = builder.dns_resolver(PublicOnly {
+            opened: opened.to_vec(),
+        });
+    }
+    Ok(builder.build()?)
 }

@@ -202,6 +202,10 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
         }
         #[cfg(feature = "fixture-kind")]
         Settings::Echo(_) => Ok(()),
+        Settings::Mcp(s) if s.command.is_some() && s.reach_private.is_some() => Err(
+            "`reach_private` is for a `url` upstream; a launched one reaches out through `egress`"
+                .into(),
+        ),
         Settings::Mcp(s) => match (&s.command, &s.url) {
             (Some(c), None) if !c.is_empty() && !c[0].is_empty() => {
                 let program = crate::vars::with_defaults(&c[0]);
@@ -225,6 +229,12 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
             }
             (Some(_), None) => Err("`command` needs a program".to_string()),
             (None, Some(u)) => {
+                let mut defaults = s.clone();
+                defaults.reach_private = s
+                    .reach_private
+                    .as_ref()
+                    .map(|l| l.iter().map(|e| crate::vars::with_defaults(e)).collect());
+                defaults.reach_private().map_err(|e| e.to_string())?;
                 if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("${")) {
                     return Err(format!(
                         "`url` must start with http:// or https://, found `{u}`"

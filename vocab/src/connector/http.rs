@@ -44,24 +44,12 @@ impl HttpSettings {
     /// The ranges `reach_private` opens (empty entries left out), or the first that is not a
     /// CIDR range with its host bits clear.
     pub fn reach_private(&self) -> Result<Vec<crate::ranges::Cidr>, SettingError> {
-        let mut out = Vec::new();
-        for e in self.reach_private.iter().flatten().map(|e| e.trim()) {
-            if e.is_empty() {
-                continue;
+        crate::ranges::opened(self.reach_private.as_deref().unwrap_or_default()).map_err(|reason| {
+            SettingError {
+                key: "reach_private",
+                reason,
             }
-            match crate::ranges::Cidr::parse(e).filter(|c| c.is_network()) {
-                Some(c) => out.push(c),
-                None => {
-                    return Err(SettingError {
-                        key: "reach_private",
-                        reason: format!(
-                            "`{e}` is not a CIDR range with its host bits clear (e.g. 10.20.0.0/16)"
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(out)
+        })
     }
 
     /// Milliseconds before a request is abandoned.

@@ -73,9 +73,25 @@ pub struct McpSettings {
     /// cgroups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<Count>,
+    /// For a `url` upstream: special-purpose ranges (CIDR) the server may reach it at although
+    /// they are not the internet (an MCP server on a private network, a test one on loopback).
+    /// Without an entry, a `url` whose host resolves into (or is) any special-purpose address is
+    /// refused. Review names every entry as `reach-widened`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach_private: Option<Vec<String>>,
 }
 
 impl McpSettings {
+    /// The ranges `reach_private` opens, or the first entry that is not a CIDR range.
+    pub fn reach_private(&self) -> Result<Vec<crate::ranges::Cidr>, SettingError> {
+        crate::ranges::opened(self.reach_private.as_deref().unwrap_or_default()).map_err(|reason| {
+            SettingError {
+                key: "reach_private",
+                reason,
+            }
+        })
+    }
+
     /// The program a launched upstream starts (`None` for a `url` upstream).
     pub fn program(&self) -> Option<&str> {
         self.command

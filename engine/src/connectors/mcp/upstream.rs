@@ -389,7 +389,12 @@ impl Live {
             {
                 config = config.auth_header(auth.trim_start_matches("Bearer ").to_string());
             }
-            let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+            let client = super::super::public_only::client_for(
+                s.url.as_deref().unwrap_or_default(),
+                &s.reach_private()?,
+            )?;
+            let transport =
+                rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
             let client = watch
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
