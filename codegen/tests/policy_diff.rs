@@ -473,3 +473,24 @@ fn a_policy_key_written_as_a_literal_is_named() {
         "{got:#?}"
     );
 }
+
+/// Removing the only tool that needs the isolated instance takes the instance away with it, and
+/// nothing then runs less isolated: no weakening (it was reported as `instance-removed`).
+#[test]
+fn removing_the_only_secret_tool_is_not_a_removed_instance() {
+    let base_dir = project();
+    let base = load(base_dir.path());
+    let head_dir = project();
+    let h = head_dir.path();
+    edit(
+        h,
+        "specs/servers/template.yaml",
+        "  search_security_logs:\n    description: Search the security team's authentication and key logs (secret, so the session moves to the isolated instance, which has no network at all).\n    permission: read\n    context: log_search\n    sensitivity: secret\n    uses: security_logs.search\n",
+        "",
+    );
+    let got = lines(&base, h);
+    assert!(
+        !got.iter().any(|l| l.starts_with("instance-removed")),
+        "{got:?}"
+    );
+}

@@ -544,7 +544,19 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
             .push(b);
     }
     for ((server, mode), bs) in &modes {
+        // What the instance was there for: the base's capabilities of the server that need its
+        // mode. Only when one of them is still here (now served less isolated) is its removal a
+        // weakening; when every one of them is gone, nothing runs less isolated.
+        let needed_here = base.capabilities.iter().any(|c| {
+            c.server == *server
+                && c.sensitivity.required_mode() >= *mode
+                && head
+                    .capabilities
+                    .iter()
+                    .any(|h| h.server == c.server && h.kind == c.kind && h.name == c.name)
+        });
         if deployed.contains(server)
+            && needed_here
             && !head
                 .instances
                 .iter()
