@@ -494,3 +494,28 @@ fn removing_the_only_secret_tool_is_not_a_removed_instance() {
         "{got:?}"
     );
 }
+
+/// Renaming a server (its spec and every deployment's entry) moves the same capabilities and
+/// instances under a new name: no weakening (its instances were reported as new ones reaching
+/// their egress).
+#[test]
+fn renaming_a_server_is_no_weakening() {
+    let base_dir = project();
+    let base = load(base_dir.path());
+    let head_dir = project();
+    let h = head_dir.path();
+    edit(
+        h,
+        "specs/servers/third_party.yaml",
+        "name: third_party",
+        "name: outside_tools",
+    );
+    for d in [
+        "specs/deployments/local.yaml",
+        "specs/deployments/cluster.yaml",
+    ] {
+        edit(h, d, "  third_party:", "  outside_tools:");
+    }
+    let got = lines(&base, h);
+    assert!(got.is_empty(), "{got:?}");
+}

@@ -209,7 +209,7 @@ impl Rule {
                 "A variable a connector received as a secret (a file) is no longer passed as one, so its value may travel as plain environment, readable by the instance's processes and by anyone inspecting its container."
             }
             Rule::InstanceRemoved => {
-                "A deployed server no longer runs an instance in a network mode it ran before (its `proxied` or `none` instance), so the isolation that instance gave the sessions routed to it is gone."
+                "A deployed server no longer runs an instance in a network mode it ran before (its `proxied` or `none` instance) while a capability that needed that mode is still there, so the isolation that instance gave the sessions routed to it is gone."
             }
             Rule::SeccompOff => {
                 "An instance's container now runs without the container engine's system-call filter (it runs jails, which install their own), so more of the kernel is exposed outside the jails."

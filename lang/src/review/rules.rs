@@ -534,6 +534,35 @@ fn counterparts<'a>(base: &'a Policy, head: &Policy, deployment: &str) -> Vec<&'
     }
 }
 
+/// The base's name of head server `name`: its own, or, for a server the base did not deploy,
+/// a base server that is gone from the head and had exactly its capabilities (a rename).
+fn server_counterpart<'a>(base: &'a Policy, head: &Policy, name: &'a str) -> &'a str {
+    if base.instances.iter().any(|b| b.server == name) {
+        return name;
+    }
+    let caps = |p: &Policy, server: &str| -> BTreeSet<(&'static str, String)> {
+        p.capabilities
+            .iter()
+            .filter(|c| c.server == server)
+            .map(|c| (c.kind, c.name.clone()))
+            .collect()
+    };
+    let mine = caps(head, name);
+    let gone: BTreeSet<&str> = base
+        .instances
+        .iter()
+        .map(|b| b.server.as_str())
+        .filter(|s| !head.instances.iter().any(|h| h.server == *s))
+        .collect();
+    let mut renamed = gone
+        .into_iter()
+        .filter(|s| !mine.is_empty() && caps(base, s) == mine);
+    match (renamed.next(), renamed.next()) {
+        (Some(s), None) => s,
+        _ => name,
+    }
+}
+
 fn instances(base: &Policy, head: &Policy, r: &mut Review) {
     let deployed: BTreeSet<&str> = head.instances.iter().map(|i| i.server.as_str()).collect();
     let mut modes: BTreeMap<(&str, NetworkMode), Vec<&InstancePolicy>> = BTreeMap::new();
@@ -589,11 +618,12 @@ fn instances(base: &Policy, head: &Policy, r: &mut Review) {
         );
         let from = counterparts(base, head, &h.deployment);
         let renamed = from.len() == 1 && from[0] != h.deployment;
+        let server = server_counterpart(base, head, &h.server);
         let bs: Vec<&InstancePolicy> = base
             .instances
             .iter()
             .filter(|b| {
-                from.contains(&b.deployment.as_str()) && b.server == h.server && b.mode == h.mode
+                from.contains(&b.deployment.as_str()) && b.server == server && b.mode == h.mode
             })
             .collect();
         let subject = if renamed {
