@@ -229,12 +229,7 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
             }
             (Some(_), None) => Err("`command` needs a program".to_string()),
             (None, Some(u)) => {
-                let mut defaults = s.clone();
-                defaults.reach_private = s
-                    .reach_private
-                    .as_ref()
-                    .map(|l| l.iter().map(|e| crate::vars::with_defaults(e)).collect());
-                defaults.reach_private().map_err(|e| e.to_string())?;
+                reach_private(s.reach_private.as_deref())?;
                 if !(u.starts_with("http://") || u.starts_with("https://") || u.starts_with("${")) {
                     return Err(format!(
                         "`url` must start with http:// or https://, found `{u}`"
@@ -298,16 +293,23 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
                     return Err(format!("`{entry}`: {why}"));
                 }
             }
-            // Each entry as its variables' defaults make it.
-            let mut defaults = s.clone();
-            defaults.reach_private = s
-                .reach_private
-                .as_ref()
-                .map(|l| l.iter().map(|e| crate::vars::with_defaults(e)).collect());
-            defaults.reach_private().map_err(|e| e.to_string())?;
+            reach_private(s.reach_private.as_deref())?;
             Ok(())
         }
     }
+}
+
+/// `reach_private` with each entry as its variables' defaults make it: CIDR ranges only
+/// ([`bulkhead_vocab::ranges::opened`], the parser the runtime uses).
+fn reach_private(entries: Option<&[String]>) -> Result<(), String> {
+    let written: Vec<String> = entries
+        .unwrap_or_default()
+        .iter()
+        .map(|e| crate::vars::with_defaults(e))
+        .collect();
+    bulkhead_vocab::ranges::opened(&written)
+        .map(|_| ())
+        .map_err(|e| format!("settings.reach_private: {e}"))
 }
 
 /// The error for settings that failed their kind's type or rules.
