@@ -1,9 +1,11 @@
 //! The hash-chained audit log on real `bulkhead serve` processes: `bulkhead audit verify` passes
 //! on the log two instances wrote at once — one killed with SIGKILL between writing records and
-//! anchoring them, one stopped — and fails, naming the record, after each kind of tampering:
-//! one byte changed, a record deleted, two records swapped, the tail cut, a record appended by
-//! hand (with a correctly computed hash). Rotation keeps the chain; signed heads cannot be
-//! forged; the PostgreSQL table is verified the same way.
+//! committing them to a checkpoint (the other closes it once its lease ran out), one stopped —
+//! and fails, naming the record, after each kind of tampering: one byte changed, a record
+//! deleted, two records swapped, the tail cut, a record appended by hand (with a correctly
+//! computed hash). Rotation keeps the chain; signed checkpoints cannot be forged; the PostgreSQL
+//! table is verified the same way. The attacks of an attacker who writes the store are in
+//! `audit_attacks.rs`.
 
 use super::procs::{Deployment, Store, call, client, load, notify};
 use serde_json::json;
@@ -109,6 +111,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn verify_passes_after_two_writers_and_a_crash_and_names_each_tampering() {
     let dep = Deployment::new(Store::Sqlite, "audit-chain").await;
+    dep.edit_config("audit:\n", "audit:\n  lease_secs: 3\n");
     let mut stopped = dep.start("full", None);
     let mut killed = dep.start("full", Some("audit.before_anchor"));
     // Both write the one file at once; the second dies the first time it is about to anchor
@@ -123,6 +126,18 @@ async fn verify_passes_after_two_writers_and_a_crash_and_names_each_tampering() 
         "the failpoint did not kill the second instance:\n{}",
         killed.stderr()
     );
+    // The killed writer's last records are in no checkpoint until the instance alive, once the
+    // killed one's lease has run out, closes it at the last record of it the log holds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        let (code, out) = dep.cli(&["audit", "verify", "--wait-ms", "0"]);
+        if code == 0 {
+            break out;
+        }
+        assert!(std::time::Instant::now() < deadline, "never closed: {out}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(out.contains("stopped without closing"), "{out}");
     calls(&stopped.url, "ana", "c", 12).await;
     stopped.stop();
 
@@ -198,18 +213,19 @@ async fn verify_passes_after_two_writers_and_a_crash_and_names_each_tampering() 
     let mut l = lines.clone();
     let last_line = l[last].clone();
     let (_, seq) = writer_of(&last_line);
-    let mut forged: serde_json::Value = serde_json::from_str(&last_line).unwrap();
-    forged["seq"] = json!(seq + 1);
-    forged["prev"] = json!(sha256_hex(last_line.as_bytes()));
-    forged["detail"] = json!("nothing to see");
-    l.push(serde_json::to_string(&forged).unwrap());
+    let body = &last_line[..last_line.rfind(",\"w\":\"").unwrap()];
+    l.push(format!(
+        "{},\"w\":\"{closed}\",\"seq\":{},\"prev\":\"{}\"}}",
+        body.replacen("\"tool\":\"", "\"tool\":\"nothing-to-see-", 1),
+        seq + 1,
+        sha256_hex(last_line.as_bytes())
+    ));
     write_lines(copy.path(), &l);
     let (code, out) = verify_at(copy.path());
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!(
-            "FAILED: {}: writer {closed} seq {} follows the head it closed at (seq {seq}): appended by hand",
-            at(l.len() - 1),
+            "FAILED: writer {closed} seq {} follows seq {seq} where it closed: 1 record(s) appended by hand",
             seq + 1
         )),
         "{out}"
@@ -218,15 +234,19 @@ async fn verify_passes_after_two_writers_and_a_crash_and_names_each_tampering() 
     // A record appended by hand by a writer the store never saw.
     let copy = copy_state(&dep);
     let mut l = lines.clone();
-    let mut stranger: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
-    stranger["w"] = json!("0123456789abcdef");
-    stranger["seq"] = json!(0);
-    l.push(serde_json::to_string(&stranger).unwrap());
+    let (w0, seq0) = writer_of(&l[0]);
+    assert_eq!(seq0, 0);
+    let body = &l[0][..l[0].rfind(",\"w\":\"").unwrap()];
+    let genesis = sha256_hex(b"bulkhead-audit-genesis\n0123456789abcdef");
+    assert!(!w0.is_empty());
+    l.push(format!(
+        "{body},\"w\":\"0123456789abcdef\",\"seq\":0,\"prev\":\"{genesis}\"}}"
+    ));
     write_lines(copy.path(), &l);
     let (code, out) = verify_at(copy.path());
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("writer 0123456789abcdef is unknown to the store"),
+        out.contains("writer 0123456789abcdef is in no checkpoint"),
         "{out}"
     );
 
@@ -236,8 +256,8 @@ async fn verify_passes_after_two_writers_and_a_crash_and_names_each_tampering() 
     assert_eq!(code, 0, "{out}");
 }
 
-/// Rotation keeps each writer's chain across files; when older files were rotated away the
-/// chain may start past seq 0 in the oldest file kept, and says so.
+/// Rotation keeps each writer's chain across files; a file rotation dropped is recorded first,
+/// so the chain may start past seq 0 in the oldest file kept, and verifies clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_keeps_the_chain() {
     let dep = Deployment::new(Store::Sqlite, "audit-rotate").await;
@@ -248,31 +268,27 @@ async fn rotation_keeps_the_chain() {
     assert!(dep.path().join("state/audit-template.jsonl.3").exists());
     let (code, out) = dep.cli(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}");
-    assert!(!out.contains("note:"), "{out}");
     // Removing a middle file is a removal.
     let copy = copy_state(&dep);
     std::fs::remove_file(copy.path().join("state/audit-template.jsonl.2")).unwrap();
     let (code, out) = verify_at(copy.path());
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("removed before it"), "{out}");
-    // With `keep: 2`, the oldest files are gone and the chain starts in the middle: intact, noted.
+    // Removing the oldest files by hand is no rotation: nothing recorded them as dropped.
     let copy = copy_state(&dep);
     for n in 3..60 {
         let _ = std::fs::remove_file(copy.path().join(format!("state/audit-template.jsonl.{n}")));
     }
-    let config = std::fs::read_to_string(copy.path().join("config.yaml")).unwrap();
-    std::fs::write(
-        copy.path().join("config.yaml"),
-        config.replace("keep: 50", "keep: 2"),
-    )
-    .unwrap();
     let (code, out) = verify_at(copy.path());
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("older files were rotated away"), "{out}");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("no checkpoint says rotation dropped them"),
+        "{out}"
+    );
 }
 
-/// With `audit.signing_key`, every anchored head is signed: a head rewritten in the store
-/// (to cover an altered last record) is caught by its signature.
+/// With `audit.signing_key`, every checkpoint is signed: one rewritten in the store (to cover an
+/// altered last record) is caught by its signature.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_heads_cannot_be_forged() {
     use ed25519_dalek::pkcs8::EncodePrivateKey;
@@ -290,28 +306,30 @@ async fn signed_heads_cannot_be_forged() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("all signed"), "{out}");
 
-    // Alter the last record and rewrite its anchored head to match (the store allows a head to
-    // move forward, which is all the forger needs): the signature no longer matches.
+    // Alter the last record and rewrite the newest checkpoint to match (its hash recomputed):
+    // the signature no longer matches.
     let copy = copy_state(&dep);
     let mut l = log_lines(copy.path());
     let last = l.len() - 1;
+    let old_hash = sha256_hex(l[last].as_bytes());
     l[last] = l[last].replacen("\"tool\":\"", "\"tool\":\"X", 1);
     write_lines(copy.path(), &l);
-    let (w, _) = writer_of(&l[last]);
     let conn =
         rusqlite::Connection::open(copy.path().join("state/shared-sessions-default.db")).unwrap();
+    conn.execute_batch("DROP TRIGGER audit_checkpoints_fixed")
+        .unwrap();
+    let n: i64 = conn
+        .query_row("SELECT max(n) FROM audit_checkpoints", [], |r| r.get(0))
+        .unwrap();
     conn.execute(
-        "UPDATE audit_heads SET hash = ?1 WHERE writer = ?2",
-        rusqlite::params![sha256_hex(l[last].as_bytes()), w],
+        "UPDATE audit_checkpoints SET body = replace(body, ?1, ?2) WHERE n = ?3",
+        rusqlite::params![old_hash, sha256_hex(l[last].as_bytes()), n],
     )
     .unwrap();
     drop(conn);
     let (code, out) = verify_at(copy.path());
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains(&format!("writer {w} (template): its anchored head")),
-        "{out}"
-    );
+    assert!(out.contains(&format!("checkpoint #{n} (1 of ")), "{out}");
     assert!(out.contains("is not signed by the audit key"), "{out}");
 }
 

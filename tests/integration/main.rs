@@ -1,6 +1,7 @@
 //! Integration tests: real HTTP on loopback with real tokens, real processes, in-memory rmcp.
 
 mod approvals;
+mod audit_attacks;
 mod audit_chain;
 mod audit_values;
 mod cli;

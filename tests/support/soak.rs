@@ -118,7 +118,8 @@ fn vm_hwm_mib(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-struct Served {
+/// A `bulkhead serve template` process, killed (SIGKILL) when dropped.
+pub struct Served {
     child: Child,
     url: String,
     addr: std::net::SocketAddr,
@@ -131,12 +132,13 @@ impl Drop for Served {
     }
 }
 
-fn serve(exe: &Path, dir: &Path) -> Served {
+/// Starts `bulkhead serve template` in `dir` (writing its configuration).
+pub fn serve(exe: &Path, dir: &Path) -> Served {
     let config = dir.join("config.yaml");
     std::fs::write(
         &config,
         format!(
-            "auth:\n  issuer: soak\n  audience: soak\n  keys:\n    - {{ kid: k, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  max_sessions_per_identity: 16\nstate:\n  dir: state\n  workspaces: workspaces\nworkspace:\n  max_bytes: 8388608\naudit:\n  sync_interval_ms: 200\n"
+            "auth:\n  issuer: soak\n  audience: soak\n  keys:\n    - {{ kid: k, alg: HS256, secret: {SECRET} }}\nhttp:\n  allowed_hosts: [localhost, 127.0.0.1]\n  max_sessions_per_identity: 16\nstate:\n  dir: state\n  workspaces: workspaces\nworkspace:\n  max_bytes: 8388608\naudit:\n  sync_interval_ms: 200\n  lease_secs: 3\n"
         ),
     )
     .unwrap();

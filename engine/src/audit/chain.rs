@@ -1,15 +1,7 @@
 //! The hash chain of one audit writer (one process): every record carries its writer's id `w`,
 //! its sequence number `seq` (0, 1, 2, … with no gap) and `prev`, the SHA-256 of the line the
-//! writer wrote before it (for `seq` 0, of the writer's genesis text). The chain's head is
-//! anchored in the state store at intervals and at shutdown ([`Head`]), optionally signed.
-//!
-//! What this makes evident (`bulkhead audit verify`): a changed byte (the next record's `prev`,
-//! or the anchor, no longer matches), a removed record (a gap in `seq`), reordered records, a cut
-//! tail (the log ends before the anchored head), and a record appended by hand (after a closed
-//! head, or by a writer the store never saw; with a signing key, also a forged anchor). What it
-//! does not: records appended after the last anchor of a writer that crashed, by someone who
-//! recomputes the hashes, are caught only by the signature of the next anchor (none, after a
-//! crash); the window is one anchor interval.
+//! writer wrote before it (for `seq` 0, of the writer's genesis text). Each writer's head goes
+//! into the store's signed checkpoints ([`super::checkpoint`]) at intervals and at shutdown.
 
 use sha2::{Digest, Sha256};
 
@@ -19,35 +11,6 @@ pub struct Chain {
     server: String,
     next_seq: u64,
     prev: [u8; 32],
-    signer: Option<ed25519_dalek::SigningKey>,
-}
-
-/// A chain head as anchored in the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Head {
-    /// The writer's id.
-    pub writer: String,
-    /// The server whose log it writes.
-    pub server: String,
-    /// The last record's `seq` (-1: nothing written yet).
-    pub seq: i64,
-    /// The last record's hash (hex), or the genesis hash.
-    pub hash: String,
-    /// Whether the writer closed (no record of it may follow).
-    pub closed: bool,
-    /// Ed25519 signature (hex) of [`Head::message`], when a signing key is configured.
-    pub sig: Option<String>,
-}
-
-impl Head {
-    /// The bytes a signature covers.
-    pub fn message(&self) -> Vec<u8> {
-        format!(
-            "bulkhead-audit-head\n{}\n{}\n{}\n{}\n{}",
-            self.writer, self.server, self.seq, self.hash, self.closed
-        )
-        .into_bytes()
-    }
 }
 
 /// The `prev` of a writer's first record.
@@ -81,7 +44,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 impl Chain {
     /// A new chain for a writer of `server`'s log, with a fresh random writer id.
-    pub fn new(server: &str, signer: Option<ed25519_dalek::SigningKey>) -> Chain {
+    pub fn new(server: &str) -> Chain {
         let mut id = [0u8; 8];
         getrandom::fill(&mut id).expect("the OS random source works");
         let writer = hex(&id);
@@ -90,7 +53,6 @@ impl Chain {
             writer,
             server: server.to_owned(),
             next_seq: 0,
-            signer,
         }
     }
 
@@ -133,22 +95,65 @@ impl Chain {
         out.push(b'\n');
     }
 
-    /// The head after the last linked line, signed when a key is configured.
-    pub fn head(&self, closed: bool) -> Head {
-        let mut head = Head {
-            writer: self.writer.clone(),
-            server: self.server.clone(),
-            seq: self.next_seq as i64 - 1,
-            hash: hex(&self.prev),
-            closed,
-            sig: None,
-        };
-        if let Some(key) = &self.signer {
-            use ed25519_dalek::Signer as _;
-            head.sig = Some(hex(&key.sign(&head.message()).to_bytes()));
-        }
-        head
+    /// The hash of the last linked line (hex), or the genesis hash.
+    pub fn last_hash(&self) -> String {
+        hex(&self.prev)
     }
+
+    /// Starts a new chain under a fresh writer id (this one was closed by another writer).
+    pub fn renew(&mut self) {
+        let fresh = Chain::new(&self.server);
+        self.writer = fresh.writer;
+        self.prev = fresh.prev;
+        self.next_seq = 0;
+    }
+
+    /// The server whose log it writes.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+}
+
+/// A record's chain fields, read from the end of its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link<'a> {
+    /// The writer's id.
+    pub writer: &'a str,
+    /// The record's `seq`.
+    pub seq: u64,
+    /// The hash of the writer's record before it (hex).
+    pub prev: &'a str,
+}
+
+/// The chain fields of a line as [`Chain::link_into`] writes them (its last fields, exactly
+/// `"w":"<16 hex>","seq":<n>,"prev":"<64 hex>"}`), without parsing the rest: None when they
+/// are not there. The hash chain covers every byte, so the rest needs no parse to be verified.
+pub fn parse_link(line: &[u8]) -> Option<Link<'_>> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let rest = line.strip_suffix(b"\"}")?;
+    let (rest, prev) = rest.split_at_checked(rest.len().checked_sub(64)?)?;
+    let rest = rest.strip_suffix(b",\"prev\":\"")?;
+    let digits = rest.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 19 {
+        return None;
+    }
+    let (rest, seq) = rest.split_at(rest.len() - digits);
+    let rest = rest.strip_suffix(b",\"seq\":")?;
+    let rest = rest.strip_suffix(b"\"")?;
+    let (rest, writer) = rest.split_at_checked(rest.len().checked_sub(16)?)?;
+    let rest = rest.strip_suffix(b"\"w\":\"")?;
+    if !matches!(rest.last(), Some(b',' | b'{')) || !rest.starts_with(b"{") {
+        return None;
+    }
+    let lower_hex = |s: &[u8]| s.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !lower_hex(prev) || !lower_hex(writer) || (seq.len() > 1 && seq[0] == b'0') {
+        return None;
+    }
+    Some(Link {
+        writer: std::str::from_utf8(writer).ok()?,
+        seq: std::str::from_utf8(seq).ok()?.parse().ok()?,
+        prev: std::str::from_utf8(prev).ok()?,
+    })
 }
 
 /// Reads an Ed25519 private key (PKCS#8 PEM) for signing anchored heads.
@@ -179,7 +184,7 @@ mod tests {
 
     #[test]
     fn linked_lines_stay_json_and_chain() {
-        let mut c = Chain::new("s", None);
+        let mut c = Chain::new("s");
         let a = c.link(b"{\"x\":1}\n");
         let b = c.link(b"{\"x\":2}\n");
         let va: serde_json::Value = serde_json::from_slice(&a).unwrap();
@@ -188,7 +193,15 @@ mod tests {
         assert_eq!(va["prev"], hex(&genesis(c.writer())));
         assert_eq!(vb["seq"], 1);
         assert_eq!(vb["prev"], hex(&line_hash(&a)));
-        assert_eq!(c.head(false).hash, hex(&line_hash(&b)));
+        assert_eq!(c.last_hash(), hex(&line_hash(&b)));
         assert!(a.ends_with(b"}\n"));
+        let l = parse_link(&b).unwrap();
+        assert_eq!((l.writer, l.seq), (c.writer(), 1));
+        assert_eq!(l.prev, hex(&line_hash(&a)));
+        assert_eq!(parse_link(b"{\"x\":1}"), None);
+        let tampered = String::from_utf8(b.clone())
+            .unwrap()
+            .replace("\"seq\":1", "\"seq\":01");
+        assert_eq!(parse_link(tampered.as_bytes()), None);
     }
 }

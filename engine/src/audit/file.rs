@@ -1,5 +1,7 @@
 //! The JSON-lines audit file: appended by one writer per process (`O_APPEND`, so lines of several
-//! processes never interleave), synced on demand, rotated by size.
+//! processes never interleave), synced on demand, rotated by size. Before rotation drops the
+//! oldest kept file, the last record of each writer in it (its floor) is handed to the caller,
+//! which commits it in a checkpoint: a dropped file is evidence, not a hole.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -58,9 +60,6 @@ impl AuditFile {
         if sync {
             self.file.sync_data()?;
         }
-        if self.file.metadata()?.len() >= self.rotate_bytes {
-            self.rotate()?;
-        }
         Ok(())
     }
 
@@ -84,25 +83,132 @@ impl AuditFile {
         Ok(())
     }
 
-    /// Renames `log` → `log.1` → … → `log.<keep>` (the oldest is dropped) under an exclusive
-    /// `flock`, so only one process rotates; the others follow on their next append.
-    fn rotate(&mut self) -> std::io::Result<()> {
+    /// When the file has reached its size: renames `log` → `log.1` → … → `log.<keep>` under an
+    /// exclusive `flock`, so only one process rotates (the others follow on their next append).
+    /// When that drops a file (`log.<keep>` exists), `before_drop` gets the floor of every writer
+    /// in it first, after this file is synced; if it fails, nothing is renamed.
+    pub fn rotate(&mut self, before_drop: &mut Floors<'_>) -> Result<(), String> {
         use rustix::fs::{FlockOperation, flock};
+        let path = self.path.clone();
+        let at = |e: std::io::Error| format!("{}: {e}", path.display());
+        if self.file.metadata().map_err(at)?.len() < self.rotate_bytes {
+            return Ok(());
+        }
         if flock(&self.file, FlockOperation::NonBlockingLockExclusive).is_err() {
             return Ok(());
         }
+        let result = self.rotate_locked(before_drop);
+        let _ = flock(&self.file, FlockOperation::Unlock);
+        result?;
+        self.reopen().map_err(at)
+    }
+
+    fn rotate_locked(&mut self, before_drop: &mut Floors<'_>) -> Result<(), String> {
+        let at = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
         let still_ours = std::fs::symlink_metadata(&self.path)
             .map(|m| m.ino() == self.ino && m.len() >= self.rotate_bytes)
             .unwrap_or(false);
-        if still_ours {
-            self.file.sync_data()?;
-            for n in (1..self.keep).rev() {
-                let _ = std::fs::rename(numbered(&self.path, n), numbered(&self.path, n + 1));
-            }
-            std::fs::rename(&self.path, numbered(&self.path, 1))?;
+        if !still_ours {
+            return Ok(());
         }
-        let _ = flock(&self.file, FlockOperation::Unlock);
-        self.reopen()
+        self.file.sync_data().map_err(|e| at(&self.path, e))?;
+        let dropped = numbered(&self.path, self.keep);
+        if dropped.exists() {
+            let floors = floors(&dropped).map_err(|e| at(&dropped, e))?;
+            before_drop(floors)?;
+        }
+        for n in (1..self.keep).rev() {
+            let _ = std::fs::rename(numbered(&self.path, n), numbered(&self.path, n + 1));
+        }
+        std::fs::rename(&self.path, numbered(&self.path, 1)).map_err(|e| at(&self.path, e))
+    }
+
+    /// The last record of `writer` in the kept files that continues its chain from record
+    /// `seq` (hash `hash`): what a writer that stopped without closing left after its last
+    /// checkpoint. Reads the files newest first until one holds its record `seq + 1`.
+    pub fn tail(
+        &self,
+        writer: &str,
+        seq: i64,
+        hash: &str,
+    ) -> std::io::Result<Option<(u64, String)>> {
+        let mut files = vec![self.path.clone()];
+        files.extend((1..=self.keep).map(|n| numbered(&self.path, n)));
+        let mut found: Vec<Vec<(u64, String, String)>> = Vec::new();
+        for f in files {
+            let mut mine = Vec::new();
+            match for_each_line(&f, &mut |line, _, _| {
+                if let Some(l) = super::chain::parse_link(line)
+                    && l.writer == writer
+                    && l.seq as i64 > seq
+                {
+                    let h = super::chain::hex(&super::chain::line_hash(line));
+                    mine.push((l.seq, l.prev.to_owned(), h));
+                }
+            }) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+            let reached = mine.first().is_some_and(|m| m.0 as i64 <= seq + 1);
+            found.push(mine);
+            if reached {
+                break;
+            }
+        }
+        let mut last = None;
+        let (mut expect, mut prev) = ((seq + 1) as u64, hash.to_owned());
+        for (s, p, h) in found.into_iter().rev().flatten() {
+            if s != expect || p != prev {
+                break;
+            }
+            last = Some((s, h.clone()));
+            expect += 1;
+            prev = h;
+        }
+        Ok(last)
+    }
+}
+
+/// Receives the floors of a file about to be dropped (see [`AuditFile::rotate`]).
+pub type Floors<'a> = dyn FnMut(Vec<(String, super::checkpoint::Floor)>) -> Result<(), String> + 'a;
+
+/// The last record of each writer in the file at `path`.
+fn floors(path: &Path) -> std::io::Result<Vec<(String, super::checkpoint::Floor)>> {
+    let mut last: std::collections::BTreeMap<String, (u64, Vec<u8>)> = Default::default();
+    for_each_line(path, &mut |line, _, _| {
+        if let Some(l) = super::chain::parse_link(line) {
+            last.insert(l.writer.to_owned(), (l.seq, line.to_vec()));
+        }
+    })?;
+    Ok(last
+        .into_iter()
+        .map(|(w, (seq, line))| {
+            let hash = super::chain::hex(&super::chain::line_hash(&line));
+            (w, super::checkpoint::Floor { seq, hash })
+        })
+        .collect())
+}
+
+/// Calls `f(line, number, torn)` for every non-empty line of the file at `path` (without its
+/// newline; `torn`: the last line, with no newline), reading it in blocks.
+pub fn for_each_line(path: &Path, f: &mut dyn FnMut(&[u8], usize, bool)) -> std::io::Result<()> {
+    use std::io::BufRead;
+    let file = File::open(path)?;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(4096);
+    let mut number = 0;
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let torn = !line.ends_with(b"\n");
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !body.is_empty() {
+            f(body, number, torn);
+        }
     }
 }
 

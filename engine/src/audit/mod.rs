@@ -17,19 +17,22 @@
 //! pace instead of reaching the limit, which refuses them all.
 //!
 //! The same thread links every record into its hash chain ([`chain`]) in the order it writes
-//! them, and anchors the chain's head in the state store once the records it covers are
-//! durable: at most every `sync_interval`, and at shutdown ([`anchor`]). `bulkhead audit verify`
-//! ([`verify`]) checks both.
+//! them, and commits the chain's head into the store's checkpoints ([`checkpoint`], [`heads`])
+//! once the records it covers are durable: at most every `sync_interval`, at least every third
+//! of `audit.lease` (idle), before rotation drops a file, and at shutdown ([`checkpointer`]).
+//! `bulkhead audit verify` ([`verify`]) checks the log against them.
 
-pub mod anchor;
 pub mod chain;
+pub mod checkpoint;
+mod checkpointer;
 mod file;
+pub mod heads;
 mod postgres;
 mod record;
 mod redact;
 pub mod verify;
 
-pub use file::AuditFile;
+pub use file::{AuditFile, for_each_line};
 pub use postgres::PgAuditSink;
 pub(crate) use record::cut_name;
 pub use record::{ArgsSummary, AuditRecord, Outcome, Phase};
@@ -55,8 +58,13 @@ pub struct AuditOptions {
     pub max_backlog_bytes: usize,
     /// Whether records are hash-chained.
     pub chain: bool,
-    /// The key that signs anchored heads.
+    /// The key that signs checkpoints.
     pub signing_key: Option<std::path::PathBuf>,
+    /// How long a writer's head may go unrefreshed before another writer of its server closes
+    /// it as stopped (idle writers refresh every third of it).
+    pub lease: Duration,
+    /// Checkpoints kept in the store (older ones are deleted as new ones are committed).
+    pub checkpoints_kept: u64,
 }
 
 impl Default for AuditOptions {
@@ -69,6 +77,8 @@ impl Default for AuditOptions {
             max_backlog_bytes: 16 << 20,
             chain: true,
             signing_key: None,
+            lease: Duration::from_secs(60),
+            checkpoints_kept: 1000,
         }
     }
 }
@@ -110,6 +120,20 @@ pub trait AuditSink: Send + 'static {
     fn durable_on_append(&self) -> bool {
         false
     }
+    /// Rotates when due; `before_drop` gets the floors of the writers whose records a rotation
+    /// is about to drop (and may refuse it).
+    fn rotate(&mut self, _before_drop: &mut file::Floors<'_>) -> Result<(), String> {
+        Ok(())
+    }
+    /// The last record of `writer` that continues its chain from `seq` (hash `hash`), if any.
+    fn tail(
+        &mut self,
+        _writer: &str,
+        _seq: i64,
+        _hash: &str,
+    ) -> Result<Option<(u64, String)>, String> {
+        Ok(None)
+    }
 }
 
 impl AuditSink for AuditFile {
@@ -119,6 +143,20 @@ impl AuditSink for AuditFile {
 
     fn sync(&mut self) -> Result<(), String> {
         AuditFile::sync(self).map_err(|e| format!("{}: {e}", self.path().display()))
+    }
+
+    fn rotate(&mut self, before_drop: &mut file::Floors<'_>) -> Result<(), String> {
+        AuditFile::rotate(self, before_drop)
+    }
+
+    fn tail(
+        &mut self,
+        writer: &str,
+        seq: i64,
+        hash: &str,
+    ) -> Result<Option<(u64, String)>, String> {
+        AuditFile::tail(self, writer, seq, hash)
+            .map_err(|e| format!("{}: {e}", self.path().display()))
     }
 }
 
@@ -192,7 +230,7 @@ impl std::fmt::Debug for AuditLog {
 }
 
 impl AuditLog {
-    /// Opens the JSON-lines file at `path` and starts its writer (chained, heads not anchored).
+    /// Opens the JSON-lines file at `path` and starts its writer (chained, no checkpoints).
     pub fn open_file(
         path: &std::path::Path,
         options: AuditOptions,
@@ -202,23 +240,28 @@ impl AuditLog {
         Ok(AuditLog::start(Box::new(file), options))
     }
 
-    /// Starts a writer over any sink (chained when the options say so, heads not anchored).
+    /// Starts a writer over any sink (chained when the options say so, no checkpoints).
     pub fn start(sink: Box<dyn AuditSink>, options: AuditOptions) -> AuditLog {
-        AuditLog::start_anchored(sink, options, "-", None).expect("no signing key to read")
+        AuditLog::start_checkpointed(sink, options, "-", None).expect("no signing key to read")
     }
 
-    /// Starts the writer of `server`'s log over `sink`, anchoring its chain's heads in `anchor`.
-    pub fn start_anchored(
+    /// Starts the writer of `server`'s log over `sink`, committing its chain's heads into the
+    /// checkpoints of `heads`.
+    pub fn start_checkpointed(
         sink: Box<dyn AuditSink>,
         options: AuditOptions,
         server: &str,
-        anchor: Option<Box<dyn anchor::Anchor>>,
+        heads: Option<Box<dyn heads::Heads>>,
     ) -> Result<AuditLog, AuditError> {
         let signer = match &options.signing_key {
             Some(path) => Some(chain::read_signing_key(path).map_err(AuditError::Io)?),
             None => None,
         };
-        let chain = options.chain.then(|| chain::Chain::new(server, signer));
+        let chain = options.chain.then(|| chain::Chain::new(server));
+        let checkpoints = match (&chain, heads) {
+            (Some(_), Some(h)) => Some(checkpointer::Checkpointer::new(h, signer, options.lease)),
+            _ => None,
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             healthy: AtomicBool::new(true),
@@ -234,7 +277,7 @@ impl AuditLog {
         // sees the channel close when the last handle goes.
         let thread = std::thread::Builder::new()
             .name("bulkhead-audit".into())
-            .spawn(move || writer(sink, rx, writer_shared, interval, chain, anchor))
+            .spawn(move || writer(sink, rx, writer_shared, interval, chain, checkpoints))
             .expect("spawn the audit writer");
         let _ = shared.thread.set(thread.thread().clone());
         Ok(AuditLog {
@@ -322,48 +365,42 @@ impl AuditLog {
 }
 
 /// The writer loop: drain what is queued (linking each line into the chain), write it in one
-/// append, sync when an intent waits or the interval has passed, anchor the chain's head once
-/// what it covers is durable (at most every interval, and at the end), answer the waiting
+/// append, sync when an intent waits or the interval has passed, rotate when the file is full
+/// (committing the floors of a file it drops first), commit the chain's head into a checkpoint
+/// once what it covers is durable (at most every interval, and at the end), answer the waiting
 /// intents; then sleep until an intent wakes it or [`IDLE_ROUND`] passes. Senders of outcomes
 /// do not wake it while it works: no context switch per call.
 ///
-/// An idle process does not wake it either. When a whole timed round ([`IDLE_ROUND`]) brought
-/// nothing, and nothing written is unsynced, the chain's head is anchored and no anchor error
-/// waits to be retried, the writer marks itself asleep, looks at the backlog once more and
-/// parks with no timeout; the next sender wakes it. Under steady traffic it never gets there,
-/// so records keep arriving in batches of a round (a PostgreSQL sink pays per statement; woken
-/// per record, it fell behind at 41k calls/s). No record waits for a sleeping writer: a sender
-/// raises the backlog before it sends and reads the mark after, the writer sets the mark before
-/// it reads the backlog (both sequentially consistent), so one of the two sees the other.
+/// An idle process barely wakes it either. When a whole timed round ([`IDLE_ROUND`]) brought
+/// nothing, and nothing written is unsynced, the chain's head is committed and no commit error
+/// waits to be retried, the writer marks itself asleep, looks at the backlog once more and parks
+/// until the next sender wakes it, or (with checkpoints) until its head needs refreshing, a
+/// third of `audit.lease` later. Under steady traffic it never gets there, so records keep
+/// arriving in batches of a round (a PostgreSQL sink pays per statement; woken per record, it
+/// fell behind at 41k calls/s). No record waits for a sleeping writer: a sender raises the
+/// backlog before it sends and reads the mark after, the writer sets the mark before it reads
+/// the backlog (both sequentially consistent), so one of the two sees the other.
 fn writer(
     mut sink: Box<dyn AuditSink>,
     rx: Receiver<Msg>,
     shared: Arc<Shared>,
     interval: Duration,
     mut chain: Option<chain::Chain>,
-    mut anchor: Option<Box<dyn anchor::Anchor>>,
+    mut checkpoints: Option<checkpointer::Checkpointer>,
 ) {
     let mut dirty = false;
     let mut last_sync = Instant::now();
     let mut buf = Vec::with_capacity(64 << 10);
     let mut acks = Vec::new();
     let mut open = true;
-    // The writer is known to the store before it writes anything (its head at seq -1), so a
-    // writer id nobody registered is evidence of a record appended by hand.
-    let mut anchored: Option<(i64, bool)> = None;
-    let mut last_anchor = Instant::now();
-    let mut anchor_error = match (&chain, anchor.as_mut()) {
-        (Some(c), Some(a)) => match a.anchor(&c.head(false)) {
-            Ok(()) => {
-                anchored = Some((-1, false));
-                None
-            }
-            Err(e) => Some(e),
-        },
+    // The writer is in a checkpoint before it writes anything (its head at seq -1), so a writer
+    // id no checkpoint names is evidence of a record appended by hand.
+    let mut commit_error = match (checkpoints.as_mut(), chain.as_mut()) {
+        (Some(cp), Some(c)) => commit(cp, c, false, Vec::new()).err(),
         _ => None,
     };
-    if let Some(e) = &anchor_error {
-        tracing::error!(error = %e, "audit chain head cannot be anchored; refusing calls until it can");
+    if let Some(e) = &commit_error {
+        tracing::error!(error = %e, "audit checkpoint cannot be committed; refusing calls until it can");
         *shared.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
         shared.healthy.store(false, Ordering::Release);
     }
@@ -393,23 +430,27 @@ fn writer(
             }
         }
         let sync = !acks.is_empty() || (dirty && (last_sync.elapsed() >= interval || !open));
-        let anchor_due = anchor.is_some()
-            && chain.as_ref().is_some_and(|c| {
-                anchored != Some((c.last_seq(), !open))
-                    && (!open || anchor_error.is_some() || last_anchor.elapsed() >= interval)
-            });
-        if buf.is_empty() && !sync && !anchor_due {
+        let commit_due = match (&checkpoints, &chain) {
+            (Some(cp), Some(c)) => {
+                (commit_error.is_some() && !cp.current(c, !open)) || cp.due(c, !open, interval)
+            }
+            _ => false,
+        };
+        if buf.is_empty() && !sync && !commit_due {
             if !open {
                 continue;
             }
-            let anchored_all = match (&chain, &anchor) {
-                (Some(c), Some(_)) => anchored == Some((c.last_seq(), false)),
+            let committed = match (&checkpoints, &chain) {
+                (Some(cp), Some(c)) => cp.current(c, false),
                 _ => true,
             };
-            if quiet_round && !dirty && anchored_all && anchor_error.is_none() {
+            if quiet_round && !dirty && committed && commit_error.is_none() {
                 shared.asleep.store(true, Ordering::SeqCst);
                 if shared.backlog.load(Ordering::SeqCst) == 0 {
-                    std::thread::park();
+                    match &checkpoints {
+                        Some(cp) => std::thread::park_timeout(cp.heartbeat()),
+                        None => std::thread::park(),
+                    }
                 }
                 shared.asleep.store(false, Ordering::SeqCst);
                 quiet_round = false;
@@ -421,36 +462,44 @@ fn writer(
         }
         quiet_round = false;
         let mut result = if buf.is_empty() {
-            if sync || anchor_due {
+            if sync || commit_due {
                 sink.sync()
             } else {
                 Ok(())
             }
         } else {
             crate::failpoint!("audit.before_write");
-            sink.append(&buf, count, sync || anchor_due)
+            sink.append(&buf, count, sync || commit_due)
         };
         shared.backlog.fetch_sub(queued, Ordering::Relaxed);
         shared.drained.notify_waiters();
-        let synced = sync || anchor_due || sink.durable_on_append();
-        // A due anchor was synced with this round's records above: only now may the store say
-        // the log holds them.
+        let synced = sync || commit_due || sink.durable_on_append();
+        if result.is_ok() && !buf.is_empty() {
+            // A file about to be dropped is evidence first: its floors go into a checkpoint.
+            let rotated = match (checkpoints.as_mut(), chain.as_mut()) {
+                (Some(cp), Some(c)) => sink.rotate(&mut |floors| commit(cp, c, false, floors)),
+                _ => sink.rotate(&mut |_| Ok(())),
+            };
+            if let Err(e) = rotated {
+                result = Err(e);
+            }
+        }
+        // A due commit was synced with this round's records above: only now may a checkpoint
+        // say the log holds them.
         if result.is_ok()
-            && anchor_due
-            && let (Some(c), Some(a)) = (chain.as_ref(), anchor.as_mut())
+            && commit_due
+            && let (Some(cp), Some(c)) = (checkpoints.as_mut(), chain.as_mut())
         {
-            let head = c.head(!open);
             crate::failpoint!("audit.before_anchor");
-            match a.anchor(&head) {
-                Ok(()) => {
-                    anchored = Some((head.seq, head.closed));
-                    last_anchor = Instant::now();
-                    anchor_error = None;
-                }
+            match commit(cp, c, !open, Vec::new()) {
+                Ok(()) => commit_error = None,
                 Err(e) => {
-                    anchor_error = Some(e.clone());
+                    commit_error = Some(e.clone());
                     result = Err(e);
                 }
+            }
+            if open {
+                cp.find_stale(c.writer(), &mut *sink);
             }
         }
         match &result {
@@ -471,6 +520,28 @@ fn writer(
             let _ = a.send(result.clone().map_err(AuditError::Io));
         }
         buf.clear();
+    }
+}
+
+/// Commits `chain`'s head; when another writer closed this one as stale, goes on under a new
+/// writer id (the records written after that close are then evidence for `verify`).
+fn commit(
+    cp: &mut checkpointer::Checkpointer,
+    chain: &mut chain::Chain,
+    closed: bool,
+    floors: Vec<(String, checkpoint::Floor)>,
+) -> Result<(), String> {
+    match cp.commit(chain, closed, floors.clone()) {
+        Ok(()) => Ok(()),
+        Err(checkpointer::CommitError::Store(e)) => Err(e),
+        Err(checkpointer::CommitError::Sealed(e)) => {
+            tracing::error!(error = %e, "this audit writer was closed as stale by another; going on under a new writer id");
+            chain.renew();
+            cp.committed = None;
+            cp.commit(chain, closed, floors).map_err(|e| match e {
+                checkpointer::CommitError::Store(e) | checkpointer::CommitError::Sealed(e) => e,
+            })
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! `COPY` per batch (all of its rows or none, in order). Only the line as written is stored; its
 //! jsonb is derived when read (`bulkhead_audit_records`), not parsed on the write path. A
 //! committed batch is durable, so every batch counts as synced. [`PgLink`] is that thread's
-//! connection, shared with the anchor of chain heads ([`super::anchor::PgHeads`]).
+//! connection, as [`super::heads::PgHeads`] has its own.
 
 use super::AuditSink;
 use std::str::FromStr;
@@ -126,5 +126,46 @@ impl AuditSink for PgAuditSink {
 
     fn durable_on_append(&self) -> bool {
         true
+    }
+
+    fn tail(
+        &mut self,
+        writer: &str,
+        seq: i64,
+        hash: &str,
+    ) -> Result<Option<(u64, String)>, String> {
+        self.link
+            .connect()
+            .map_err(|e| format!("postgres audit: {e}"))?;
+        let (rt, client) = self.link.parts();
+        let needle = format!("\"w\":\"{writer}\"");
+        let rows = rt
+            .block_on(client.query(
+                "SELECT line FROM bulkhead_audit WHERE server = $1 AND strpos(line, $2) > 0 ORDER BY id",
+                &[&self.server, &needle],
+            ))
+            .map_err(|e| {
+                self.link.reset();
+                format!("postgres audit: {e}")
+            })?;
+        let mut last = None;
+        let (mut expect, mut prev) = ((seq + 1) as u64, hash.to_owned());
+        for r in rows {
+            let line: String = r.get(0);
+            let Some(l) = super::chain::parse_link(line.as_bytes()) else {
+                continue;
+            };
+            if l.writer != writer || l.seq < expect {
+                continue;
+            }
+            if l.seq != expect || l.prev != prev {
+                break;
+            }
+            let h = super::chain::hex(&super::chain::line_hash(line.as_bytes()));
+            last = Some((l.seq, h.clone()));
+            expect += 1;
+            prev = h;
+        }
+        Ok(last)
     }
 }

@@ -1,347 +1,791 @@
-//! `bulkhead audit verify`: checks every writer's chain in a log (files in rotation order, or the
-//! PostgreSQL table in insertion order) against the heads anchored in the store, and names the
-//! first record that was altered, removed, reordered or appended out of order, and a cut tail.
+//! `bulkhead audit verify`: reads the log once, in order (files oldest first, or the PostgreSQL
+//! table by id), checking each writer's chain as it goes ([`Reader`]), then judges what it read
+//! against the store's checkpoints and, when given, an anchor kept outside the store
+//! ([`judge`]). It names the first record of a writer that was altered, removed, reordered or
+//! appended, a record in no chain, a cut tail, records no checkpoint covers, a writer gone
+//! missing, and checkpoints that were forged, rolled back or do not follow one another.
+//!
+//! What it proves, by attacker (docs/guarantees.md has the table and the tests): against one who
+//! reads the store, nothing is needed; against one who writes the log and the store without the
+//! signing key, every change is found except cutting both back together to an earlier
+//! checkpoint, which needs `--anchor`; against one with the key, only what the anchor pins.
 
-use super::chain::{Head, genesis, hex, line_hash};
-use std::collections::HashMap;
+use super::chain::{genesis, hex, line_hash, parse_link};
+use super::checkpoint::{Checkpoint, Stored, consistent, retired};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 
-/// One line of the log, where it was read.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    /// Where (`audit-x.jsonl.1:17`, `bulkhead_audit id 42`).
-    pub at: String,
-    /// The line as stored, without its newline.
-    pub line: Vec<u8>,
-    /// The line is the last of its file and has no newline (a crash while writing it).
-    pub torn: bool,
-    /// The line is in the oldest file while older ones were rotated away: a writer's chain may
-    /// start there past `seq` 0.
-    pub after_rotation: bool,
+/// Where a line was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// A file and line number (`audit-x.jsonl.1:17`).
+    File(std::sync::Arc<str>, usize),
+    /// A row of `bulkhead_audit`.
+    Row(i64),
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::File(name, n) => write!(f, "{name}:{n}"),
+            At::Row(id) => write!(f, "bulkhead_audit id {id}"),
+        }
+    }
+}
+
+type Hex = [u8; 64];
+
+fn hex64(bytes: &[u8; 32]) -> Hex {
+    let mut out = [0u8; 64];
+    out.copy_from_slice(hex(bytes).as_bytes());
+    out
+}
+
+fn text(h: &Hex) -> &str {
+    std::str::from_utf8(h).expect("hex is ASCII")
+}
+
+/// One writer's records, as read.
+struct WriterLog {
+    first_seq: u64,
+    first_prev: String,
+    first_at: At,
+    expect: u64,
+    prev: Hex,
+    last_at: At,
+    /// The first break in the chain.
+    broken: Option<Broken>,
+    /// Hashes of the records named by the checkpoints read before the log (and the anchor).
+    wanted: HashMap<u64, Hex>,
+    /// Records after the head of the checkpoint read before the log: (seq, hash), the newest
+    /// [`TAIL_KEPT`] of them.
+    tail: std::collections::VecDeque<(u64, Hex)>,
+}
+
+/// Most records kept per writer past the head of the checkpoint read before the log.
+const TAIL_KEPT: usize = 1 << 16;
+
+/// The first break in a writer's chain.
+enum Broken {
+    /// Found and described.
+    Problem(String),
+    /// Records missing at `at` (`got` follows `missing - 1`); `missing` may still turn up later.
+    Gap { at: At, got: u64, missing: u64 },
+}
+
+/// Reads the log line by line, checking each writer's chain.
+pub struct Reader {
+    before: BTreeMap<String, i64>,
+    wanted: HashMap<String, HashSet<u64>>,
+    writers: HashMap<String, WriterLog>,
+    order: Vec<String>,
+    records: u64,
+    bytes: u64,
+    unchained: Vec<At>,
+    unchained_count: u64,
+    torn: Vec<At>,
+}
+
+impl Reader {
+    /// A reader for a log whose checkpoint, read just before it, is `before`; the hash of each
+    /// record in `wanted` is kept for [`judge`].
+    pub fn new(before: Option<&Checkpoint>, wanted: HashMap<String, HashSet<u64>>) -> Reader {
+        let before = before
+            .map(|c| c.writers.iter().map(|(w, h)| (w.clone(), h.seq)).collect())
+            .unwrap_or_default();
+        Reader {
+            before,
+            wanted,
+            writers: HashMap::new(),
+            order: Vec::new(),
+            records: 0,
+            bytes: 0,
+            unchained: Vec::new(),
+            unchained_count: 0,
+            torn: Vec::new(),
+        }
+    }
+
+    /// Reads one line (without its newline; `torn`: the last of its file, with no newline).
+    pub fn line(&mut self, at: impl Fn() -> At, line: &[u8], torn: bool) {
+        self.records += 1;
+        self.bytes += line.len() as u64 + 1;
+        let Some(link) = parse_link(line) else {
+            if torn {
+                self.torn.push(at());
+            } else {
+                self.unchained_count += 1;
+                if self.unchained.len() < 10 {
+                    self.unchained.push(at());
+                }
+            }
+            return;
+        };
+        let hash = hex64(&line_hash(line));
+        let w = match self.writers.get_mut(link.writer) {
+            Some(w) => w,
+            None => {
+                let at = at();
+                self.order.push(link.writer.to_owned());
+                let fresh = WriterLog {
+                    first_seq: link.seq,
+                    first_prev: link.prev.to_owned(),
+                    first_at: at.clone(),
+                    expect: link.seq,
+                    prev: hex64(&genesis(link.writer)),
+                    last_at: at,
+                    broken: None,
+                    wanted: HashMap::new(),
+                    tail: Default::default(),
+                };
+                let w = self.writers.entry(link.writer.to_owned()).or_insert(fresh);
+                if link.seq > 0 {
+                    // Where it starts is judged against the rotation floor; from here it chains.
+                    w.prev.copy_from_slice(link.prev.as_bytes());
+                }
+                w
+            }
+        };
+        if let Some(Broken::Gap {
+            at: gap,
+            got,
+            missing,
+        }) = &w.broken
+            && link.seq == *missing
+        {
+            // The record a gap missed turns up later: they were reordered, not removed.
+            let problem = format!(
+                "{gap}: writer {} seq {got} comes before seq {missing} (at {}): reordered",
+                link.writer,
+                at()
+            );
+            w.broken = Some(Broken::Problem(problem));
+            return;
+        }
+        if w.broken.is_some() {
+            return;
+        }
+        let at = at();
+        if link.seq != w.expect {
+            w.broken = Some(if link.seq < w.expect {
+                Broken::Problem(format!(
+                    "{at}: writer {} seq {} comes after seq {}: reordered or duplicated",
+                    link.writer,
+                    link.seq,
+                    w.expect - 1
+                ))
+            } else {
+                Broken::Gap {
+                    at,
+                    got: link.seq,
+                    missing: w.expect,
+                }
+            });
+            return;
+        }
+        if link.prev.as_bytes() != w.prev {
+            let problem = if link.seq == 0 {
+                format!(
+                    "{at}: writer {} seq 0 does not start from its genesis: altered",
+                    link.writer
+                )
+            } else {
+                format!(
+                    "{}: writer {} seq {} was altered (the next record, {at}, chains a different hash)",
+                    w.last_at,
+                    link.writer,
+                    link.seq - 1
+                )
+            };
+            w.broken = Some(Broken::Problem(problem));
+            return;
+        }
+        if self
+            .wanted
+            .get(link.writer)
+            .is_some_and(|s| s.contains(&link.seq))
+        {
+            w.wanted.insert(link.seq, hash);
+        }
+        if self
+            .before
+            .get(link.writer)
+            .is_none_or(|&s| link.seq as i64 > s)
+        {
+            if w.tail.len() == TAIL_KEPT {
+                w.tail.pop_front();
+            }
+            w.tail.push_back((link.seq, hash));
+        }
+        w.prev = hash;
+        w.expect = link.seq + 1;
+        w.last_at = at;
+    }
+
+    /// Bytes read.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// An anchor kept outside the store: a checkpoint's number and hash, and (from `bulkhead audit
+/// anchor`) the checkpoint itself.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    /// The checkpoint's number.
+    pub n: u64,
+    /// Its hash.
+    pub hash: String,
+    /// Its body, as signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Its signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
+}
+
+impl Anchor {
+    /// The anchor of a stored checkpoint.
+    pub fn of(s: &Stored) -> Anchor {
+        Anchor {
+            n: s.checkpoint.n,
+            hash: s.hash(),
+            body: Some(s.body.clone()),
+            sig: s.sig.clone(),
+        }
+    }
 }
 
 /// What verification found.
 #[derive(Debug, Default)]
 pub struct Report {
     /// Records read.
-    pub records: usize,
-    /// Writers seen.
+    pub records: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Writers seen in the log.
     pub writers: usize,
     /// Every problem, the first one first (empty: the log is intact).
     pub problems: Vec<String>,
-    /// Things worth knowing that are not tampering (a torn last line after a crash).
+    /// Records a writer alive wrote after its newest checkpoint: covered once it commits the
+    /// next one (the caller waits, bounded, and judges again).
+    pub pending: Vec<String>,
+    /// What is worth knowing that is not tampering, and what this run could not rule out.
     pub notes: Vec<String>,
-    /// Records before the first chained one that carry no chain (written before the chain
-    /// existed, or with `audit.chain: false`): not verifiable, not tampering.
-    pub unchained: usize,
+    /// The newest checkpoint (number, hash), when there is one.
+    pub newest: Option<(u64, String)>,
 }
 
 impl Report {
     /// Whether the log is intact.
     pub fn ok(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.pending.is_empty()
     }
 }
 
-struct Link {
-    seq: u64,
-    prev: String,
-    hash: String,
-    at: String,
-    after_rotation: bool,
+/// What [`judge`] compares the log with.
+pub struct Evidence<'a> {
+    /// The checkpoints kept, oldest first, as read after the log.
+    pub checkpoints: &'a [Stored],
+    /// The newest checkpoint as read before the log.
+    pub before: Option<&'a Stored>,
+    /// The key every checkpoint must be signed by.
+    pub key: Option<&'a ed25519_dalek::VerifyingKey>,
+    /// An anchor kept outside the store.
+    pub anchor: Option<&'a Anchor>,
+    /// Only these servers' logs were read (None: every writer's records were).
+    pub servers: Option<&'a [String]>,
+    /// Now, and `audit.lease` (seconds): a head younger than the lease is a writer alive.
+    pub now: i64,
+    /// The lease.
+    pub lease: i64,
 }
 
-/// Verifies `entries` (in log order) against `heads`; with `key`, every head must carry a valid
-/// signature by it.
-pub fn verify(
-    entries: &[Entry],
-    heads: &[Head],
-    key: Option<&ed25519_dalek::VerifyingKey>,
-) -> Report {
-    let mut report = Report::default();
-    let mut chains: HashMap<String, Vec<Link>> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut first_unchained: Option<String> = None;
-    for e in entries {
-        report.records += 1;
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&e.line).ok();
-        let Some(v) = parsed.filter(serde_json::Value::is_object) else {
-            if e.torn {
-                report.notes.push(format!(
-                    "{}: the last line is cut short (a crash while it was written)",
-                    e.at
-                ));
-            } else {
-                report.problems.push(format!(
-                    "{}: not a record (altered: it is not a JSON object)",
-                    e.at
-                ));
+/// The records of each checkpoint's writers whose hashes [`judge`] needs (give to [`Reader::new`]).
+pub fn wanted(before: Option<&Stored>, anchor: Option<&Anchor>) -> HashMap<String, HashSet<u64>> {
+    let mut out: HashMap<String, HashSet<u64>> = HashMap::new();
+    let mut add = |c: &Checkpoint| {
+        for (w, h) in &c.writers {
+            let set = out.entry(w.clone()).or_default();
+            if h.seq >= 0 {
+                set.insert(h.seq as u64);
             }
-            continue;
-        };
-        let w = v.get("w").and_then(|x| x.as_str());
-        let seq = v.get("seq").and_then(serde_json::Value::as_u64);
-        let prev = v.get("prev").and_then(|x| x.as_str());
-        let (Some(w), Some(seq), Some(prev)) = (w, seq, prev) else {
-            // Only a prefix of unchained records is history (an upgrade, or the chain off);
-            // one after a chained record was put there.
-            if chains.is_empty() {
-                report.unchained += 1;
-                first_unchained.get_or_insert_with(|| e.at.clone());
-            } else {
-                report.problems.push(format!(
-                    "{}: a record without its chain fields (`w`, `seq`, `prev`) after chained ones: appended by hand or altered",
-                    e.at
-                ));
+            if let Some(f) = &h.floor {
+                set.insert(f.seq);
             }
-            continue;
-        };
-        if !chains.contains_key(w) {
-            order.push(w.to_owned());
         }
-        chains.entry(w.to_owned()).or_default().push(Link {
-            seq,
-            prev: prev.to_owned(),
-            hash: hex(&line_hash(&e.line)),
-            at: e.at.clone(),
-            after_rotation: e.after_rotation,
-        });
+    };
+    if let Some(b) = before {
+        add(&b.checkpoint);
     }
-    report.writers = chains.len();
-    if let Some(at) = first_unchained {
-        report.notes.push(format!(
-            "{} record(s) from {at} on carry no chain (written before it existed, or with audit.chain off): they cannot be verified",
-            report.unchained
+    if let Some(c) = anchor
+        .and_then(|a| a.body.as_deref())
+        .and_then(|b| serde_json::from_str::<Checkpoint>(b).ok())
+    {
+        add(&c);
+    }
+    out
+}
+
+/// Judges the log read by `reader` against `evidence`.
+pub fn judge(reader: &Reader, evidence: &Evidence<'_>) -> Report {
+    let mut r = Report {
+        records: reader.records,
+        bytes: reader.bytes,
+        writers: reader.writers.len(),
+        ..Default::default()
+    };
+    check_checkpoints(evidence, &mut r);
+    let newest = evidence.checkpoints.last();
+    r.newest = newest.map(|s| (s.checkpoint.n, s.hash()));
+    check_anchor(reader, evidence, &mut r);
+    for at in &reader.torn {
+        r.notes.push(format!(
+            "{at}: the last line is cut short (a crash while it was written)"
         ));
     }
-    let heads: HashMap<&str, &super::chain::Head> =
-        heads.iter().map(|h| (h.writer.as_str(), h)).collect();
-    for w in &order {
-        check_chain(w, &chains[w], heads.get(w.as_str()).copied(), &mut report);
+    for at in &reader.unchained {
+        r.problems.push(format!(
+            "{at}: a line in no writer's chain (no `w`, `seq`, `prev` as a writer writes them): put there by hand, or altered"
+        ));
     }
-    for (w, h) in &heads {
-        if let Some(key) = key {
-            check_signature(h, key, &mut report);
-        }
-        if !chains.contains_key(*w) && h.seq >= 0 {
-            report.problems.push(format!(
-                "writer {w} ({}): its records 0..={} are missing: the store anchored them and the log has none",
-                h.server, h.seq
+    if reader.unchained_count > reader.unchained.len() as u64 {
+        r.problems.push(format!(
+            "{} more line(s) in no writer's chain",
+            reader.unchained_count - reader.unchained.len() as u64
+        ));
+    }
+    let Some(newest) = newest else {
+        if !reader.writers.is_empty() {
+            r.problems.push(format!(
+                "the log holds records of {} writer(s) and the store no checkpoint: its checkpoints were removed",
+                reader.writers.len()
             ));
         }
+        return r;
+    };
+    let before = evidence.before.map(|s| &s.checkpoint);
+    for w in &reader.order {
+        check_writer(
+            w,
+            &reader.writers[w],
+            before,
+            &newest.checkpoint,
+            evidence,
+            &mut r,
+        );
     }
-    report
+    // Writers the checkpoint read before the log names, whose records the log does not hold.
+    if let Some(before) = before {
+        for (w, h) in &before.writers {
+            let read = evidence.servers.is_none_or(|s| s.contains(&h.server));
+            if !read || reader.writers.contains_key(w) || h.seq < 0 {
+                continue;
+            }
+            let dropped = h.floor.as_ref().map_or(-1, |f| f.seq as i64);
+            if dropped < h.seq {
+                r.problems.push(format!(
+                    "writer {w} ({}): its records {}..={} are missing: checkpoint #{} names them and the log has none",
+                    h.server,
+                    dropped + 1,
+                    h.seq,
+                    before.n
+                ));
+            }
+        }
+    }
+    r
 }
 
-fn check_chain(w: &str, links: &[Link], head: Option<&Head>, r: &mut Report) {
-    let Some(head) = head else {
+fn check_checkpoints(e: &Evidence<'_>, r: &mut Report) {
+    let cs = e.checkpoints;
+    for pair in cs.windows(2) {
+        if let Some(p) = consistent(
+            &pair[0].checkpoint,
+            &pair[0].hash(),
+            &pair[1].checkpoint,
+            true,
+        ) {
+            r.problems.push(format!("the store's checkpoints: {p}"));
+        }
+    }
+    if let (Some(b), Some(n)) = (e.before, cs.last())
+        && (b.checkpoint.n > n.checkpoint.n
+            || (b.checkpoint.n == n.checkpoint.n && b.hash() != n.hash()))
+    {
         r.problems.push(format!(
-            "{}: writer {w} is unknown to the store (a record appended by hand, or the store's heads were removed)",
-            links[0].at
+            "the store's newest checkpoint went from #{} to #{} while the log was read: rolled back",
+            b.checkpoint.n, n.checkpoint.n
+        ));
+    }
+    match e.key {
+        Some(key) => {
+            let forged: Vec<u64> = cs
+                .iter()
+                .filter(|s| !s.signed_by(key))
+                .map(|s| s.checkpoint.n)
+                .collect();
+            if let Some(first) = forged.first() {
+                r.problems.push(format!(
+                    "checkpoint #{first} ({} of {} kept) is not signed by the audit key: the store's checkpoints were forged or the key changed",
+                    forged.len(),
+                    cs.len()
+                ));
+            }
+        }
+        None => r.notes.push(
+            "no audit key: the checkpoints' signatures were not checked, so anyone who can write the store could have rewritten them with the log (configure audit.signing_key, or pass --public-key)"
+                .into(),
+        ),
+    }
+}
+
+fn check_anchor(reader: &Reader, e: &Evidence<'_>, r: &mut Report) {
+    let Some(newest) = e.checkpoints.last() else {
+        if let Some(a) = e.anchor {
+            r.problems.push(format!(
+                "the anchor names checkpoint #{} and the store holds none: its checkpoints were removed",
+                a.n
+            ));
+        }
+        return;
+    };
+    let Some(a) = e.anchor else {
+        r.notes.push(format!(
+            "no --anchor: this cannot rule out that the log and the store were cut back together to an earlier checkpoint; the newest here is #{} ({}) — keep `bulkhead audit anchor` output outside the store and pass it with --anchor",
+            newest.checkpoint.n,
+            newest.hash()
         ));
         return;
     };
-    let first = &links[0];
-    let mut expect = 0u64;
-    let mut prev = hex(&genesis(w));
-    if first.seq > 0 && first.after_rotation {
-        r.notes.push(format!(
-            "writer {w}: starts at seq {} in the oldest file kept (older files were rotated away)",
-            first.seq
+    let n = newest.checkpoint.n;
+    if a.n > n {
+        r.problems.push(format!(
+            "the store's newest checkpoint is #{n}, older than the anchor's #{}: the log was rolled back",
+            a.n
         ));
-        expect = first.seq;
-        prev = first.prev.clone();
+        return;
     }
-    let position: HashMap<u64, usize> = links.iter().enumerate().map(|(i, l)| (l.seq, i)).collect();
-    for (i, l) in links.iter().enumerate() {
-        if l.seq != expect {
-            let problem = if l.seq < expect {
-                format!(
-                    "{}: writer {w} seq {} comes after seq {}: reordered or duplicated",
-                    l.at,
-                    l.seq,
-                    expect - 1
-                )
-            } else if let Some(&j) = position.get(&expect).filter(|&&j| j > i) {
-                format!(
-                    "{}: writer {w} seq {} comes before seq {} (at {}): reordered",
-                    l.at, l.seq, expect, links[j].at
-                )
-            } else {
-                format!(
-                    "{}: writer {w} seq {} follows seq {}: {} record(s) removed before it",
-                    l.at,
-                    l.seq,
-                    expect as i64 - 1,
-                    l.seq - expect
-                )
-            };
-            r.problems.push(problem);
-            return;
-        }
-        if l.prev != prev {
-            let altered = if i == 0 {
-                format!(
-                    "{}: writer {w} seq 0 does not start from its genesis: altered",
-                    l.at
-                )
-            } else {
-                format!(
-                    "{}: writer {w} seq {} was altered (the next record, {}, chains a different hash)",
-                    links[i - 1].at,
-                    links[i - 1].seq,
-                    l.at
-                )
-            };
-            r.problems.push(altered);
-            return;
-        }
-        prev = l.hash.clone();
-        expect += 1;
-    }
-    let last = links.last().expect("a chain has a record");
-    if head.seq < 0 {
-        if head.closed {
+    if let Some(kept) = e.checkpoints.iter().find(|s| s.checkpoint.n == a.n) {
+        if kept.hash() != a.hash {
             r.problems.push(format!(
-                "{}: writer {w} closed without writing, yet this record is its: appended by hand",
-                first.at
+                "checkpoint #{} in the store is not the one anchored (hash {} there, {} in the anchor): the store's checkpoints were replaced",
+                a.n,
+                kept.hash(),
+                a.hash
             ));
         }
         return;
     }
-    let anchored_seq = head.seq as u64;
-    if last.seq < anchored_seq {
+    let Some(body) = &a.body else {
         r.problems.push(format!(
-            "{}: writer {w} ends at seq {} but the store anchored seq {}: the tail was cut ({} record(s))",
-            last.at,
-            last.seq,
-            head.seq,
-            anchored_seq - last.seq
+            "the anchor's checkpoint #{} is older than the store keeps (#{}..#{n}) and the anchor holds only its hash: export full anchors with `bulkhead audit anchor`",
+            a.n,
+            e.checkpoints.first().map_or(n, |s| s.checkpoint.n)
+        ));
+        return;
+    };
+    let stored = match Stored::parse(body.clone(), a.sig.clone()) {
+        Ok(s) if s.hash() == a.hash && s.checkpoint.n == a.n => s,
+        _ => {
+            r.problems
+                .push("the anchor is not a checkpoint of this hash: it was altered".into());
+            return;
+        }
+    };
+    if let Some(p) = consistent(&stored.checkpoint, &a.hash, &newest.checkpoint, false) {
+        r.problems.push(format!(
+            "the store's newest checkpoint does not follow the anchor: {p}"
+        ));
+    }
+    for (w, h) in &stored.checkpoint.writers {
+        let read = e.servers.is_none_or(|s| s.contains(&h.server));
+        let dropped = newest.checkpoint.writers.get(w).is_none_or(|now| {
+            retired(now) || now.floor.as_ref().is_some_and(|f| f.seq as i64 >= h.seq)
+        });
+        if !read || h.seq < 0 || dropped {
+            continue;
+        }
+        let found = reader
+            .writers
+            .get(w)
+            .and_then(|l| l.wanted.get(&(h.seq as u64)));
+        if found.is_none_or(|x| text(x) != h.hash) {
+            r.problems.push(format!(
+                "writer {w} ({}): its record seq {} anchored in checkpoint #{} is not in the log as anchored",
+                h.server, h.seq, a.n
+            ));
+        }
+    }
+}
+
+fn check_writer(
+    w: &str,
+    log: &WriterLog,
+    before: Option<&Checkpoint>,
+    newest: &Checkpoint,
+    e: &Evidence<'_>,
+    r: &mut Report,
+) {
+    match &log.broken {
+        Some(Broken::Problem(p)) => {
+            r.problems.push(p.clone());
+            return;
+        }
+        Some(Broken::Gap { at, got, missing }) => {
+            r.problems.push(format!(
+                "{at}: writer {w} seq {got} follows seq {}: {} record(s) removed before it",
+                *missing as i64 - 1,
+                got - missing
+            ));
+            return;
+        }
+        None => {}
+    }
+    let Some(head) = newest.writers.get(w) else {
+        r.problems.push(format!(
+            "{}: writer {w} is in no checkpoint (a record put there by hand, or the store's checkpoints were replaced)",
+            log.first_at
+        ));
+        return;
+    };
+    let last = log.expect - 1;
+    // Where the chain starts: at its genesis, or right after what rotation dropped.
+    let floor = head.floor.as_ref();
+    let start = log.first_seq;
+    if start > 0 {
+        match floor {
+            None => {
+                r.problems.push(format!(
+                    "{}: writer {w} starts at seq {start}: its records 0..={} are missing, and no checkpoint says rotation dropped them",
+                    log.first_at,
+                    start - 1
+                ));
+                return;
+            }
+            Some(f) if start > f.seq + 1 => {
+                r.problems.push(format!(
+                    "{}: writer {w} starts at seq {start}: its records {}..={} are missing (rotation dropped only up to seq {})",
+                    log.first_at,
+                    f.seq + 1,
+                    start - 1,
+                    f.seq
+                ));
+                return;
+            }
+            Some(f) if start == f.seq + 1 && log.first_prev != f.hash => {
+                r.problems.push(format!(
+                    "{}: writer {w} seq {start} does not follow the last record rotation dropped (seq {}): altered",
+                    log.first_at, f.seq
+                ));
+                return;
+            }
+            Some(f) => {
+                if let Some(h) = log.wanted.get(&f.seq)
+                    && text(h) != f.hash
+                {
+                    r.problems.push(format!(
+                        "writer {w}: its record seq {} is not the one rotation recorded as dropped: altered",
+                        f.seq
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+    // A cut tail: the checkpoint read before the log names a record the log does not reach.
+    if let Some(b) = before.and_then(|b| b.writers.get(w)) {
+        if b.seq > last as i64 {
+            r.problems.push(format!(
+                "{}: writer {w} ends at seq {last} but checkpoint #{} names seq {}: the tail was cut ({} record(s))",
+                log.last_at,
+                before.map_or(0, |b| b.n),
+                b.seq,
+                b.seq - last as i64
+            ));
+            return;
+        }
+        if b.seq >= start as i64
+            && log
+                .wanted
+                .get(&(b.seq as u64))
+                .is_some_and(|h| text(h) != b.hash)
+        {
+            r.problems.push(format!(
+                "writer {w} seq {} does not match checkpoint #{}: altered",
+                b.seq,
+                before.map_or(0, |b| b.n)
+            ));
+            return;
+        }
+    }
+    // Records past the newest checkpoint's head.
+    if head.seq >= 0
+        && let Some((_, h)) = log.tail.iter().find(|(s, _)| *s as i64 == head.seq)
+        && text(h) != head.hash
+    {
+        r.problems.push(format!(
+            "writer {w} seq {} does not match the newest checkpoint #{}: altered",
+            head.seq, newest.n
         ));
         return;
     }
-    match position.get(&anchored_seq) {
-        Some(&j) if links[j].hash != head.hash => r.problems.push(format!(
-            "{}: writer {w} seq {} does not match the head anchored in the store: altered",
-            links[j].at, head.seq
-        )),
-        _ => {}
-    }
-    if head.closed && last.seq > anchored_seq {
-        let j = position[&(anchored_seq + 1)];
-        r.problems.push(format!(
-            "{}: writer {w} seq {} follows the head it closed at (seq {}): appended by hand",
-            links[j].at,
-            anchored_seq + 1,
-            head.seq
+    if let Some(seal) = &head.sealed {
+        r.notes.push(format!(
+            "writer {w} ({}) stopped without closing after seq {}; writer {} closed it at seq {}, the last record of it the log held{}",
+            head.server,
+            seal.signed,
+            seal.by,
+            head.seq,
+            if head.seq > seal.signed {
+                format!(
+                    " (records {}..={} were not signed by their own writer)",
+                    seal.signed + 1,
+                    head.seq
+                )
+            } else {
+                String::new()
+            }
         ));
+    }
+    if last as i64 > head.seq {
+        let uncovered = last as i64 - head.seq;
+        if head.closed {
+            let by = head.sealed.as_ref().map_or("it closed".to_string(), |s| {
+                format!("writer {} closed it", s.by)
+            });
+            r.problems.push(format!(
+                "writer {w} seq {} follows seq {} where {by}: {uncovered} record(s) appended by hand",
+                head.seq + 1,
+                head.seq
+            ));
+        } else if e.now - head.at <= e.lease {
+            r.pending.push(format!(
+                "writer {w} ({}): {uncovered} record(s) after its newest checkpoint (seq {}) are not covered yet",
+                head.server, head.seq
+            ));
+        } else {
+            r.problems.push(format!(
+                "writer {w} ({}): {uncovered} record(s) after seq {} are in no checkpoint: its writer stopped without closing {} s ago and no writer of its server has closed it since, or they were put there by hand",
+                head.server,
+                head.seq,
+                e.now - head.at
+            ));
+        }
     }
 }
 
-fn check_signature(h: &Head, key: &ed25519_dalek::VerifyingKey, r: &mut Report) {
-    let valid = h
-        .sig
-        .as_deref()
-        .and_then(|s| {
-            let bytes: Vec<u8> = (0..s.len())
-                .step_by(2)
-                .map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-                .collect::<Option<_>>()?;
-            ed25519_dalek::Signature::from_slice(&bytes).ok()
-        })
-        .is_some_and(|sig| key.verify_strict(&h.message(), &sig).is_ok());
-    if !valid {
-        r.problems.push(format!(
-            "writer {} ({}): its anchored head (seq {}) is not signed by the audit key: the store's heads were forged or the key changed",
-            h.writer, h.server, h.seq
-        ));
-    }
-}
-
-/// The lines of the log file at `path` and its rotated predecessors, oldest first. `keep` is
-/// `audit.keep`: when `path.<keep>` exists, older files may have been rotated away.
-pub fn read_files(path: &std::path::Path, keep: usize) -> std::io::Result<Vec<Entry>> {
+/// Reads the log file at `path` and its rotated predecessors (`keep` of them), oldest first,
+/// into `reader`.
+pub fn read_files(path: &std::path::Path, keep: usize, reader: &mut Reader) -> std::io::Result<()> {
     let numbered = |n: usize| {
         let mut p = path.as_os_str().to_owned();
         p.push(format!(".{n}"));
         std::path::PathBuf::from(p)
     };
-    let mut files: Vec<std::path::PathBuf> = (1..=keep.max(1))
-        .rev()
-        .map(numbered)
-        .filter(|p| p.exists())
-        .collect();
-    let rotated_away = numbered(keep.max(1)).exists();
-    if path.exists() {
-        files.push(path.to_path_buf());
+    // Files beyond `keep` are read too: nothing is left out because of a number.
+    let mut n = keep.max(1);
+    while numbered(n + 1).exists() {
+        n += 1;
     }
-    let mut out = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let bytes = std::fs::read(f)?;
-        let name = f
+    let mut files: Vec<std::path::PathBuf> = (1..=n).rev().map(numbered).collect();
+    files.push(path.to_path_buf());
+    for f in files {
+        let name: std::sync::Arc<str> = f
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
-        let complete = bytes.ends_with(b"\n") || bytes.is_empty();
-        if complete {
-            lines.pop();
-        }
-        let n = lines.len();
-        for (k, line) in lines.into_iter().enumerate() {
-            if line.is_empty() {
-                continue;
-            }
-            out.push(Entry {
-                at: format!("{name}:{}", k + 1),
-                line: line.to_vec(),
-                torn: !complete && k + 1 == n,
-                after_rotation: i == 0 && rotated_away,
-            });
+            .unwrap_or_default()
+            .into();
+        match super::for_each_line(&f, &mut |line, number, torn| {
+            reader.line(|| At::File(name.clone(), number), line, torn)
+        }) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::audit::chain::Chain;
+    use crate::audit::checkpoint::{Update, WriterHead, next};
 
-    fn entry(i: usize, line: &[u8]) -> Entry {
-        Entry {
-            at: format!("log:{}", i + 1),
-            line: line.strip_suffix(b"\n").unwrap_or(line).to_vec(),
-            torn: false,
-            after_rotation: false,
+    fn head(c: &Chain, closed: bool) -> WriterHead {
+        WriterHead {
+            server: "s".into(),
+            seq: c.last_seq(),
+            hash: c.last_hash(),
+            closed,
+            floor: None,
+            sealed: None,
+            at: 0,
         }
     }
 
-    #[test]
-    fn unchained_history_is_noted_and_an_unchained_record_after_the_chain_is_named() {
-        let mut c = Chain::new("s", None);
-        let mut lines: Vec<Vec<u8>> = vec![b"{\"old\":1}\n".to_vec(), b"{\"old\":2}\n".to_vec()];
-        for i in 0..3 {
-            lines.push(c.link(format!("{{\"n\":{i}}}\n").as_bytes()));
+    fn evidence<'a>(cs: &'a [Stored], anchor: Option<&'a Anchor>) -> Evidence<'a> {
+        Evidence {
+            checkpoints: cs,
+            before: cs.last(),
+            key: None,
+            anchor,
+            servers: None,
+            now: 0,
+            lease: 60,
         }
-        let head = c.head(true);
-        let entries: Vec<Entry> = lines.iter().enumerate().map(|(i, l)| entry(i, l)).collect();
-        let r = verify(&entries, std::slice::from_ref(&head), None);
-        assert!(r.ok(), "{:?}", r.problems);
-        assert_eq!(r.unchained, 2);
-        assert!(
-            r.notes[0].contains("from log:1 on carry no chain"),
-            "{:?}",
-            r.notes
-        );
+    }
 
-        let mut more = entries.clone();
-        more.push(entry(5, b"{\"old\":3}"));
-        let r = verify(&more, &[head], None);
-        assert_eq!(
-            r.problems,
-            [
-                "log:6: a record without its chain fields (`w`, `seq`, `prev`) after chained ones: appended by hand or altered"
-            ]
+    fn read(lines: &[Vec<u8>], before: Option<&Stored>, anchor: Option<&Anchor>) -> Reader {
+        let mut r = Reader::new(before.map(|s| &s.checkpoint), wanted(before, anchor));
+        for (i, l) in lines.iter().enumerate() {
+            r.line(
+                || At::Row(i as i64 + 1),
+                l.strip_suffix(b"\n").unwrap(),
+                false,
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn a_prepended_line_and_a_rollback_past_the_anchor_fail() {
+        let mut c = Chain::new("s");
+        let mut u = Update {
+            writer: c.writer().into(),
+            head: Some(head(&c, false)),
+            ..Default::default()
+        };
+        let c0 = Stored::seal(next(None, &u), None);
+        let mut lines: Vec<Vec<u8>> = (0..3)
+            .map(|i| c.link(format!("{{\"n\":{i}}}\n").as_bytes()))
+            .collect();
+        u.head = Some(head(&c, true));
+        let c1 = Stored::seal(next(Some((&c0.checkpoint, c0.hash())), &u), None);
+        let cs = vec![c0.clone(), c1.clone()];
+        let r = judge(&read(&lines, cs.last(), None), &evidence(&cs, None));
+        assert!(r.ok(), "{r:?}");
+        assert!(r.notes.iter().any(|n| n.contains("no --anchor")), "{r:?}");
+
+        lines.insert(0, b"{\"forged\":1}\n".to_vec());
+        let r = judge(&read(&lines, cs.last(), None), &evidence(&cs, None));
+        assert!(
+            r.problems[0].contains("id 1: a line in no writer's chain"),
+            "{r:?}"
+        );
+        lines.remove(0);
+
+        // Cut back to checkpoint 0 (and the log with it): only the anchor of #1 sees it.
+        let rolled = vec![c0.clone()];
+        let anchor = Anchor::of(&c1);
+        let r = judge(
+            &read(&[], rolled.last(), Some(&anchor)),
+            &evidence(&rolled, Some(&anchor)),
+        );
+        assert!(
+            r.problems[0].contains("newest checkpoint is #0, older than the anchor's #1"),
+            "{r:?}"
         );
     }
 }

@@ -550,9 +550,15 @@ pub struct AuditConfig {
     /// Whether each record carries the hash of the one its writer wrote before it (`bulkhead
     /// audit verify` checks the chain and the heads anchored in the state store).
     pub chain: bool,
-    /// An Ed25519 private key (PKCS#8 PEM file) that signs every anchored chain head; `audit
-    /// verify` then needs the signature to match.
+    /// An Ed25519 private key (PKCS#8 PEM file) that signs every checkpoint; `audit verify`
+    /// then needs the signature to match.
     pub signing_key: Option<PathBuf>,
+    /// Seconds a writer's head may go unrefreshed before another writer of its server closes it
+    /// as stopped (at its last record in the log); idle writers refresh every third of it.
+    pub lease_secs: u64,
+    /// Checkpoints kept in the state store (`verify --anchor` checks an anchor among these, or
+    /// a full exported one against the newest).
+    pub checkpoints_kept: u64,
 }
 
 impl Default for AuditConfig {
@@ -566,6 +572,8 @@ impl Default for AuditConfig {
             max_backlog_bytes: d.max_backlog_bytes,
             chain: true,
             signing_key: None,
+            lease_secs: d.lease.as_secs(),
+            checkpoints_kept: d.checkpoints_kept,
         }
     }
 }
@@ -581,6 +589,8 @@ impl AuditConfig {
             max_backlog_bytes: self.max_backlog_bytes,
             chain: self.chain,
             signing_key: self.signing_key.clone(),
+            lease: std::time::Duration::from_secs(self.lease_secs.max(3)),
+            checkpoints_kept: self.checkpoints_kept.max(1),
         }
     }
 }

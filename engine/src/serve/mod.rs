@@ -80,18 +80,19 @@ pub fn audit_path(config: &Config, server: &str) -> std::path::PathBuf {
 }
 
 /// Opens the audit log of `server`: a JSON-lines file beside a SQLite store, the
-/// `bulkhead_audit` table of a PostgreSQL store; its chain's heads are anchored in `state`.
+/// `bulkhead_audit` table of a PostgreSQL store; its chain's heads go into `state`'s checkpoints.
 pub fn open_audit(
     config: &Config,
     server: &str,
     state: &StateStore,
 ) -> Result<AuditLog, ServeError> {
-    use crate::audit::anchor::{Anchor, PgHeads, SqliteHeads};
+    use crate::audit::heads::{Heads, PgHeads, SqliteHeads};
     let options = config.audit.options();
-    // Built only when used: a PostgreSQL anchor owns a runtime, which must not be dropped here
+    // Built only when used: a PostgreSQL heads store owns a runtime, which must not be dropped here
     // (an async context); the writer thread drops it.
     let chained = options.chain;
-    let (sink, anchor): (Box<dyn crate::audit::AuditSink>, Option<Box<dyn Anchor>>) =
+    let kept = options.checkpoints_kept;
+    let (sink, heads): (Box<dyn crate::audit::AuditSink>, Option<Box<dyn Heads>>) =
         match (config.state.location(), state) {
             (StoreLocation::Postgres(pg), _) => (
                 Box::new(
@@ -100,7 +101,7 @@ pub fn open_audit(
                 ),
                 match chained {
                     true => Some(Box::new(
-                        PgHeads::new(&pg.url, pg.connect_timeout)
+                        PgHeads::new(&pg.url, pg.connect_timeout, kept)
                             .map_err(|e| setup("audit log")(&e))?,
                     )),
                     false => None,
@@ -114,7 +115,8 @@ pub fn open_audit(
                     Box::new(file),
                     match chained {
                         true => Some(Box::new(
-                            SqliteHeads::open(s.path()).map_err(|e| setup("audit log")(&e))?,
+                            SqliteHeads::open(s.path(), kept)
+                                .map_err(|e| setup("audit log")(&e))?,
                         )),
                         false => None,
                     },
@@ -126,7 +128,7 @@ pub fn open_audit(
                 ));
             }
         };
-    AuditLog::start_anchored(sink, options, server, anchor).map_err(|e| setup("audit log")(&e))
+    AuditLog::start_checkpointed(sink, options, server, heads).map_err(|e| setup("audit log")(&e))
 }
 
 /// Builds the runtime of server `name` in network `mode` from `config`. The store must exist, or

@@ -15,24 +15,25 @@ CREATE TABLE IF NOT EXISTS rate (
     key TEXT PRIMARY KEY,
     tat REAL NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS audit_heads (
-    writer TEXT PRIMARY KEY,
-    server TEXT NOT NULL,
-    seq INTEGER NOT NULL,
+CREATE TABLE IF NOT EXISTS audit_checkpoints (
+    n INTEGER PRIMARY KEY,
     hash TEXT NOT NULL,
-    closed INTEGER NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
     sig TEXT,
     at TEXT NOT NULL
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS approvals_used (
     id TEXT PRIMARY KEY,
     exp INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS audit_heads_forward BEFORE UPDATE ON audit_heads
-    WHEN NEW.seq < OLD.seq OR (OLD.closed = 1 AND NEW.closed = 0) OR NEW.server <> OLD.server
-    BEGIN SELECT RAISE(ABORT, 'an audit chain head never goes back'); END;
-CREATE TRIGGER IF NOT EXISTS audit_heads_kept BEFORE DELETE ON audit_heads
-    BEGIN SELECT RAISE(ABORT, 'audit chain heads are never deleted'); END;
+CREATE TRIGGER IF NOT EXISTS audit_checkpoints_next BEFORE INSERT ON audit_checkpoints
+    WHEN NEW.n <> coalesce((SELECT max(n) FROM audit_checkpoints) + 1, NEW.n)
+    BEGIN SELECT RAISE(ABORT, 'an audit checkpoint follows the newest one'); END;
+CREATE TRIGGER IF NOT EXISTS audit_checkpoints_fixed BEFORE UPDATE ON audit_checkpoints
+    BEGIN SELECT RAISE(ABORT, 'an audit checkpoint never changes'); END;
+CREATE TRIGGER IF NOT EXISTS audit_checkpoints_newest_kept BEFORE DELETE ON audit_checkpoints
+    WHEN OLD.n >= (SELECT max(n) FROM audit_checkpoints)
+    BEGIN SELECT RAISE(ABORT, 'the newest audit checkpoint is never deleted'); END;
 ";
 
 /// The shared file beside the SQLite store database `db`.

@@ -161,33 +161,42 @@ END $$;
 CREATE OR REPLACE VIEW bulkhead_audit_records AS
     SELECT id, server, at, coalesce(record, line::jsonb) AS record, line FROM bulkhead_audit;
 
--- Each audit writer's chain head, anchored at intervals and at shutdown (`bulkhead audit verify`
--- compares the log with it). A head never goes back and is never deleted.
-CREATE TABLE IF NOT EXISTS bulkhead_audit_heads (
-    writer text PRIMARY KEY,
-    server text NOT NULL,
-    seq    bigint NOT NULL,
-    hash   text NOT NULL,
-    closed boolean NOT NULL DEFAULT false,
-    sig    text,
-    at     timestamptz NOT NULL DEFAULT now()
+-- The audit log's checkpoints (`src/audit/checkpoint.rs`): one chain that every writer of the
+-- store extends, the newest `audit.checkpoints_kept` kept. `bulkhead audit verify` checks the
+-- log against them. An insert is the next number, a row never changes, the newest is kept.
+CREATE TABLE IF NOT EXISTS bulkhead_audit_checkpoints (
+    n    bigint PRIMARY KEY,
+    hash text NOT NULL,
+    body text NOT NULL,
+    sig  text,
+    at   timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE OR REPLACE FUNCTION bulkhead_heads_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION bulkhead_checkpoint_next() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.seq < OLD.seq OR (OLD.closed AND NOT NEW.closed) OR NEW.server <> OLD.server THEN
-        RAISE EXCEPTION 'an audit chain head never goes back';
+    IF NEW.n <> coalesce((SELECT max(n) + 1 FROM bulkhead_audit_checkpoints), NEW.n) THEN
+        RAISE EXCEPTION 'an audit checkpoint follows the newest one';
     END IF;
     RETURN NEW;
 END $$;
 
+CREATE OR REPLACE FUNCTION bulkhead_checkpoint_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.n >= (SELECT max(n) FROM bulkhead_audit_checkpoints) THEN
+        RAISE EXCEPTION 'the newest audit checkpoint is never deleted';
+    END IF;
+    RETURN OLD;
+END $$;
+
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'bulkhead_audit_heads_forward') THEN
-        CREATE TRIGGER bulkhead_audit_heads_forward BEFORE UPDATE ON bulkhead_audit_heads
-            FOR EACH ROW EXECUTE FUNCTION bulkhead_heads_forward();
-        CREATE TRIGGER bulkhead_audit_heads_never_delete BEFORE DELETE ON bulkhead_audit_heads
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'bulkhead_audit_checkpoints_next') THEN
+        CREATE TRIGGER bulkhead_audit_checkpoints_next BEFORE INSERT ON bulkhead_audit_checkpoints
+            FOR EACH ROW EXECUTE FUNCTION bulkhead_checkpoint_next();
+        CREATE TRIGGER bulkhead_audit_checkpoints_fixed BEFORE UPDATE ON bulkhead_audit_checkpoints
             FOR EACH STATEMENT EXECUTE FUNCTION bulkhead_refuse();
+        CREATE TRIGGER bulkhead_audit_checkpoints_kept BEFORE DELETE ON bulkhead_audit_checkpoints
+            FOR EACH ROW EXECUTE FUNCTION bulkhead_checkpoint_kept();
     END IF;
 END $$;
 
