@@ -359,6 +359,97 @@ async fn rotation_drops_files_as_evidence_and_a_trimmed_oldest_file_fails() {
     assert!(out.contains("rotation dropped only up to seq"), "{out}");
 }
 
+/// A crash between committing the floors of a file rotation is about to drop and dropping it
+/// (the failpoint `audit.before_drop`): the file is still there, its records below the floor, and
+/// the log verifies once the next instance has closed the killed writer and rotated on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_inside_rotation_leaves_evidence_that_verifies() {
+    let dep = signed(
+        Store::Sqlite,
+        "audit-rotate-crash",
+        "  rotate_bytes: 4096\n  keep: 2\n",
+    )
+    .await;
+    let mut doomed = dep.start("full", Some("audit.before_drop"));
+    let c = client(&doomed.url, "ana", "ana").await;
+    for i in 0..200 {
+        if call(
+            &c,
+            "write_file",
+            json!({"path": format!("/workspace/a{i}.txt"), "content": "x"}),
+        )
+        .await
+        .is_err()
+            && !doomed.alive()
+        {
+            break;
+        }
+    }
+    assert!(
+        doomed
+            .wait_exit(std::time::Duration::from_secs(30))
+            .is_some(),
+        "the failpoint never fired: {}",
+        doomed.stderr()
+    );
+    let mut next = dep.start("full", None);
+    calls(&next.url, "ben", 10).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = loop {
+        let (code, out) = verify(dep.path(), &[]);
+        if code == 0 {
+            break out;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(out.contains("stopped without closing"), "{out}");
+    calls(&next.url, "ben", 30).await;
+    next.stop();
+    let (code, out) = verify(dep.path(), &[]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A replica killed (SIGKILL) between writing its rows and committing them to a checkpoint is
+/// closed by the other once its lease ran out, from the rows the table holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_replica_is_closed_by_another_on_postgres() {
+    let dep = signed(Store::Postgres, "audit_killed_pg", "").await;
+    dep.set_stateless();
+    let mut alive = dep.start("full", None);
+    let mut killed = dep.start("full", Some("audit.before_anchor"));
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        calls(&killed.url, "ben", 5),
+    )
+    .await;
+    assert!(
+        killed
+            .wait_exit(std::time::Duration::from_secs(30))
+            .is_some(),
+        "{}",
+        killed.stderr()
+    );
+    calls(&alive.url, "ana", 5).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = loop {
+        let (code, out) = dep.cli(&["audit", "verify", "--wait-ms", "0"]);
+        if code == 0 {
+            break out;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(
+        out.contains("stopped without closing after seq -1"),
+        "{out}"
+    );
+    assert!(out.contains("were not signed by their own writer"), "{out}");
+    alive.stop();
+    let (code, out) = dep.cli(&["audit", "verify", "--wait-ms", "0"]);
+    assert_eq!(code, 0, "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_attacker_without_the_key_cannot_roll_back_remove_or_prepend_in_postgres() {
     let dep = signed(Store::Postgres, "audit_attack_pg", "").await;

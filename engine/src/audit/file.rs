@@ -116,6 +116,7 @@ impl AuditFile {
         if dropped.exists() {
             let floors = floors(&dropped).map_err(|e| at(&dropped, e))?;
             before_drop(floors)?;
+            crate::failpoint!("audit.before_drop");
         }
         for n in (1..self.keep).rev() {
             let _ = std::fs::rename(numbered(&self.path, n), numbered(&self.path, n + 1));
@@ -191,25 +192,61 @@ fn floors(path: &Path) -> std::io::Result<Vec<(String, super::checkpoint::Floor)
 }
 
 /// Calls `f(line, number, torn)` for every non-empty line of the file at `path` (without its
-/// newline; `torn`: the last line, with no newline), reading it in blocks.
+/// newline; `torn`: the last line, with no newline), reading it in blocks of 4 MiB and finding
+/// line ends with `memchr` (a line is copied only when it spans two blocks).
 pub fn for_each_line(path: &Path, f: &mut dyn FnMut(&[u8], usize, bool)) -> std::io::Result<()> {
-    use std::io::BufRead;
-    let file = File::open(path)?;
-    let mut r = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut line = Vec::with_capacity(4096);
+    for_each_line_in(path, 4 << 20, f)
+}
+
+fn for_each_line_in(
+    path: &Path,
+    block: usize,
+    f: &mut dyn FnMut(&[u8], usize, bool),
+) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; block];
+    // The start of a line that continues in the next block.
+    let mut carry: Vec<u8> = Vec::new();
     let mut number = 0;
     loop {
-        line.clear();
-        if r.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut block = &buf[..n];
+        if !carry.is_empty() {
+            match memchr::memchr(b'\n', block) {
+                Some(end) => {
+                    carry.extend_from_slice(&block[..end]);
+                    number += 1;
+                    f(&carry, number, false);
+                    carry.clear();
+                    block = &block[end + 1..];
+                }
+                None => {
+                    carry.extend_from_slice(block);
+                    continue;
+                }
+            }
         }
-        number += 1;
-        let torn = !line.ends_with(b"\n");
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        if !body.is_empty() {
-            f(body, number, torn);
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', block) {
+            number += 1;
+            if end > start {
+                f(&block[start..end], number, false);
+            }
+            start = end + 1;
         }
+        carry.extend_from_slice(&block[start..]);
     }
+    if !carry.is_empty() {
+        number += 1;
+        f(&carry, number, true);
+    }
+    Ok(())
 }
 
 fn numbered(path: &Path, n: usize) -> PathBuf {
@@ -225,4 +262,31 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lines_are_whole_across_blocks_and_a_torn_last_one_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, "abc\n\ndefghijklmnop\nq\nrstuvw").unwrap();
+        for block in [1, 2, 3, 5, 7, 64] {
+            let mut seen = Vec::new();
+            super::for_each_line_in(&path, block, &mut |l, n, torn| {
+                seen.push((String::from_utf8(l.to_vec()).unwrap(), n, torn))
+            })
+            .unwrap();
+            assert_eq!(
+                seen,
+                [
+                    ("abc".into(), 1, false),
+                    ("defghijklmnop".into(), 3, false),
+                    ("q".into(), 4, false),
+                    ("rstuvw".into(), 5, true)
+                ],
+                "block {block}"
+            );
+        }
+    }
 }

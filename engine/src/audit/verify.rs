@@ -10,7 +10,7 @@
 //! signing key, every change is found except cutting both back together to an earlier
 //! checkpoint, which needs `--anchor`; against one with the key, only what the anchor pins.
 
-use super::chain::{genesis, hex, line_hash, parse_link};
+use super::chain::{genesis, line_hash, parse_link};
 use super::checkpoint::{Checkpoint, Stored, consistent, retired};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -36,8 +36,12 @@ impl fmt::Display for At {
 type Hex = [u8; 64];
 
 fn hex64(bytes: &[u8; 32]) -> Hex {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
-    out.copy_from_slice(hex(bytes).as_bytes());
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
     out
 }
 
@@ -710,7 +714,7 @@ pub fn read_files(path: &std::path::Path, keep: usize, reader: &mut Reader) -> s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::chain::Chain;
+    use crate::audit::chain::{Chain, hex};
     use crate::audit::checkpoint::{Update, WriterHead, next};
 
     fn head(c: &Chain, closed: bool) -> WriterHead {
@@ -785,6 +789,80 @@ mod tests {
         );
         assert!(
             r.problems[0].contains("newest checkpoint is #0, older than the anchor's #1"),
+            "{r:?}"
+        );
+    }
+
+    /// An attacker with the key rewrites records the anchor covers and signs a new chain of
+    /// checkpoints, keeping only the newest (the anchored number is no longer kept): the anchor's
+    /// own checkpoint, which names the original records, still catches it.
+    #[test]
+    fn an_anchor_pins_its_records_against_a_key_holder() {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[5u8; 32]);
+        let write = |tool: &str| {
+            let mut c = Chain::new("s");
+            let lines: Vec<Vec<u8>> = (0..3)
+                .map(|i| c.link(format!("{{\"tool\":\"{tool}\",\"n\":{i}}}\n").as_bytes()))
+                .collect();
+            (c, lines)
+        };
+        let (c, lines) = write("read");
+        let mut u = Update {
+            writer: c.writer().into(),
+            head: Some(head(&c, false)),
+            ..Default::default()
+        };
+        let c0 = Stored::seal(next(None, &u), Some(&key));
+        u.head = Some(head(&c, true));
+        let c1 = Stored::seal(next(Some((&c0.checkpoint, c0.hash())), &u), Some(&key));
+        let anchor = Anchor::of(&c1);
+        let kept = vec![c1.clone()];
+        let mut e = evidence(&kept, Some(&anchor));
+        let vk = key.verifying_key();
+        e.key = Some(&vk);
+        assert!(judge(&read(&lines, kept.last(), Some(&anchor)), &e).ok());
+
+        // The same writer id, other records, a new signed chain of which #2 alone is kept.
+        let mut forged_chain = Chain::new("s");
+        let forged_lines: Vec<Vec<u8>> = (0..3)
+            .map(|i| {
+                let mut l =
+                    forged_chain.link(format!("{{\"tool\":\"wipe\",\"n\":{i}}}\n").as_bytes());
+                let text = String::from_utf8(l.clone()).unwrap();
+                l = text.replace(forged_chain.writer(), c.writer()).into_bytes();
+                l
+            })
+            .collect();
+        // Rechain under the original id (the attacker recomputes every hash).
+        let mut rechained = Vec::new();
+        let mut prev = hex(&genesis(c.writer()));
+        for l in &forged_lines {
+            let text = String::from_utf8(l.clone()).unwrap();
+            let body = &text[..text.rfind(",\"prev\":\"").unwrap()];
+            let line = format!("{body},\"prev\":\"{prev}\"}}\n");
+            prev = hex(&line_hash(line.as_bytes()));
+            rechained.push(line.into_bytes());
+        }
+        let mut fu = Update {
+            writer: c.writer().into(),
+            head: Some(WriterHead {
+                hash: prev.clone(),
+                ..head(&c, true)
+            }),
+            ..Default::default()
+        };
+        let f0 = Stored::seal(next(None, &fu), Some(&key));
+        let f1 = Stored::seal(next(Some((&f0.checkpoint, f0.hash())), &fu), Some(&key));
+        fu.now = 1;
+        let f2 = Stored::seal(next(Some((&f1.checkpoint, f1.hash())), &fu), Some(&key));
+        let kept = vec![f2];
+        let mut e = evidence(&kept, Some(&anchor));
+        e.key = Some(&vk);
+        let r = judge(&read(&rechained, kept.last(), Some(&anchor)), &e);
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.contains("does not follow the anchor")),
             "{r:?}"
         );
     }
