@@ -244,3 +244,26 @@ async fn bulkhead_connect_bridges_the_question_to_the_desktop_client() {
         c.cancel().await.ok();
     }
 }
+
+/// Under `environment: production` no other key stands in for `approvals.key_file`: a server
+/// with a tool that asks for approval refuses to start, naming the key; with the file, it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_without_an_approval_key_refuses_to_start() {
+    let dep = super::procs::Deployment::new(super::procs::Store::Sqlite, "approval-prod").await;
+    dep.append_config("environment: production\n");
+    let refused = dep
+        .try_start("full", None)
+        .err()
+        .expect("it refuses to start");
+    assert!(
+        refused.contains("approvals.key_file is not set: under `environment: production`"),
+        "{refused}"
+    );
+    let key = dep.path().join("approval.key");
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).unwrap();
+    std::fs::write(&key, bytes).unwrap();
+    dep.append_config(&format!("approvals:\n  key_file: {}\n", key.display()));
+    let mut started = dep.start("full", None);
+    started.stop();
+}

@@ -71,6 +71,44 @@ fn check_reports_the_example_specs() {
     assert!(text.contains("specs ok: 3 server(s), 19 tool(s)"), "{text}");
 }
 
+/// `check --config FILE` checks FILE, not the project's config.yaml: a broken FILE fails it,
+/// naming FILE, and a FILE that does not exist is an error, not the embedded defaults.
+#[test]
+fn check_checks_the_config_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("other.yaml");
+    std::fs::write(&broken, "http:\n  statefull: true\n").unwrap();
+    let out = bulkhead(&["--config", broken.to_str().unwrap(), "check"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("other.yaml:2:3"), "{err}");
+    let missing = dir.path().join("missing.yaml");
+    let out = bulkhead(&["--config", missing.to_str().unwrap(), "check"], &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("missing.yaml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let good = dir.path().join("good.yaml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml"),
+        &good,
+    )
+    .unwrap();
+    let out = bulkhead(&["--config", good.to_str().unwrap(), "check"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("config ok: ") && text.contains("good.yaml"),
+        "{text}"
+    );
+}
+
 /// `check` covers config.yaml: a misspelt key fails it with file:line:col and a help line.
 #[test]
 fn check_reports_a_broken_config_with_its_position() {

@@ -470,27 +470,52 @@ fn under(p: &str, prefix: &str) -> bool {
     }
 }
 
-/// The arguments as the person sees them: the model's values, each string cut at 200
-/// characters, the whole at 2000 (the audit keeps only their names).
+/// The arguments as a person is shown them: the canonical JSON the approval is bound to (keys
+/// sorted, as [`args_digest`] hashes it), with every character a display could hide or reorder
+/// (controls, bidi and other format characters, separators, private-use and unassigned code
+/// points, by Unicode general category) escaped as `\uXXXX`, so the person reads what runs. Past
+/// [`SHOWN_MAX`] characters it is cut, and says so with the digest of the whole.
 pub fn shown_args(args: &JsonObject) -> String {
-    fn cut(v: &Value) -> Value {
-        match v {
-            Value::String(s) if s.chars().count() > 200 => Value::String(format!(
-                "{}… ({} characters)",
-                s.chars().take(200).collect::<String>(),
-                s.chars().count()
-            )),
-            Value::Array(a) => Value::Array(a.iter().map(cut).collect()),
-            Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), cut(v))).collect()),
-            other => other.clone(),
-        }
-    }
-    let text = cut(&Value::Object(args.clone())).to_string();
-    if text.chars().count() > 2000 {
-        format!("{}…", text.chars().take(2000).collect::<String>())
+    let text = escape_hidden(&canonical(&Value::Object(args.clone())));
+    let n = text.chars().count();
+    if n > SHOWN_MAX {
+        format!(
+            "{}… ({n} characters in all; the approval is bound to every one: SHA-256 {})",
+            text.chars().take(SHOWN_MAX).collect::<String>(),
+            args_digest(args)
+        )
     } else {
         text
     }
+}
+
+/// Most characters of arguments shown to a person.
+pub const SHOWN_MAX: usize = 2000;
+
+/// `text` with every character that does not show as itself escaped (`\u202e`, `\u{e0041}`).
+fn escape_hidden(text: &str) -> String {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = matches!(
+            get_general_category(c),
+            G::Control
+                | G::Format
+                | G::LineSeparator
+                | G::ParagraphSeparator
+                | G::PrivateUse
+                | G::Surrogate
+                | G::Unassigned
+        );
+        if !hidden {
+            out.push(c);
+        } else if (c as u32) <= 0xffff {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    out
 }
 
 /// SHA-256 of the arguments' JSON (validated arguments keep their order: the schema's).
@@ -574,5 +599,30 @@ mod tests {
         assert!(holds_claim(Some(&c), "r", "approver"));
         assert!(!holds_claim(Some(&c), "roles", "approve"));
         assert!(!holds_claim(None, "roles", "approver"));
+    }
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn a_person_sees_bidi_and_invisible_characters_escaped_in_canonical_order() {
+        let args: JsonObject = serde_json::from_value(serde_json::json!({
+            "path": "/workspace/report\u{202e}fdp.exe",
+            "content": "a\u{200b}b\u{2066}c\u{e0041}\nd",
+        }))
+        .unwrap();
+        let shown = shown_args(&args);
+        assert_eq!(
+            shown,
+            r#"{"content":"a\u200bb\u2066c\u{e0041}\nd","path":"/workspace/report\u202efdp.exe"}"#
+        );
+        assert!(!shown.contains('\u{202e}') && !shown.contains('\u{200b}'));
+        let long: JsonObject =
+            serde_json::from_value(serde_json::json!({ "text": "x".repeat(3000) })).unwrap();
+        let shown = shown_args(&long);
+        assert!(shown.contains("characters in all; the approval is bound to every one: SHA-256 "));
+        assert!(shown.ends_with(&format!("{})", args_digest(&long))));
     }
 }

@@ -11,17 +11,21 @@ pub const BASE_UNRESOLVED: u8 = 4;
 /// How far back along first parents `check --against` looks for a base that loads.
 const WALK_BACK: usize = 20;
 
-/// Loads and checks `root/specs`; prints a summary or every diagnostic. With `against`, also
-/// reviews the effective policy against that git revision and fails closed: any weakening not
+/// Loads and checks `root/specs` and the configuration (`config`, given by `--config`, else
+/// `root/config.yaml`); prints a summary or every diagnostic. With `against`, also reviews the
+/// effective policy against that git revision and fails closed: any weakening not
 /// acknowledged, or a base that cannot be resolved, is a distinct non-zero exit.
 pub fn run(
     root: &Path,
+    config: Option<&Path>,
     against: Option<&str>,
     base_generated: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let config_ok = check_config(root);
+    let config_path = config.map_or_else(|| root.join("config.yaml"), Path::to_path_buf);
+    let given = config.is_some();
+    let config_ok = check_config(&config_path, given);
     let specs = check_specs(root)?;
-    let data_ok = specs != ExitCode::SUCCESS || check_data(root);
+    let data_ok = specs != ExitCode::SUCCESS || check_data(root, &config_path);
     if !(config_ok && data_ok) || specs != ExitCode::SUCCESS {
         return Ok(ExitCode::FAILURE);
     }
@@ -35,9 +39,8 @@ pub fn run(
 /// directory of `config.yaml` (or the embedded defaults): the same rule `serve` enforces at
 /// start ([`bulkhead::config::StateConfig::refuse_data_overlap`]), with each path as this
 /// environment sets it or, unset, its spec default.
-fn check_data(root: &Path) -> bool {
-    let path = root.join("config.yaml");
-    let config = bulkhead::config::Config::load(path.exists().then_some(path.as_path()));
+fn check_data(root: &Path, path: &Path) -> bool {
+    let config = bulkhead::config::Config::load(path.exists().then_some(path));
     let (Ok(config), Ok(model)) = (config, bulkhead_lang::load(&root.join("specs"), root)) else {
         return true; // reported by the other checks
     };
@@ -292,12 +295,13 @@ fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Res
 
 /// `config.yaml` at the root, when there is one: shape, keys, `${VAR}` expansion (with this
 /// process's environment), key material. Prints the diagnostic; `true` when it is fine.
-fn check_config(root: &Path) -> bool {
-    let path = root.join("config.yaml");
-    if !path.exists() {
+/// Checks the configuration at `path`; a missing file is the embedded defaults unless it was
+/// named (`given`), then it is an error.
+fn check_config(path: &Path, given: bool) -> bool {
+    if !given && !path.exists() {
         return true;
     }
-    let checked = bulkhead::config::Config::load(Some(&path))
+    let checked = bulkhead::config::Config::load(Some(path))
         .map_err(|e| e.to_string())
         .and_then(|c| {
             bulkhead::auth::Verifier::new(&c.auth)

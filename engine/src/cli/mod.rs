@@ -293,7 +293,12 @@ pub fn main(project: &'static Project) -> ExitCode {
             root,
             against,
             base_generated,
-        } => check::run(&root, against.as_deref(), base_generated.as_deref()),
+        } => check::run(
+            &root,
+            cli.config.as_deref(),
+            against.as_deref(),
+            base_generated.as_deref(),
+        ),
         Command::Mcp { action, root } => mcp::run(&root, action),
         Command::Import { what, root } => mcp::import(&root, what),
         Command::Up {

@@ -82,8 +82,10 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
     /// A file of at least 32 random bytes sealing the question's state (every instance and
-    /// replica of the trust domain reads the same file). Unset: the first HS256 key of `auth.keys`
-    /// (development); with neither, 2026-07-28 clients are refused approval with the reason.
+    /// replica of the trust domain reads the same file). Unset: in development the first HS256
+    /// key of `auth.keys` (with neither, 2026-07-28 clients are refused approval with the
+    /// reason); under `environment: production` no key stands in for it, and a server with a
+    /// tool that asks for approval refuses to start.
     pub key_file: Option<PathBuf>,
     /// Seconds a question stands: a later answer is refused (and on 2025-11-25, the wait ends).
     pub expiry_secs: u64,
@@ -99,8 +101,15 @@ impl Default for ApprovalsConfig {
 }
 
 impl ApprovalsConfig {
-    /// The sealing secret: the key file's bytes (at least 32), else the first HS256 secret.
-    pub fn secret(&self, auth: &crate::auth::AuthConfig) -> Result<Option<Vec<u8>>, String> {
+    /// The sealing secret: the key file's bytes (at least 32); else, in development, the first
+    /// HS256 secret. Under production without the file: refused when `needed` (a tool asks for
+    /// approval), none otherwise.
+    pub fn secret(
+        &self,
+        auth: &crate::auth::AuthConfig,
+        environment: Environment,
+        needed: bool,
+    ) -> Result<Option<Vec<u8>>, String> {
         if let Some(path) = &self.key_file {
             let bytes = std::fs::read(path)
                 .map_err(|e| format!("approvals.key_file {}: {e}", path.display()))?;
@@ -112,6 +121,12 @@ impl ApprovalsConfig {
                 ));
             }
             return Ok(Some(bytes));
+        }
+        if environment == Environment::Production {
+            return match needed {
+                true => Err("approvals.key_file is not set: under `environment: production` no other key seals approval questions (the HS256 secret of auth.keys is for development); set approvals.key_file to a file of at least 32 random bytes".into()),
+                false => Ok(None),
+            };
         }
         Ok(auth
             .keys

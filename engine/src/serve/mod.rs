@@ -161,14 +161,15 @@ pub async fn runtime(
             bytes: config.limits.call_memory_bytes,
         },
     };
-    let used = if server.def.tools.iter().any(|t| t.approval.is_some()) {
+    let asks = server.def.tools.iter().any(|t| t.approval.is_some());
+    let used = if asks {
         Some(crate::approval::UsedIds::open(&state).map_err(ServeError::Setup)?)
     } else {
         None
     };
     let secret = config
         .approvals
-        .secret(&config.auth)
+        .secret(&config.auth, config.environment, asks)
         .map_err(ServeError::Setup)?;
     let rt = Runtime::new(server, mode, presets, workspaces, Arc::new(state), audit)
         .and_then(|rt| {

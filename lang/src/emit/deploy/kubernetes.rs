@@ -178,6 +178,8 @@ fn config_map(d: &Deployment, plans: &[ServerPlan]) -> Value {
             "keys": [{"kid": "dev", "alg": "HS256", "secret": "${BULKHEAD_DEV_SECRET:?put the signing key in Secret bulkhead-secrets, key bulkhead_dev_secret}"}],
         },
         "http": {"allowed_hosts": hosts, "stateful": false},
+        // Production: no other key stands in for the one sealing approval questions.
+        "approvals": {"key_file": format!("{SECRET_DIR}/approval_key")},
         "state": {
             "dir": STATE_DIR,
             "workspaces": WORKSPACES_DIR,
@@ -233,8 +235,10 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         json!({"name": "BULKHEAD_LOG", "value": "warn"}),
         json!({"name": "BULKHEAD_TRUST_DOMAIN", "value": p.server.trust_domain}),
     ];
-    let mut secret_items =
-        vec![json!({"key": "bulkhead_dev_secret", "path": "bulkhead_dev_secret"})];
+    let mut secret_items = vec![
+        json!({"key": "bulkhead_dev_secret", "path": "bulkhead_dev_secret"}),
+        json!({"key": "approval_key", "path": "approval_key"}),
+    ];
     for v in p.env.iter().filter(|v| ServerPlan::reaches(mode, v.from)) {
         // The spec's default, or empty (the runtime then names the missing variable).
         let value = crate::vars::references(&json!(v.value))
@@ -566,7 +570,7 @@ fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
          `kubectl apply -k .` into namespace `{ns}`, after providing:\n\n\
          - the images `{image}` (`generated/docker/Dockerfile`) and `{proxy_image}` (`generated/docker/Dockerfile.proxy`) in your registry (named in `specs/deployments/`, `image:` and `proxy_image:`, with a digest for production);\n\
          - Secret `{STATE_SECRET}` with key `url`: the PostgreSQL state store every instance and replica shares (`postgres://user:pass@host:5432/db`; a managed PostgreSQL or an operator-run one such as CloudNativePG), in a namespace labelled `{STORE_LABEL}=true`;\n\
-         - Secret `{FILES_SECRET}` with key `bulkhead_dev_secret` (the signing key) and one key per connector secret listed below;\n\
+         - Secret `{FILES_SECRET}` with key `bulkhead_dev_secret` (the signing key), key `approval_key` (at least 32 random bytes sealing approval questions: `head -c 32 /dev/urandom`) and one key per connector secret listed below;\n\
          - the label `{AGENTS_LABEL}=true` on the namespace your agents run in (the only source of traffic to the instances);\n\
          - data for the `*-data-*` claims (the connector files each instance mounts read-only).\n\n\
          Instances serve statelessly, so replicas need no session affinity: a session's level lives in the store, read on every call.\n\n\
