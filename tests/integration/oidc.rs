@@ -114,13 +114,23 @@ pub async fn start_bulkhead(
     mode: NetworkMode,
     ttl_secs: u64,
 ) -> crate::harness::Instance {
+    start_bulkhead_with(provider, mode, ttl_secs, "").await
+}
+
+/// [`start_bulkhead`] with `token_service` lines added (two-space indented, e.g. its key).
+pub async fn start_bulkhead_with(
+    provider: &Provider,
+    mode: NetworkMode,
+    ttl_secs: u64,
+    token_service: &str,
+) -> crate::harness::Instance {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let d = dir.path().display();
     let text = format!(
         "auth:\n  issuer: {base}\n  audience: bulkhead-test\n  leeway_secs: 0\n\
-         token_service:\n  ttl_secs: {ttl_secs}\n  claims: [email]\n\
+         token_service:\n  ttl_secs: {ttl_secs}\n  claims: [email]\n{token_service}\
          \x20 login: {{ scope: openid email read }}\n\
          \x20 provider: {{ issuer: \"{}\", audience: bulkhead-deployment, oidc_discovery: true }}\n\
          http:\n  allowed_hosts: [localhost, 127.0.0.1]\n  stateful: true\n\
@@ -399,6 +409,32 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
         (400, Some("invalid_grant")),
         "{body}"
     );
+    // RFC 6749 §4.1.3: the client_id and redirect_uri of the authorization request are required.
+    for missing in ["client_id", "redirect_uri"] {
+        let form: Vec<(&str, &str)> = [
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", CB),
+            ("client_id", client_id.as_str()),
+            ("code_verifier", verifier.as_str()),
+        ]
+        .into_iter()
+        .filter(|(k, _)| *k != missing)
+        .collect();
+        let r = http
+            .post(format!("{}/token", bh.base))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_request")),
+            "without {missing}: {body}"
+        );
+    }
     let (s, body) = redeem(code.clone(), verifier.clone(), client_id.clone()).await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["token_type"], "Bearer");
@@ -414,6 +450,92 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
             .unwrap()
             .contains("used already")
     );
+}
+
+/// Two deployments sharing one signing key (and so able to open each other's sealed codes) but
+/// not a store: a code issued by one is refused by the other, then redeemed where it was issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_is_redeemed_only_at_the_deployment_that_issued_it() {
+    let provider = tokio::task::spawn_blocking(|| test_provider(json!([])))
+        .await
+        .unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("session.pem");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let with_key = format!("  signing_key_file: {}\n", key.display());
+    let a = start_bulkhead_with(&provider, NetworkMode::Full, 600, &with_key).await;
+    let b = start_bulkhead_with(&provider, NetworkMode::Full, 600, &with_key).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let client: Value = http
+        .post(format!("{}/register", a.base))
+        .json(&json!({"redirect_uris": [CB], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = client["client_id"].as_str().unwrap().to_owned();
+    let (verifier, challenge) = pkce();
+    let mut url = reqwest::Url::parse(&format!("{}/authorize", a.base)).unwrap();
+    url.query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", &client_id)
+        .append_pair("redirect_uri", CB)
+        .append_pair("state", "st-2")
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256");
+    let back = follow(url.as_str(), "bob", CB).await;
+    let code = query(&back)["code"].clone();
+    let redeem = |base: String| {
+        let http = http.clone();
+        let (code, client_id, verifier) = (code.clone(), client_id.clone(), verifier.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/token"))
+                .form(&[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("redirect_uri", CB),
+                    ("client_id", &client_id),
+                    ("code_verifier", &verifier),
+                ])
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (s, body) = redeem(b.base.clone()).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("issued by another deployment"),
+        "{body}"
+    );
+    let (s, body) = redeem(a.base.clone()).await;
+    assert_eq!(s, 200, "{body}");
 }
 
 /// A provider's token used directly (no exchange) is refused with a 401 that leads to the

@@ -73,6 +73,15 @@ pub(crate) struct Code {
     pub redirect_uri: String,
     pub challenge: String,
     pub exp: u64,
+    /// The deployment that issued it (its issuer and audience): no other redeems it, even one
+    /// sharing the key.
+    #[serde(default)]
+    pub aud: String,
+}
+
+/// The deployment a code is issued by and redeemed at.
+pub(crate) fn code_audience(issuer: &str, audience: &str) -> String {
+    format!("{issuer} {audience}")
 }
 
 /// The provider's endpoints, from its discovery document.

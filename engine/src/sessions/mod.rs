@@ -453,18 +453,19 @@ impl TokenService {
         if login::now() > code.exp {
             return Err(OAuthError::grant("the code expired"));
         }
-        if req
-            .get("client_id")
-            .is_some_and(|c| login::s256(c) != code.client_id)
-        {
+        // RFC 6749 §4.1.3: the client and redirect URI of the authorization request, both
+        // required (every authorization request here named them).
+        if login::s256(req.need("client_id")?) != code.client_id {
             return Err(OAuthError::grant("the code was issued to another client"));
         }
-        if req
-            .get("redirect_uri")
-            .is_some_and(|r| r != code.redirect_uri)
-        {
+        if req.need("redirect_uri")? != code.redirect_uri {
             return Err(OAuthError::grant(
                 "`redirect_uri` differs from the authorization request's",
+            ));
+        }
+        if code.aud != login::code_audience(&self.issuer, &self.audience) {
+            return Err(OAuthError::grant(
+                "the code was issued by another deployment",
             ));
         }
         let verifier = req.need("code_verifier")?;
@@ -593,6 +594,7 @@ impl TokenService {
             redirect_uri: sign_in.redirect_uri.clone(),
             challenge: sign_in.challenge,
             exp: login::now().saturating_add(login::CODE_SECS),
+            aud: login::code_audience(&self.issuer, &self.audience),
         };
         let sealed = self.sealer.seal(seal::Kind::Code, &code);
         tracing::info!(user = %subject.sub, "signed in at the identity provider");
