@@ -45,7 +45,7 @@ fn now() -> u64 {
 /// A token as a provider issues it: `sub`, `scope`, `email`, no session claim.
 fn provider_token(claims: Value) -> String {
     let mut payload = json!({
-        "iss": IDP, "aud": IDP_AUD, "sub": "ana", "exp": now() + 300, "iat": now(),
+        "iss": IDP, "aud": IDP_AUD, "sub": "ana", "exp": now() + 3600, "iat": now(),
         "scope": "openid mcp", "email": "ana@example.test", "sid": "login-1", "jti": "t-1",
     });
     for (k, v) in claims.as_object().unwrap() {
@@ -428,4 +428,25 @@ async fn the_readme_agent_host_exchanges_per_conversation() {
         "{seen}"
     );
     assert_eq!(seen["other"]["level"], "internal", "{seen}");
+}
+
+/// A session token minted from a subject token with 20 s left lives at most those 20 s (it lived
+/// the full `ttl_secs`, 600 s); the refresh token follows the refresh policy
+/// (`token_service.refresh_ttl_secs`), stated in the configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_token_never_outlives_the_subject_token_it_was_minted_from() {
+    let inst = deployment(NetworkMode::Full).await;
+    let subject_exp = now() + 20;
+    let (status, body) = exchange(&inst, &provider_token(json!({"exp": subject_exp})), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let minted = payload(body["access_token"].as_str().unwrap());
+    assert!(
+        minted["exp"].as_u64().unwrap() <= subject_exp,
+        "session token exp {} past the subject's {subject_exp}",
+        minted["exp"]
+    );
+    assert!(body["expires_in"].as_u64().unwrap() <= 20, "{body}");
+    // A subject with longer to live than ttl_secs: the session token lives ttl_secs.
+    let long = session_token(&inst, &[]).await;
+    assert!(long["expires_in"].as_u64().unwrap() > 20, "{long}");
 }

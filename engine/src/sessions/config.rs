@@ -27,7 +27,8 @@ pub struct TokenServiceConfig {
     /// refuses to start without it.
     #[serde(default)]
     pub signing_key_file: Option<PathBuf>,
-    /// Lifetime of a session token, in seconds (at most a day).
+    /// Lifetime of a session token, in seconds (at most a day); one minted by exchange never
+    /// outlives the subject token it was minted from (its refresh token may: `refresh_ttl_secs`).
     #[serde(default = "default_ttl")]
     pub ttl_secs: u64,
     /// Lifetime of a refresh token, counted from the exchange, in seconds; a refresh keeps the

@@ -204,6 +204,10 @@ struct Grant {
     idp: Option<String>,
     /// Refresh tokens stop here (seconds since the epoch).
     refresh_exp: u64,
+    /// The session token stops here at the latest: an exchanged subject token's expiry (a
+    /// session token never outlives the token it was minted from; its refresh token, the
+    /// refresh policy `token_service.refresh_ttl_secs`, may).
+    until: Option<u64>,
 }
 
 impl TokenService {
@@ -389,6 +393,7 @@ impl TokenService {
             copied: self.copy_claims(&subject),
             idp: self.seal_idp(subject_token),
             refresh_exp: now.saturating_add(self.refresh_ttl),
+            until: Some(subject.exp),
         })
     }
 
@@ -440,6 +445,7 @@ impl TokenService {
             copied: p.copied,
             idp: p.idp,
             refresh_exp: p.refresh_exp.unwrap_or(p.exp),
+            until: None,
         })
     }
 
@@ -498,6 +504,7 @@ impl TokenService {
             copied: code.copied,
             idp: code.idp,
             refresh_exp: now.saturating_add(self.refresh_ttl),
+            until: None,
         })
     }
 
@@ -618,10 +625,12 @@ impl TokenService {
             session_id: grant.session_id,
             iss: self.issuer.clone(),
             aud: self.audience.clone(),
-            // Never past the refresh token's fixed expiry: a refresh cannot extend a session.
+            // Never past the refresh token's fixed expiry (a refresh cannot extend a session),
+            // nor past the subject token it was minted from.
             exp: now
                 .saturating_add(self.ttl)
-                .min(grant.refresh_exp.max(now + 1)),
+                .min(grant.refresh_exp.max(now + 1))
+                .min(grant.until.unwrap_or(u64::MAX).max(now + 1)),
             nbf: now,
             iat: now,
             jti: random_id(),
