@@ -403,7 +403,9 @@ async fn a_crash_inside_rotation_leaves_evidence_that_verifies() {
         assert!(std::time::Instant::now() < deadline, "{out}");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     };
-    assert!(out.contains("stopped without closing"), "{out}");
+    // The killed writer's head was committed with the floors, before the drop: it may verify at
+    // once, and is closed by `next` once its lease ran out.
+    assert!(out.contains("audit log intact"), "{out}");
     calls(&next.url, "ben", 30).await;
     next.stop();
     let (code, out) = verify(dep.path(), &[]);

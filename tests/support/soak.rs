@@ -359,7 +359,12 @@ pub async fn run(exe: &Path, dir: &Path, size: &SoakSize) -> SoakReport {
             let big = "z".repeat(bytes);
             let (mut ok, mut refused) = (0u64, 0u64);
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
+            // Until the run stops, and past it until the workspace limit refused a write (the
+            // first refusal comes after a number of writes, not of seconds; bounded).
+            let started = Instant::now();
+            while !stop.load(Ordering::Relaxed)
+                || (refused == 0 && started.elapsed() < Duration::from_secs(90))
+            {
                 match call(
                     &c,
                     "write_file",
