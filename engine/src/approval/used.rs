@@ -1,8 +1,10 @@
 //! Single use of an approval across every instance and replica of a trust domain: its id is
 //! inserted into the state store once; a second insert (a replay, a second replica racing on the
 //! same answer) finds it and is refused. SQLite: the store's shared file; PostgreSQL: a table of
-//! the store's database. Expired ids are pruned as visits go (an expired state is refused on its
-//! expiry alone, so forgetting its id later loses nothing).
+//! the store's database. Expired ids are pruned as visits go, and whether an id has expired is
+//! decided by **the store's clock**, never a replica's: a replica whose clock runs ahead would
+//! otherwise prune an id that another replica, whose clock is behind, still accepts (a replay).
+//! An id the store's clock says has expired is refused as if used.
 
 use crate::state::StateStore;
 use std::sync::{Arc, Mutex};
@@ -36,23 +38,24 @@ impl UsedIds {
         })
     }
 
-    /// Marks `id` used; `Ok(false)` when it already was. `exp` (seconds since the epoch) is
+    /// Marks `id` used; `Ok(false)` when it already was, or the store's clock says `exp` passed. `exp` (seconds since the epoch) is
     /// when it may be forgotten.
     pub async fn consume(&self, id: &str, exp: u64) -> Result<bool, String> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
         match self {
             UsedIds::Sqlite(conn) => {
                 let (conn, id) = (conn.clone(), id.to_owned());
                 tokio::task::spawn_blocking(move || {
                     let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-                    conn.execute("DELETE FROM approvals_used WHERE exp < ?1", [now as i64])
-                        .map_err(|e| e.to_string())?;
+                    conn.execute(
+                        "DELETE FROM approvals_used WHERE exp < CAST(strftime('%s', 'now') AS INTEGER)",
+                        [],
+                    )
+                    .map_err(|e| e.to_string())?;
                     let n = conn
                         .execute(
-                            "INSERT INTO approvals_used (id, exp) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+                            "INSERT INTO approvals_used (id, exp) SELECT ?1, ?2
+                                WHERE ?2 >= CAST(strftime('%s', 'now') AS INTEGER)
+                                ON CONFLICT (id) DO NOTHING",
                             rusqlite::params![id, exp as i64],
                         )
                         .map_err(|e| e.to_string())?;
@@ -64,14 +67,16 @@ impl UsedIds {
             UsedIds::Postgres { pool, scope } => {
                 let conn = pool.get().await.map_err(|e| e.to_string())?;
                 conn.execute(
-                    "DELETE FROM bulkhead_approvals_used WHERE scope = $1 AND exp < $2",
-                    &[scope, &(now as i64)],
+                    "DELETE FROM bulkhead_approvals_used
+                        WHERE scope = $1 AND exp < extract(epoch FROM now())::bigint",
+                    &[scope],
                 )
                 .await
                 .map_err(|e| e.to_string())?;
                 let n = conn
                     .execute(
-                        "INSERT INTO bulkhead_approvals_used (scope, id, exp) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        "INSERT INTO bulkhead_approvals_used (scope, id, exp) SELECT $1, $2, $3
+                            WHERE $3 >= extract(epoch FROM now())::bigint ON CONFLICT DO NOTHING",
                         &[scope, &id, &(exp as i64)],
                     )
                     .await

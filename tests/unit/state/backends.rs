@@ -445,3 +445,67 @@ fn a_lost_store_is_never_started_over(b: Backend) {
     let e = f.try_open(InitPolicy::FirstStart).map(|_| ()).unwrap_err();
     assert_eq!(e.kind(), StateErrorKind::Missing, "{b:?}: {e}");
 }
+
+/// The libfaketime a skewed child is started with (`scripts/test` installs `faketime`).
+fn libfaketime() -> PathBuf {
+    let found = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.exists());
+    found.expect("libfaketime is not installed (scripts/test installs the `faketime` package)")
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Single use across replicas whose clocks disagree: a replica 120 s ahead (libfaketime) visits
+/// the used ids of a PostgreSQL store after another replica consumed an answer; before, it pruned
+/// that answer's id by its own clock and the first replica accepted the answer again. The store's
+/// clock decides now.
+#[test]
+fn a_replica_whose_clock_runs_ahead_cannot_free_a_used_id() {
+    let lib = libfaketime();
+    let f = Fixture::new(Backend::Postgres, "used_skew");
+    let store = f.open();
+    let used = bulkhead::approval::UsedIds::open(&store).unwrap();
+    let now = unix_now();
+    assert!(rt().block_on(used.consume("answer-1", now + 30)).unwrap());
+    let mut env: Vec<(&str, String)> = f.env().iter().map(|(k, v)| (*k, v.clone())).collect();
+    env.push(("LD_PRELOAD", lib.display().to_string()));
+    env.push(("FAKETIME", "+120".into()));
+    env.push(("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()));
+    let mut child = spawn_child(module_path!(), "skewed_replica_child", &env);
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let said: Vec<String> = out.lines().map_while(Result::ok).collect();
+    let seen: Option<u64> = said
+        .iter()
+        .find_map(|l| l.strip_prefix("NOW ").and_then(|n| n.parse().ok()));
+    assert!(child.wait().unwrap().success());
+    let child_now = seen.expect("the child reports its clock");
+    assert!(
+        child_now >= now + 100,
+        "the child's clock is not ahead ({child_now} vs {now}): libfaketime did not apply"
+    );
+    assert!(
+        !rt().block_on(used.consume("answer-1", now + 30)).unwrap(),
+        "the answer was accepted a second time after a replica with a fast clock visited"
+    );
+}
+
+#[test]
+#[ignore = "spawned by a_replica_whose_clock_runs_ahead_cannot_free_a_used_id"]
+fn skewed_replica_child() {
+    let Some(store) = child_store(Duration::from_secs(5)) else {
+        return;
+    };
+    let now = unix_now();
+    println!("NOW {now}");
+    let used = bulkhead::approval::UsedIds::open(&store).unwrap();
+    rt().block_on(used.consume("answer-2", now + 30)).unwrap();
+}
