@@ -114,6 +114,26 @@ impl Chain {
     }
 }
 
+/// The last of `links` (a writer's records in log order: seq, prev, hash) that continues its
+/// chain from record `seq` with hash `hash`, stopping at the first that does not.
+pub fn last_continuing(
+    seq: i64,
+    hash: &str,
+    links: impl IntoIterator<Item = (u64, String, String)>,
+) -> Option<(u64, String)> {
+    let mut last = None;
+    let (mut expect, mut prev) = ((seq + 1) as u64, hash.to_owned());
+    for (s, p, h) in links {
+        if s != expect || p != prev {
+            break;
+        }
+        last = Some((s, h.clone()));
+        expect += 1;
+        prev = h;
+    }
+    last
+}
+
 /// A record's chain fields, read from the end of its line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link<'a> {

@@ -157,17 +157,11 @@ impl AuditFile {
                 break;
             }
         }
-        let mut last = None;
-        let (mut expect, mut prev) = ((seq + 1) as u64, hash.to_owned());
-        for (s, p, h) in found.into_iter().rev().flatten() {
-            if s != expect || p != prev {
-                break;
-            }
-            last = Some((s, h.clone()));
-            expect += 1;
-            prev = h;
-        }
-        Ok(last)
+        Ok(super::chain::last_continuing(
+            seq,
+            hash,
+            found.into_iter().rev().flatten(),
+        ))
     }
 }
 

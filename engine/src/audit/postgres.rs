@@ -148,24 +148,14 @@ impl AuditSink for PgAuditSink {
                 self.link.reset();
                 format!("postgres audit: {e}")
             })?;
-        let mut last = None;
-        let (mut expect, mut prev) = ((seq + 1) as u64, hash.to_owned());
-        for r in rows {
-            let line: String = r.get(0);
-            let Some(l) = super::chain::parse_link(line.as_bytes()) else {
-                continue;
-            };
-            if l.writer != writer || l.seq < expect {
-                continue;
-            }
-            if l.seq != expect || l.prev != prev {
-                break;
-            }
-            let h = super::chain::hex(&super::chain::line_hash(line.as_bytes()));
-            last = Some((l.seq, h.clone()));
-            expect += 1;
-            prev = h;
-        }
-        Ok(last)
+        let mine = rows.iter().filter_map(|r| {
+            let line: &str = r.get(0);
+            let l = super::chain::parse_link(line.as_bytes())?;
+            (l.writer == writer && l.seq as i64 > seq).then(|| {
+                let h = super::chain::hex(&super::chain::line_hash(line.as_bytes()));
+                (l.seq, l.prev.to_owned(), h)
+            })
+        });
+        Ok(super::chain::last_continuing(seq, hash, mine))
     }
 }
