@@ -78,9 +78,16 @@ pub fn runtime_with(
         .map(|m| layer(env, m))
         .collect();
     lower.reverse();
+    // As `bulkhead serve` does: under root, through the idmapped view of the host user.
+    let owner =
+        bulkhead::workspace::HostOwner::for_this_process(bulkhead::workspace::DEFAULT_HOST_UID)
+            .unwrap()
+            .map(std::sync::Arc::new);
     let mut workspaces = WorkspaceRoot::new(layer(env, mode))
         .unwrap()
-        .with_lower(lower);
+        .with_lower(lower)
+        .with_host_owner(owner)
+        .unwrap();
     if let Some(d) = disk {
         workspaces = workspaces.with_limits(d);
     }
@@ -330,7 +337,7 @@ async fn no_network_and_no_server_environment_in_the_jail_on_any_instance() {
     let listener = Listener::start().await;
     let abstract_socket = AbstractListener::start();
     let code = format!(
-        "import socket\nfor addr in [('127.0.0.1', {port}), ('10.255.255.1', 80), ('::1', {port}), '\\0{name}']:\n    fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET6 if ':' in addr[0] else socket.AF_INET\n    s = socket.socket(fam)\n    s.settimeout(2)\n    try:\n        s.connect(addr)\n        print('connected', addr)\n    except OSError as e:\n        print('refused', e.errno)\nimport os\nfor pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n    try:\n        print('environ', pid, open('/proc/%s/environ' % pid, 'rb').read())\n    except OSError as e:\n        print('environ', pid, 'refused', e.errno)\n",
+        "import socket\nfor addr in [('127.0.0.1', {port}), ('10.255.255.1', 80), ('::1', {port}), '\\0{name}']:\n    fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET6 if ':' in addr[0] else socket.AF_INET\n    s = socket.socket(fam)\n    s.settimeout(2)\n    try:\n        s.connect(addr)\n        print('connected', addr)\n    except OSError as e:\n        print('refused', e.errno)\nimport os\nif not os.path.isdir('/proc'):\n    print('no proc')\nfor pid in [p for p in os.listdir('/proc') if p.isdigit()] if os.path.isdir('/proc') else []:\n    try:\n        print('environ', pid, open('/proc/%s/environ' % pid, 'rb').read())\n    except OSError as e:\n        print('environ', pid, 'refused', e.errno)\n",
         port = listener.port,
         name = abstract_socket.name,
     );
@@ -341,8 +348,12 @@ async fn no_network_and_no_server_environment_in_the_jail_on_any_instance() {
         let out = r["stdout"].as_str().unwrap();
         assert!(!out.contains("connected"), "{mode:?}: {out}");
         assert_eq!(out.matches("refused").count(), 4, "{mode:?}: {r}");
-        // The jail's processes are bubblewrap (PID 1) and the script, at least.
-        assert!(out.matches("environ").count() >= 2, "{mode:?}: {out}");
+        // A run has no `/proc`; where one is, the jail's processes are bubblewrap (PID 1) and
+        // the script, at least.
+        assert!(
+            out.contains("no proc") || out.matches("environ").count() >= 2,
+            "{mode:?}: {out}"
+        );
         for (key, value) in std::env::vars() {
             if ["PATH", "LANG", "HOME", "TMPDIR"].contains(&key.as_str()) || value.len() < 6 {
                 continue;
@@ -707,6 +718,17 @@ impl Ticks {
         use std::io::BufRead as _;
         std::fs::create_dir_all(session_dir).unwrap();
         let l = std::os::unix::net::UnixListener::bind(session_dir.join(".ticks.sock")).unwrap();
+        // Made here as the server would have made them: the workspace user's under root.
+        if nix::unistd::geteuid().is_root() {
+            let user = Some(bulkhead::workspace::DEFAULT_HOST_UID);
+            for p in [
+                session_dir.parent().unwrap(),
+                session_dir,
+                &session_dir.join(".ticks.sock"),
+            ] {
+                std::os::unix::fs::lchown(p, user, user).unwrap();
+            }
+        }
         let conns: Arc<std::sync::Mutex<Vec<(u128, bool)>>> = Arc::default();
         let all = conns.clone();
         std::thread::spawn(move || {
@@ -1039,6 +1061,14 @@ attempt('create', lambda: os.close(os.open('created', os.O_CREAT | os.O_WRONLY, 
 attempt('mkdir', lambda: os.mkdir('sgid-dir', 0o2775))
 attempt('capability', lambda: os.setxattr('elf', 'security.capability', b'\x01\x00\x00\x02\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'))
 attempt('plain_chmod', lambda: os.chmod('elf', 0o755))
+try:
+    print('mountinfo', open('/proc/self/mountinfo').read().replace('\n', ' | '))
+except OSError as e:
+    print('mountinfo unreadable', e.errno)
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print('statmount', libc.syscall(457, 0, 0, 0, 0), ctypes.get_errno())
+print('listmount', libc.syscall(458, 0, 0, 0, 0), ctypes.get_errno())
 "#;
     let r = result(&py(&rt, &id("ana", "suid1"), code).await);
     let out = r["stdout"].as_str().unwrap();
@@ -1057,11 +1087,27 @@ attempt('plain_chmod', lambda: os.chmod('elf', 0o755))
         );
     }
     assert!(out.contains("plain_chmod done"), "{r}");
+    // Neither the mount table nor the mount system calls name a host path.
+    let host = env.root.to_string_lossy().into_owned();
+    let mounts = out.lines().find(|l| l.starts_with("mountinfo")).unwrap();
+    assert!(
+        !mounts.contains(&host) && !mounts.contains("/workspaces/"),
+        "the jail's mount table names a host path: {mounts}"
+    );
+    for call in ["statmount", "listmount"] {
+        let line = out.lines().find(|l| l.starts_with(call)).unwrap();
+        assert!(
+            line.ends_with(" -1 1") || line.ends_with(" -1 38"),
+            "{call} must be refused: {line}"
+        );
+    }
     let folder = layer(&env, NetworkMode::Full).join("ana/suid1");
+    let root = nix::unistd::geteuid().is_root();
     let mut seen = 0;
     for e in std::fs::read_dir(&folder).unwrap().flatten() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = e.metadata().unwrap().permissions().mode();
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let meta = e.metadata().unwrap();
+        let mode = meta.permissions().mode();
         seen += 1;
         assert_eq!(
             mode & 0o6000,
@@ -1069,6 +1115,17 @@ attempt('plain_chmod', lambda: os.chmod('elf', 0o755))
             "{} is setuid or setgid on the host ({mode:o})",
             e.path().display()
         );
+        if root {
+            assert_eq!(
+                (meta.uid(), meta.gid()),
+                (
+                    bulkhead::workspace::DEFAULT_HOST_UID,
+                    bulkhead::workspace::DEFAULT_HOST_UID
+                ),
+                "{} is not the workspace user's on the host",
+                e.path().display()
+            );
+        }
     }
     assert!(
         seen >= 2,

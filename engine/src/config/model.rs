@@ -256,6 +256,11 @@ pub struct WorkspaceConfig {
     /// is closed first). A held directory is checked on every use and its path opened again
     /// after a second. 0: every call opens its session's path.
     pub open_dirs: usize,
+    /// The host user (uid and gid) that owns workspace files when the server runs as root: the
+    /// server and its jails write them through an idmapped view in which this user is root, so
+    /// nothing a script writes is root's on the host. Ignored under any other server user (its
+    /// own user owns them). Not 0.
+    pub host_uid: u32,
 }
 
 impl Default for WorkspaceConfig {
@@ -270,6 +275,7 @@ impl Default for WorkspaceConfig {
             min_free_bytes: d.min_free_bytes,
             max_read_bytes: crate::workspace::DEFAULT_MAX_READ_BYTES,
             open_dirs: crate::workspace::DEFAULT_OPEN_DIRS,
+            host_uid: crate::workspace::DEFAULT_HOST_UID,
         }
     }
 }

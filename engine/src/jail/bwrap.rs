@@ -67,6 +67,9 @@ pub struct Layout<'a> {
     pub workspace: Option<BorrowedFd<'a>>,
     /// Whether bubblewrap reports the jail's first process on descriptor 4.
     pub info: bool,
+    /// Whether the jail gets a `/proc` (where the host allows one). A run does not: its
+    /// mount table would name the host paths its folders come from.
+    pub proc: bool,
     /// How many system-call filters come on descriptors 5 and up.
     pub filters: usize,
     /// Host folders bound at the same path.
@@ -171,7 +174,7 @@ pub fn args(layout: &Layout<'_>, command: &[String]) -> Vec<OsString> {
         push(&["--ro-bind", &helper, HELPER_IN_JAIL]);
     }
     push(&["--dev", "/dev"]);
-    if layout.host.proc {
+    if layout.host.proc && layout.proc {
         push(&["--proc", "/proc"]);
     }
     let tmp = TMP_BYTES.to_string();
@@ -266,6 +269,9 @@ pub struct PreExec {
     fds: Vec<(i32, i32)>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
     cgroup_procs: Vec<CString>,
+    /// Where the workspace descriptor (a detached mount) is attached first, in a mount
+    /// namespace of bubblewrap's own ([`WorkspaceBind::Staged`](super::WorkspaceBind)).
+    stage: Option<CString>,
 }
 
 impl PreExec {
@@ -302,7 +308,14 @@ impl PreExec {
             fds,
             rlimits,
             cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
+            stage: None,
         }
+    }
+
+    /// Attaches the workspace descriptor at `stage` before bubblewrap starts, when given.
+    pub fn staged_at(mut self, stage: Option<CString>) -> PreExec {
+        self.stage = stage;
+        self
     }
 
     /// The set-up of a long-lived jail (an upstream MCP server): its descriptors, no core
@@ -316,6 +329,7 @@ impl PreExec {
             fds: Self::numbered(workspace, filters),
             rlimits: vec![(libc::RLIMIT_CORE, 0, 0), (libc::RLIMIT_NOFILE, 1024, 1024)],
             cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
+            stage: None,
         }
     }
 
@@ -354,10 +368,42 @@ impl PreExec {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            // A detached workspace mount is attached over its folder in a mount namespace of
+            // this process's own (the host's is untouched), then opened there.
+            let mut staged = -1;
+            if let Some(at) = &self.stage
+                && let Some(&(tree, _)) = self.fds.iter().find(|(_, t)| *t == WORKSPACE_FD)
+            {
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+                check(libc::mount(
+                    c"none".as_ptr(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ))?;
+                check(libc::syscall(
+                    libc::SYS_move_mount,
+                    tree,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    at.as_ptr(),
+                    libc::MOVE_MOUNT_F_EMPTY_PATH,
+                ) as libc::c_int)?;
+                staged = check(libc::open(
+                    at.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                ))?;
+            }
             // Out of the way of 3 and up first, then into place (dup2 clears close-on-exec).
             let mut moved = [(-1, -1); 3 + MAX_FILTERS];
             let n = self.fds.len().min(moved.len());
             for (i, &(ours, theirs)) in self.fds.iter().take(n).enumerate() {
+                let ours = if theirs == WORKSPACE_FD && staged >= 0 {
+                    staged
+                } else {
+                    ours
+                };
                 moved[i] = (check(libc::fcntl(ours, libc::F_DUPFD_CLOEXEC, 10))?, theirs);
             }
             for &(ours, theirs) in moved.iter().take(n) {
@@ -471,6 +517,7 @@ pub async fn probe(
             host,
             workspace: None,
             info: false,
+            proc: true,
             filters: 0,
             binds: &[],
             inherit_env: false,

@@ -71,8 +71,8 @@ pub struct Launch<'a> {
     pub argv: &'a [String],
     /// The network mode of the instance it runs on (its way out follows it).
     pub mode: NetworkMode,
-    /// The session's folder, bound at `/workspace`, when the jail has one.
-    pub workspace: Option<BorrowedFd<'a>>,
+    /// The session's folder, mounted at `/workspace`, when the jail has one.
+    pub workspace: Option<WorkspaceBind<'a>>,
     /// Host folders bound at the same path.
     pub binds: &'a [Bind],
     /// A run's limits (rlimits) and the pipe bubblewrap reports the jail's first process on; a
@@ -82,6 +82,21 @@ pub struct Launch<'a> {
     pub cgroup: (u64, u64),
     /// The program's whole environment, when the caller decides it; else a fresh minimal one.
     pub env: Option<&'a [(String, String)]>,
+}
+
+/// How a session's folder reaches a jail's `/workspace`
+/// ([`SessionWorkspace::jail_bind`](crate::workspace::SessionWorkspace::jail_bind)).
+pub enum WorkspaceBind<'a> {
+    /// The open folder, bound by descriptor.
+    Open(BorrowedFd<'a>),
+    /// A detached (idmapped) mount of it, attached over the empty folder `at` in the jail's
+    /// own mount namespace before bubblewrap starts, then bound from there.
+    Staged {
+        /// The detached mount.
+        tree: OwnedFd,
+        /// The host path of the empty folder it is attached over.
+        at: std::ffi::CString,
+    },
 }
 
 /// A jail ready to start: its command, the descriptors it needs until it has started, its
@@ -186,9 +201,13 @@ impl Jailer {
         let host = self.host(wait).await?;
         let bwrap = self.bwrap.as_ref().ok_or(LaunchError::NoBubblewrap)?;
         let mut keep: Vec<OwnedFd> = Vec::new();
-        let workspace = match launch.workspace {
-            Some(fd) => Some(fd.try_clone_to_owned().map_err(LaunchError::Workspace)?),
-            None => None,
+        let (workspace, stage) = match launch.workspace {
+            Some(WorkspaceBind::Open(fd)) => (
+                Some(fd.try_clone_to_owned().map_err(LaunchError::Workspace)?),
+                None,
+            ),
+            Some(WorkspaceBind::Staged { tree, at }) => (Some(tree), Some(at)),
+            None => (None, None),
         };
         let filters = self
             .filters
@@ -269,6 +288,7 @@ impl Jailer {
                 f.as_fd()
             }),
             info: launch.run.is_some(),
+            proc: launch.run.is_none(),
             filters: filters.len(),
             binds: launch.binds,
             inherit_env: launch.env.is_some(),
@@ -283,7 +303,8 @@ impl Jailer {
                 nproc_in_jail,
             ),
             None => PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref()),
-        };
+        }
+        .staged_at(stage);
         let mut command = tokio::process::Command::new(bwrap);
         command.args(args(&layout, launch.argv)).env_clear();
         if let Some(env) = launch.env {

@@ -7,6 +7,9 @@
 //! missing capabilities already deny most of them; the filter makes that hold even where a
 //! kernel bug would let one through.
 //!
+//! Mounts: `statmount` and `listmount` are refused too, as the mount table they read names
+//! the host paths a jail's folders come from.
+//!
 //! Files: nothing a jail writes can raise privileges on the host. A mode with the setuid or
 //! setgid bit is refused (EPERM) wherever a call sets one (`chmod` and its `f`/`at`/`at2`
 //! forms, `open`/`openat`/`creat`/`mkdir`/`mknod` with such a mode), `openat2` (whose mode is
@@ -65,7 +68,14 @@ const DENIED: &[i64] = &[
     libc::SYS_syslog,
     libc::SYS_name_to_handle_at,
     libc::SYS_open_by_handle_at,
+    SYS_STATMOUNT,
+    SYS_LISTMOUNT,
 ];
+
+/// `statmount` and `listmount` (Linux 6.8; not yet in `libc`): they name each mount's host
+/// source path, as `/proc/self/mountinfo` would.
+const SYS_STATMOUNT: i64 = 457;
+const SYS_LISTMOUNT: i64 = 458;
 
 /// The setuid and setgid bits of a mode.
 const PRIVILEGE_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];

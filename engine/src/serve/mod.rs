@@ -149,7 +149,13 @@ pub async fn runtime(
         .with_lower(config.state.workspace_lower(name, mode))
         .with_max_read_bytes(config.workspace.max_read_bytes)
         .with_open_dirs(config.workspace.open_dirs)
-        .with_limits(config.workspace.disk_limits());
+        .with_limits(config.workspace.disk_limits())
+        .with_host_owner(
+            crate::workspace::HostOwner::for_this_process(config.workspace.host_uid)
+                .map_err(|e| setup("workspace owner")(&e))?
+                .map(Arc::new),
+        )
+        .map_err(|e| setup("workspace root")(&e))?;
     let state = open_state(config, name, mode, InitPolicy::FirstStart).await?;
     let audit = open_audit(config, name, &state)?;
     let own_limits = server.def.tools.iter().any(|t| t.rate_limit.is_some());

@@ -9,6 +9,7 @@ mod copyup;
 mod error;
 mod lazy;
 mod open_dirs;
+mod owner;
 mod path;
 mod quota;
 mod results;
@@ -26,6 +27,7 @@ use rustix::fs::OFlags;
 pub use error::WorkspaceError;
 pub use lazy::{LazyWorkspace, WorkspaceSource};
 pub use open_dirs::{DEFAULT_OPEN_DIRS, REVALIDATE as OPEN_DIR_REVALIDATE};
+pub use owner::{DEFAULT_HOST_UID, HostOwner};
 pub use path::{AGENT_ROOT, MAX_COMPONENT_LEN, MAX_PATH_LEN, RelPath, agent_to_relative};
 pub use quota::{DiskLimits, Usage};
 pub use results::{RESULTS_DIR, ResultFile, SavedResult, query_key};
@@ -56,6 +58,8 @@ pub struct WorkspaceRoot {
     limits: DiskLimits,
     lower: Vec<PathBuf>,
     open: open_dirs::OpenDirs,
+    /// Under a root server, the idmapping `dir` is a view through ([`owner`]).
+    owner: Option<std::sync::Arc<owner::Idmapped>>,
 }
 
 impl WorkspaceRoot {
@@ -83,7 +87,35 @@ impl WorkspaceRoot {
             limits: DiskLimits::default(),
             lower: Vec::new(),
             open: open_dirs::OpenDirs::new(DEFAULT_OPEN_DIRS),
+            owner: None,
         })
+    }
+
+    /// Under a root server (`owner` is `Some`), hands the root to the owner's user and reopens
+    /// it through an idmapped view, so every file written under it, by this process or by a
+    /// jail, belongs to that user on the host ([`owner`]).
+    pub fn with_host_owner(
+        mut self,
+        owner: Option<std::sync::Arc<HostOwner>>,
+    ) -> Result<Self, WorkspaceError> {
+        let Some(owner) = owner else {
+            return Ok(self);
+        };
+        let root_io = |op, err: io::Error| WorkspaceError::Io {
+            path: "workspace root".to_owned(),
+            op,
+            kind: err.kind(),
+            source: err,
+        };
+        owner.adopt(&self.host).map_err(|e| root_io("adopt", e))?;
+        use std::os::fd::AsFd as _;
+        let view = owner
+            .view(self.dir.as_fd())
+            .map_err(|e| root_io("idmap", e))?;
+        self.dir = Dir::from_std_file(fs::File::from(view));
+        let idmapped = owner::Idmapped::new(owner, &self.host).map_err(|e| root_io("stage", e))?;
+        self.owner = Some(std::sync::Arc::new(idmapped));
+        Ok(self)
     }
 
     /// Adds read-only lower layers, nearest first: the workspace roots of less isolated
@@ -150,7 +182,8 @@ impl WorkspaceRoot {
             self.max_read_bytes,
             self.limits,
         )
-        .with_lower(lower))
+        .with_lower(lower)
+        .with_owner(self.owner.clone()))
     }
 }
 

@@ -31,6 +31,8 @@ pub struct SessionWorkspace {
     pub(super) limits: super::DiskLimits,
     /// Read-only lower layers, nearest first (see `WorkspaceRoot::with_lower`).
     pub(super) lower: Vec<Dir>,
+    /// Under a root server, the idmapping `dir` is seen through (a jail's bind is a clone).
+    owner: Option<std::sync::Arc<super::owner::Idmapped>>,
 }
 
 impl SessionWorkspace {
@@ -48,11 +50,20 @@ impl SessionWorkspace {
             max_read_bytes,
             limits,
             lower: Vec::new(),
+            owner: None,
         }
     }
 
     pub(super) fn with_lower(mut self, lower: Vec<Dir>) -> Self {
         self.lower = lower;
+        self
+    }
+
+    pub(super) fn with_owner(
+        mut self,
+        owner: Option<std::sync::Arc<super::owner::Idmapped>>,
+    ) -> Self {
+        self.owner = owner;
         self
     }
 
@@ -66,11 +77,34 @@ impl SessionWorkspace {
         &self.identity
     }
 
-    /// The session's folder in this instance's layer, as an open directory (a jail binds it by
-    /// descriptor, so no path is looked up again).
+    /// The session's folder in this instance's layer, as an open directory.
     pub fn dir_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd as _;
         self.dir.as_fd()
+    }
+
+    /// What a jail mounts at `/workspace`: the open folder itself (bound by descriptor, so no
+    /// path is looked up again), or under a root server a clone of its idmapped view, which
+    /// the jail attaches over the root's stage folder in a mount namespace of its own first (a
+    /// detached mount cannot be bound by descriptor).
+    pub fn jail_bind(&self) -> std::io::Result<crate::jail::WorkspaceBind<'_>> {
+        use std::os::fd::AsFd as _;
+        let Some(idmapped) = &self.owner else {
+            return Ok(crate::jail::WorkspaceBind::Open(self.dir.as_fd()));
+        };
+        // Cloning part of a detached view needs Linux 6.15; before, the same folder by its
+        // host path (made by this process, not by a jail) gets a view of its own.
+        let tree = match super::owner::clone_tree(self.dir.as_fd()) {
+            Ok(tree) => tree,
+            Err(_) => {
+                let plain = std::fs::File::open(&self.host)?;
+                idmapped.owner.view(plain.as_fd())?
+            }
+        };
+        Ok(crate::jail::WorkspaceBind::Staged {
+            tree,
+            at: idmapped.stage.clone(),
+        })
     }
 
     /// The host directory (for operators and logs; never show it to agents, never open by it).

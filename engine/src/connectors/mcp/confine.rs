@@ -140,7 +140,10 @@ impl Confine {
                 jail::Launch {
                     argv: &argv,
                     mode,
-                    workspace: workspace.map(SessionWorkspace::dir_fd),
+                    workspace: workspace
+                        .map(SessionWorkspace::jail_bind)
+                        .transpose()
+                        .map_err(|e| format!("the session's workspace: {e}"))?,
                     binds: &self.binds,
                     run: None,
                     cgroup: self.limits,

@@ -200,7 +200,9 @@ impl Sandbox {
                 jail::Launch {
                     argv: &argv,
                     mode: cx.mode,
-                    workspace: Some(ws.dir_fd()),
+                    workspace: Some(ws.jail_bind().map_err(|e| {
+                        ToolError::fatal(format!("`{}`: the workspace: {e}", self.name))
+                    })?),
                     binds: &[],
                     run: Some((&self.limits, &info_writer)),
                     cgroup: (self.limits.processes, self.limits.memory_bytes),
