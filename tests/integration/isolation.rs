@@ -623,6 +623,103 @@ fn an_instance_on_a_network_with_a_route_out_refuses_to_serve() {
     }
 }
 
+/// A name lookup is a way out: an isolated instance whose namespace has no route at all but
+/// reaches a name server (here one on its own loopback, named by the namespace's
+/// `resolv.conf`, which `ip netns exec` puts in place) refuses to serve, naming it; the same
+/// namespace without the name server passes the check.
+#[test]
+fn an_isolated_instance_that_reaches_a_name_server_refuses_to_serve() {
+    let name = "bt-resolver";
+    let ns = Netns::create(name).unwrap();
+    ns.ip(&["link", "set", "lo", "up"]).unwrap();
+    let etc = std::path::PathBuf::from(format!("/etc/netns/{name}"));
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("resolv.conf"), "nameserver 127.0.0.1\n").unwrap();
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _etc = Gone(etc);
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml");
+    let serve = |mode: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", name])
+            .arg(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&config)
+            .args([
+                "serve",
+                "template",
+                "--mode",
+                mode,
+                "--listen",
+                "127.0.0.1:8124",
+            ])
+            .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
+            .env("BULKHEAD_WORKSPACES", dir.path().join("ws"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Waits (bounded) for the instance to exit; kills it if it serves instead.
+    let outcome = |mut child: std::process::Child, wait: u64| -> (bool, String) {
+        let deadline = Instant::now() + Duration::from_secs(wait);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read as _;
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status.success(), err);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (true, "still serving".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The name server: any query gets its bytes back.
+    let mut dns = Command::new("ip")
+        .args(["netns", "exec", name, "python3", "-c"])
+        .arg("import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 53))\nprint('ready', flush=True)\nwhile True:\n    b, a = s.recvfrom(512)\n    s.sendto(b, a)\n")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        std::io::BufReader::new(dns.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
+    for mode in ["none", "proxied"] {
+        let (served, stderr) = outcome(serve(mode), 60);
+        assert!(!served, "{mode}: served anyway: {stderr}");
+        assert!(
+            stderr.contains("refusing to serve") && stderr.contains("name server 127.0.0.1:53"),
+            "{mode}: {stderr}"
+        );
+    }
+    let _ = dns.kill();
+    let _ = dns.wait();
+    // Without it the check passes: the instance is still serving when stopped.
+    let (_, stderr) = outcome(serve("none"), 10);
+    assert!(!stderr.contains("name server"), "{stderr}");
+    assert_eq!(stderr, "still serving");
+}
+
 /// An upstream MCP server nobody here wrote under `bulkhead up`: each instance of `third_party`
 /// launches `mcp-server-time` (pinned, from PyPI) in a jail inside its own namespaces; the
 /// public tool answers on `full`, the confidential one on `proxied` (in the namespace whose

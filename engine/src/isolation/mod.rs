@@ -10,6 +10,7 @@
 pub mod firewall;
 pub mod layers;
 pub mod netns;
+pub mod resolver;
 pub mod selfcheck;
 pub mod up;
 

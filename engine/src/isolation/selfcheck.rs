@@ -8,6 +8,8 @@
 //! - `proxied` with an egress proxy configured (`HTTPS_PROXY`/`HTTP_PROXY`): the proxy must refuse
 //!   `CONNECT 192.0.2.1:443` (TEST-NET-1, never routed, on no allowlist); a proxy that tunnels it
 //!   lets anything out. Our squid policy refuses it without contacting the address.
+//! - `proxied` and `none`: no name server of `/etc/resolv.conf` answers (a DNS query is a way
+//!   out; [`super::resolver`]).
 //! - `full`: nothing to check.
 //!
 //! Invariant (enforced here and in `Runtime::call_with` through [`IsolationStatus`]): an instance
@@ -120,9 +122,11 @@ pub async fn probe_proxy(proxy: &str) -> Result<(), String> {
     }
 }
 
-/// Both parts of the check (the proxy part for `proxied` with a configured proxy).
+/// Every part of the check: routes, name servers ([`super::resolver`]), and the proxy part for
+/// `proxied` with a configured proxy.
 pub async fn full_check(mode: NetworkMode) -> Result<(), String> {
     check(mode)?;
+    super::resolver::check(mode).await?;
     match crate::config::egress_proxy() {
         Some(proxy) if mode.uses_proxy() => probe_proxy(&proxy).await,
         _ => Ok(()),
