@@ -585,6 +585,22 @@ fn the_example_deployment_runs_as_reviewed_under_up() {
     );
 }
 
+/// `bulkhead serve template --mode <mode> --listen <listen>` inside the namespace `ns`, with
+/// the example's configuration and its state under `dir`.
+fn serve_in(ns: &str, mode: &str, listen: &str, dir: &std::path::Path) -> Command {
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml");
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns])
+        .arg(env!("CARGO_BIN_EXE_bulkhead"))
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "template", "--mode", mode, "--listen", listen])
+        .env("BULKHEAD_STATE_DIR", dir.join("state"))
+        .env("BULKHEAD_WORKSPACES", dir.join("ws"))
+        .stdin(Stdio::null());
+    c
+}
+
 /// `--mode none` and `--mode proxied` on a network with a route out refuse to serve, naming the
 /// route; `--unisolated` is the explicit development escape.
 #[test]
@@ -594,24 +610,8 @@ fn an_instance_on_a_network_with_a_route_out_refuses_to_serve() {
     ns.ip(&["route", "add", "default", "via", "10.242.0.1"])
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml");
     for mode in ["none", "proxied"] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", "bt-hostlike"])
-            .arg(env!("CARGO_BIN_EXE_bulkhead"))
-            .arg("--config")
-            .arg(&config)
-            .args([
-                "serve",
-                "template",
-                "--mode",
-                mode,
-                "--listen",
-                "10.242.0.2:8123",
-            ])
-            .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
-            .env("BULKHEAD_WORKSPACES", dir.path().join("ws"))
-            .stdin(Stdio::null())
+        let out = serve_in("bt-hostlike", mode, "10.242.0.2:8123", dir.path())
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -643,81 +643,77 @@ fn an_isolated_instance_that_reaches_a_name_server_refuses_to_serve() {
     }
     let _etc = Gone(etc);
     let dir = tempfile::tempdir().unwrap();
-    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml");
     let serve = |mode: &str| {
-        Command::new("ip")
-            .args(["netns", "exec", name])
-            .arg(env!("CARGO_BIN_EXE_bulkhead"))
-            .arg("--config")
-            .arg(&config)
-            .args([
-                "serve",
-                "template",
-                "--mode",
-                mode,
-                "--listen",
-                "127.0.0.1:8124",
-            ])
-            .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
-            .env("BULKHEAD_WORKSPACES", dir.path().join("ws"))
-            .stdin(Stdio::null())
+        serve_in(name, mode, "127.0.0.1:8124", dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
-    // Waits (bounded) for the instance to exit; kills it if it serves instead.
-    let outcome = |mut child: std::process::Child, wait: u64| -> (bool, String) {
+    // A process killed when the test ends, however it ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Waits (bounded) for the instance to exit; its stderr, or `None` while it still runs.
+    let exited = |child: &mut Running, wait: u64| -> Option<(bool, String)> {
         let deadline = Instant::now() + Duration::from_secs(wait);
         loop {
-            if let Some(status) = child.try_wait().unwrap() {
+            if let Some(status) = child.0.try_wait().unwrap() {
                 let mut err = String::new();
                 use std::io::Read as _;
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                return (status.success(), err);
+                let mut pipe = child.0.stderr.take().unwrap();
+                pipe.read_to_string(&mut err).unwrap();
+                return Some((status.success(), err));
             }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return (true, "still serving".into());
+            if Instant::now() >= deadline {
+                return None;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     };
     // The name server: any query gets its bytes back.
-    let mut dns = Command::new("ip")
-        .args(["netns", "exec", name, "python3", "-c"])
-        .arg("import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 53))\nprint('ready', flush=True)\nwhile True:\n    b, a = s.recvfrom(512)\n    s.sendto(b, a)\n")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut dns = Running(
+        Command::new("ip")
+            .args(["netns", "exec", name, "python3", "-c"])
+            .arg("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 53))\nprint('ready', flush=True)\nwhile True:\n    b, a = s.recvfrom(512)\n    s.sendto(b, a)\n")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     {
         use std::io::BufRead as _;
         let mut line = String::new();
-        std::io::BufReader::new(dns.stdout.take().unwrap())
+        std::io::BufReader::new(dns.0.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready");
     }
     for mode in ["none", "proxied"] {
-        let (served, stderr) = outcome(serve(mode), 60);
-        assert!(!served, "{mode}: served anyway: {stderr}");
+        let mut child = Running(serve(mode));
+        let (served, stderr) = exited(&mut child, 120)
+            .unwrap_or_else(|| panic!("{mode}: still serving with a name server in reach"));
+        assert!(!served, "{mode}: {stderr}");
         assert!(
             stderr.contains("refusing to serve") && stderr.contains("name server 127.0.0.1:53"),
             "{mode}: {stderr}"
         );
     }
-    let _ = dns.kill();
-    let _ = dns.wait();
-    // Without it the check passes: the instance is still serving when stopped.
-    let (_, stderr) = outcome(serve("none"), 10);
-    assert!(!stderr.contains("name server"), "{stderr}");
-    assert_eq!(stderr, "still serving");
+    drop(dns);
+    // Without it the check passes: the instance answers `/healthz` (polled, bounded).
+    let mut child = Running(serve("none"));
+    let probe = "import urllib.request, time\nfor _ in range(600):\n    try:\n        print(urllib.request.urlopen('http://127.0.0.1:8124/healthz', timeout=5).status)\n        break\n    except Exception:\n        time.sleep(0.2)\n";
+    let (_, status) = python_in(Some(name), probe);
+    if let Some((_, stderr)) = exited(&mut child, 0) {
+        panic!("the instance without a name server stopped: {stderr}");
+    }
+    assert_eq!(
+        status, "200",
+        "`/healthz` of the instance without a name server"
+    );
 }
 
 /// An upstream MCP server nobody here wrote under `bulkhead up`: each instance of `third_party`

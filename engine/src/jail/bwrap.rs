@@ -368,8 +368,8 @@ impl PreExec {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            // A detached workspace mount is attached over its folder in a mount namespace of
-            // this process's own (the host's is untouched), then opened there.
+            // A detached workspace mount is attached over the stage folder in a mount namespace
+            // of this process's own (the host's is untouched), then opened there.
             let mut staged = -1;
             if let Some(at) = &self.stage
                 && let Some(&(tree, _)) = self.fds.iter().find(|(_, t)| *t == WORKSPACE_FD)

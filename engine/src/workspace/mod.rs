@@ -59,7 +59,7 @@ pub struct WorkspaceRoot {
     lower: Vec<PathBuf>,
     open: open_dirs::OpenDirs,
     /// Under a root server, the idmapping `dir` is a view through ([`owner`]).
-    owner: Option<std::sync::Arc<owner::Idmapped>>,
+    idmapped: Option<std::sync::Arc<owner::Idmapped>>,
 }
 
 impl WorkspaceRoot {
@@ -87,7 +87,7 @@ impl WorkspaceRoot {
             limits: DiskLimits::default(),
             lower: Vec::new(),
             open: open_dirs::OpenDirs::new(DEFAULT_OPEN_DIRS),
-            owner: None,
+            idmapped: None,
         })
     }
 
@@ -114,7 +114,7 @@ impl WorkspaceRoot {
             .map_err(|e| root_io("idmap", e))?;
         self.dir = Dir::from_std_file(fs::File::from(view));
         let idmapped = owner::Idmapped::new(owner, &self.host).map_err(|e| root_io("stage", e))?;
-        self.owner = Some(std::sync::Arc::new(idmapped));
+        self.idmapped = Some(std::sync::Arc::new(idmapped));
         Ok(self)
     }
 
@@ -183,7 +183,7 @@ impl WorkspaceRoot {
             self.limits,
         )
         .with_lower(lower)
-        .with_owner(self.owner.clone()))
+        .with_idmapped(self.idmapped.clone()))
     }
 }
 

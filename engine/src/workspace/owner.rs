@@ -103,15 +103,17 @@ impl HostOwner {
         self.adopt_tree(root, 0)
     }
 
+    /// Children before their folder, so a crash part way leaves `root` not the user's and the
+    /// next start walks again.
     fn adopt_tree(&self, path: &Path, depth: usize) -> io::Result<()> {
         let meta = std::fs::symlink_metadata(path)?;
-        if meta.uid() != self.uid || meta.gid() != self.uid {
-            std::os::unix::fs::lchown(path, Some(self.uid), Some(self.uid))?;
-        }
         if meta.is_dir() && depth < ADOPT_DEPTH {
             for entry in std::fs::read_dir(path)? {
                 self.adopt_tree(&entry?.path(), depth + 1)?;
             }
+        }
+        if meta.uid() != self.uid || meta.gid() != self.uid {
+            std::os::unix::fs::lchown(path, Some(self.uid), Some(self.uid))?;
         }
         Ok(())
     }
@@ -182,6 +184,7 @@ fn mapping_namespace(uid: u32) -> io::Result<OwnedFd> {
     let mut command = std::process::Command::new(sleep);
     command
         .arg("60")
+        .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());

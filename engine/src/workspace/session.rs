@@ -32,7 +32,7 @@ pub struct SessionWorkspace {
     /// Read-only lower layers, nearest first (see `WorkspaceRoot::with_lower`).
     pub(super) lower: Vec<Dir>,
     /// Under a root server, the idmapping `dir` is seen through (a jail's bind is a clone).
-    owner: Option<std::sync::Arc<super::owner::Idmapped>>,
+    idmapped: Option<std::sync::Arc<super::owner::Idmapped>>,
 }
 
 impl SessionWorkspace {
@@ -50,7 +50,7 @@ impl SessionWorkspace {
             max_read_bytes,
             limits,
             lower: Vec::new(),
-            owner: None,
+            idmapped: None,
         }
     }
 
@@ -59,11 +59,11 @@ impl SessionWorkspace {
         self
     }
 
-    pub(super) fn with_owner(
+    pub(super) fn with_idmapped(
         mut self,
-        owner: Option<std::sync::Arc<super::owner::Idmapped>>,
+        idmapped: Option<std::sync::Arc<super::owner::Idmapped>>,
     ) -> Self {
-        self.owner = owner;
+        self.idmapped = idmapped;
         self
     }
 
@@ -89,7 +89,7 @@ impl SessionWorkspace {
     /// detached mount cannot be bound by descriptor).
     pub fn jail_bind(&self) -> std::io::Result<crate::jail::WorkspaceBind<'_>> {
         use std::os::fd::AsFd as _;
-        let Some(idmapped) = &self.owner else {
+        let Some(idmapped) = &self.idmapped else {
             return Ok(crate::jail::WorkspaceBind::Open(self.dir.as_fd()));
         };
         // Cloning part of a detached view needs Linux 6.15; before, the same folder by its
