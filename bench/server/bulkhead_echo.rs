@@ -27,6 +27,7 @@ static BENCH_TOOLS: &[ToolDef] = &[ToolDef {
     dataset: "bench:echo",
     rate_limit: None,
     approval: None,
+    inspection: Inspection::On,
     bound: &[],
     target: Target::Handler,
 }];

@@ -519,3 +519,48 @@ fn renaming_a_server_is_no_weakening() {
     let got = lines(&base, h);
     assert!(got.is_empty(), "{got:?}");
 }
+
+/// Turning inspection off is named, for a tool (its own `uninspected:`) and for every tool of a
+/// connector (the connector's), with the reason; a reason that says nothing is refused by `check`.
+#[test]
+fn turning_inspection_off_is_a_named_weakening_and_needs_a_reason() {
+    let base_dir = project();
+    let base = load(base_dir.path());
+    let head = project();
+    edit(
+        head.path(),
+        "specs/servers/template.yaml",
+        "    uses: webhooks.notify\n",
+        "    uses: webhooks.notify\n    uninspected: the team channel receives deploy tokens on purpose; rotated hourly\n",
+    );
+    let got = lines(&base, head.path());
+    assert!(
+        got.iter().any(|l| l.starts_with("inspection-off: tool `template.notify_team`: inspected → uninspected (\"the team channel")),
+        "{got:#?}"
+    );
+    let head = project();
+    edit(
+        head.path(),
+        "specs/connectors/workspace.yaml",
+        "operations:",
+        "uninspected: the workspace holds only what the agent wrote itself, by decision\noperations:",
+    );
+    let got = lines(&base, head.path());
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("inspection-off: tool `template.read_file`")),
+        "{got:#?}"
+    );
+    let head = project();
+    edit(
+        head.path(),
+        "specs/servers/template.yaml",
+        "    uses: webhooks.notify\n",
+        "    uses: webhooks.notify\n    uninspected: n/a\n",
+    );
+    let err = bulkhead_codegen::load(&head.path().join("specs"), head.path()).expect_err("refused");
+    assert!(
+        err.to_string().contains("does not say what was decided"),
+        "{err}"
+    );
+}

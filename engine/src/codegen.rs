@@ -12,7 +12,7 @@ pub use crate::server::{
 pub use crate::serverdef::ServerDef;
 pub use crate::tooldef::{
     Annotations, Approval, ApprovalCondition, Approver, Bound, ConnectorDef, DeployedServerDef,
-    DeploymentDef, OperationDef, PresetDef, RateLimit, Target, ToolDef,
+    DeploymentDef, Inspection, OperationDef, PresetDef, RateLimit, Target, ToolDef,
 };
 pub use bulkhead_vocab::connector::{ConnectorKind, OperationBody};
 pub use serde;

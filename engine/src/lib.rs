@@ -31,6 +31,7 @@ pub mod context;
 pub mod endpoint;
 pub mod errors;
 pub mod identity;
+pub mod inspect;
 pub mod isolation;
 pub mod jail;
 pub mod metrics;

@@ -61,6 +61,8 @@ pub enum Refusal {
     RateLimit,
     /// A tool's approval was not given (declined, expired, no way to ask, a bad answer).
     Approval,
+    /// A `connect` call's arguments held a credential ([`crate::inspect`]).
+    Credential,
 }
 
 impl Refusal {
@@ -75,6 +77,7 @@ impl Refusal {
             Refusal::Isolation => "isolation",
             Refusal::RateLimit => "rate_limit",
             Refusal::Approval => "approval",
+            Refusal::Credential => "credential",
         }
     }
 }

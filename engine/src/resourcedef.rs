@@ -162,6 +162,7 @@ mod tests {
                 dataset: "r",
                 rate_limit: None,
                 approval: None,
+                inspection: crate::tooldef::Inspection::On,
                 bound: &[],
                 target: Target::Static(""),
             },

@@ -41,10 +41,32 @@ pub struct ToolDef {
     pub rate_limit: Option<RateLimit>,
     /// When a person approves a call before it runs, and who (see [`crate::approval`]).
     pub approval: Option<Approval>,
+    /// Whether its results (and, for `connect`, its arguments) are read for credentials.
+    pub inspection: Inspection,
     /// Parameters set from the caller's token, never by the model (see [`crate::call`]).
     pub bound: &'static [Bound],
     /// What runs.
     pub target: Target,
+}
+
+/// Whether a tool's data is read for credentials ([`crate::inspect`]): on unless its spec (or
+/// its connector's) says `uninspected:` with a reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inspection {
+    /// Results are redacted and raise the session; `connect` arguments are refused.
+    On,
+    /// Not read, for the reason the spec gives.
+    Off {
+        /// Why (the spec's `uninspected:`).
+        reason: &'static str,
+    },
+}
+
+impl Inspection {
+    /// Whether inspection is on.
+    pub fn is_on(self) -> bool {
+        self == Inspection::On
+    }
 }
 
 /// A parameter set from a claim of the caller's token (`from_claim:` in the spec).

@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_api:notes",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[
                 bh::Bound {
                     param: "upstream_token",
@@ -58,6 +59,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_db:get",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "crm_db",
@@ -84,6 +86,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_db:mine",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[
                 bh::Bound {
                     param: "db_role",
@@ -117,6 +120,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -143,6 +147,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "crm_db:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "crm_db",

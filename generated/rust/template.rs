@@ -50,6 +50,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 when: ::std::borrow::Cow::Borrowed(&[bh::ApprovalCondition::Always]),
                 approver: bh::Approver::Caller,
             }),
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -76,6 +77,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "dataset:{dataset_name}",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Handler,
         },
@@ -101,6 +103,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 burst: ::std::option::Option::None,
             }),
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "webhooks",
@@ -125,6 +128,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -149,6 +153,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "python:run",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "python",
@@ -173,6 +178,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "app_logs",
@@ -199,6 +205,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
@@ -223,6 +230,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "security_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "security_logs",
@@ -247,6 +255,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -279,6 +288,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 dataset: "resource:guide",
                 rate_limit: ::std::option::Option::None,
                 approval: ::std::option::Option::None,
+                inspection: bh::Inspection::On,
                 bound: &[],
                 target: bh::Target::Static(
                     "# Template server\n- `read_file` / `write_file`: your own workspace under /workspace.\n- `search_records` and the `records://{id}` resource hold customer data: confidential.\n  Reading them moves your session to the proxied instance and blocks `notify_team`.\n- Large results are cut; the full result is saved under /workspace/results/ (open it with `read_file`).\n",
@@ -311,6 +321,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
                 dataset: "resource:record:{id}",
                 rate_limit: ::std::option::Option::None,
                 approval: ::std::option::Option::None,
+                inspection: bh::Inspection::On,
                 bound: &[],
                 target: bh::Target::Connector {
                     connector: "records",

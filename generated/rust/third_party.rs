@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "everything:get_annotated_message",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "everything",
@@ -51,6 +52,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "meeting-times",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "clock",
@@ -75,6 +77,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "clock:now",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "clock",
@@ -99,6 +102,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "fetch:fetch",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "fetch",
@@ -123,6 +127,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",

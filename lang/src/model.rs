@@ -160,6 +160,9 @@ pub struct Tool {
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
     /// When a person approves a call first, and who.
     pub approval: Option<bulkhead_vocab::Approval>,
+    /// Why its data is not read for credentials (its own `uninspected:` or its connector's);
+    /// `None`: inspected.
+    pub uninspected: Option<String>,
 }
 
 /// A declared result.
@@ -244,6 +247,8 @@ pub struct Connector {
     /// Where a jail of this connector (a `sandbox` run, a launched `mcp` upstream) may go, with
     /// variables at their defaults; empty: no network at all.
     pub egress: Vec<HostPort>,
+    /// Why the tools over it are not read for credentials (`uninspected:`), if they are not.
+    pub uninspected: Option<String>,
 }
 
 impl Connector {

@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Env {
+pub(crate) struct Env {
     _dir: tempfile::TempDir,
-    root: std::path::PathBuf,
+    pub(crate) root: std::path::PathBuf,
     store: Arc<StateStore>,
 }
 
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let store = Arc::new(
@@ -48,7 +48,7 @@ fn runtime(env: &Env, server: Server, mode: NetworkMode) -> Runtime {
     .unwrap()
 }
 
-fn template(env: &Env, mode: NetworkMode) -> Runtime {
+pub(crate) fn template(env: &Env, mode: NetworkMode) -> Runtime {
     runtime(
         env,
         bulkhead_example::servers::server("template").unwrap(),
@@ -56,11 +56,11 @@ fn template(env: &Env, mode: NetworkMode) -> Runtime {
     )
 }
 
-fn id(user: &str, session: &str) -> Identity {
+pub(crate) fn id(user: &str, session: &str) -> Identity {
     Identity::new(user, session).unwrap()
 }
 
-fn args(v: Value) -> Option<JsonObject> {
+pub(crate) fn args(v: Value) -> Option<JsonObject> {
     v.as_object().cloned()
 }
 
@@ -277,6 +277,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:ping_internal",
         rate_limit: None,
         approval: None,
+        inspection: bulkhead::tooldef::Inspection::On,
         bound: &[],
         target: Target::Handler,
     },
@@ -298,6 +299,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:ping",
         rate_limit: None,
         approval: None,
+        inspection: bulkhead::tooldef::Inspection::On,
         bound: &[],
         target: Target::Handler,
     },
@@ -319,6 +321,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:secret",
         rate_limit: None,
         approval: None,
+        inspection: bulkhead::tooldef::Inspection::On,
         bound: &[],
         target: Target::Handler,
     },
@@ -340,6 +343,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:boom",
         rate_limit: None,
         approval: None,
+        inspection: bulkhead::tooldef::Inspection::On,
         bound: &[],
         target: Target::Handler,
     },
@@ -363,6 +367,7 @@ static PROBE_TOOLS: &[ToolDef] = &[
         dataset: "probe:counted",
         rate_limit: None,
         approval: None,
+        inspection: bulkhead::tooldef::Inspection::On,
         bound: &[],
         target: Target::Handler,
     },

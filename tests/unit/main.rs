@@ -10,6 +10,7 @@ mod freshness;
 mod generated_compiles;
 #[path = "snapshots/handlers.rs"]
 mod handlers;
+mod inspect;
 mod snapshots;
 mod state;
 mod workspace;

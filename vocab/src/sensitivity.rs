@@ -45,6 +45,16 @@ impl Sensitivity {
         Sensitivity::Secret,
     ];
 
+    /// The trust-annotations extension's `sensitiveHint` for this level: `low` for what is not
+    /// private, `medium` for confidential, `high` for secret.
+    pub fn sensitive_hint(self) -> &'static str {
+        match self {
+            Sensitivity::Public | Sensitivity::Internal => "low",
+            Sensitivity::Confidential => "medium",
+            Sensitivity::Secret => "high",
+        }
+    }
+
     /// The lowercase name used in specs, `_meta` and audit records.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -216,6 +216,10 @@ fn tool_def(tool: &Tool) -> TokenStream {
         }
         None => quote!(::std::option::Option::None),
     };
+    let inspection = match &tool.uninspected {
+        Some(reason) => quote!(bh::Inspection::Off { reason: #reason }),
+        None => quote!(bh::Inspection::On),
+    };
     let bound: Vec<TokenStream> = tool
         .params
         .iter()
@@ -247,6 +251,7 @@ fn tool_def(tool: &Tool) -> TokenStream {
             dataset: #dataset,
             rate_limit: #rate_limit,
             approval: #approval,
+            inspection: #inspection,
             bound: &[#(#bound),*],
             target: #target,
         }

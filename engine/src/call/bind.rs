@@ -111,6 +111,7 @@ mod tests {
         dataset: "",
         rate_limit: None,
         approval: None,
+        inspection: crate::tooldef::Inspection::On,
         bound: &[
             Bound {
                 param: "owner",

@@ -60,6 +60,9 @@ pub enum RuntimeError {
     /// A connector's settings are missing or malformed.
     #[error(transparent)]
     Connector(#[from] ConnectorError),
+    /// The credential rules do not compile (a defect in the engine's rule files).
+    #[error(transparent)]
+    Inspection(#[from] crate::inspect::RulesError),
 }
 
 impl Runtime {
@@ -127,6 +130,7 @@ impl Runtime {
         )
         .map_err(RuntimeError::Approval)?;
         Ok(Runtime {
+            rules: crate::inspect::Rules::get()?,
             server,
             connectors,
             mode,
@@ -145,6 +149,11 @@ impl Runtime {
             rates: crate::ratelimit::RateLimiter::none(name),
             tokens: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The credential rules this runtime inspects with.
+    pub fn rules(&self) -> &'static crate::inspect::Rules {
+        self.rules
     }
 
     /// Seals 2026-07-28 approval questions with `secret` and records used answers in `used`;

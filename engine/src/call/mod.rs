@@ -14,6 +14,7 @@ mod args;
 mod audit;
 mod bind;
 mod build;
+mod inspect;
 mod output;
 mod presets;
 mod run;
@@ -60,6 +61,8 @@ pub struct Runtime {
     isolation: Arc<crate::isolation::selfcheck::IsolationStatus>,
     rates: crate::ratelimit::RateLimiter,
     approvals: crate::approval::Approvals,
+    /// The credential rules results and `connect` arguments are read with ([`crate::inspect`]).
+    rules: &'static crate::inspect::Rules,
     /// The deployment's token service, when this instance serves one: parameters bound to
     /// `exchange:<audience>` get the caller's upstream tokens from it.
     tokens: std::sync::OnceLock<Arc<crate::sessions::TokenService>>,
@@ -235,6 +238,9 @@ impl Runtime {
             return self.refuse(audit, pass, tool, refused).await;
         }
         let args = match self.schemas.get(tool.name).map(|s| s.prepare(args)) {
+            Some(Ok(a)) if let Some(refused) = self.credential_in_args(tool, &a) => {
+                return self.refuse(audit, pass, tool, refused).await;
+            }
             Some(Ok(mut a)) => match bind::bind(tool, &mut a, id, ask.claims.as_ref()) {
                 Ok(()) => {
                     audit.bound(tool, &a);
@@ -379,6 +385,14 @@ impl Runtime {
         let level = pass.level();
         let result = self.run(id, tool, &pass, args, signals).await;
         crate::failpoint!("call.after_handler");
+        let result = match result {
+            Ok((out, found)) if !found.is_empty() => {
+                // Boxed: the rare path, kept out of every call's future.
+                return Box::pin(self.raise_for_findings(audit, id, tool, pass, out, found)).await;
+            }
+            Ok((out, _)) => Ok(out),
+            Err(e) => Err(e),
+        };
         match &result {
             Ok(_) if audit.levels.1 > audit.levels.0 => audit.finish(Outcome::Escalated, None),
             Ok(_) => audit.finish(Outcome::Allowed, None),

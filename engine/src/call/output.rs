@@ -1,8 +1,10 @@
-//! Shaping a tool's output for the model: the context preset decides what is returned, the full
-//! result goes to `/workspace/results/…`, and the session's level rides along for `_meta`.
+//! Shaping a tool's output for the model: credentials are redacted first ([`crate::inspect`]),
+//! the context preset decides what is returned, the full result goes to `/workspace/results/…`,
+//! and the session's level rides along for `_meta`.
 
 use crate::context::{self, ContentKind, Preset, StreamPreview};
 use crate::errors::ToolError;
+use crate::inspect::{self, Finding, Rules, StreamRedactor};
 use crate::policy::{NetworkMode, Sensitivity};
 use crate::server::{Chunk, ToolOutput};
 use crate::signals::CallSignals;
@@ -30,6 +32,8 @@ pub struct CallOutcome {
     pub required_mode: NetworkMode,
     /// A question for a person before the call runs (2026-07-28: sent as `input_required`).
     pub input_required: Option<crate::approval::Pending>,
+    /// The rules whose credentials were redacted from this result (they raised the session).
+    pub found: Vec<&'static str>,
 }
 
 impl CallOutcome {
@@ -46,6 +50,7 @@ impl CallOutcome {
             saved_to: None,
             required_mode: level.required_mode(),
             input_required: None,
+            found: Vec::new(),
         }
     }
 
@@ -63,6 +68,7 @@ impl CallOutcome {
             saved_to,
             required_mode: level.required_mode(),
             input_required: None,
+            found: Vec::new(),
         }
     }
 }
@@ -110,17 +116,43 @@ fn saved_text(preview: &context::Preview, saved: &SavedResult) -> String {
     text
 }
 
-/// Applies the preset to a tool's output. `key` identifies the query (the same query overwrites
-/// its earlier saved result).
-pub async fn shape(
-    preset: &Preset,
+/// What a call's result shaping needs besides the output.
+pub(super) struct Shaping<'a> {
+    pub(super) preset: &'a Preset,
+    pub(super) level: Sensitivity,
+    /// Identifies the query (the same query overwrites its earlier saved result).
+    pub(super) key: u64,
+    /// The rules to redact with; `None` when the tool is `uninspected:`.
+    pub(super) rules: Option<&'static Rules>,
+}
+
+/// Redacts credentials in a tool's output (into `found`), then applies the preset: what the
+/// model sees and the saved full result both hold only the redacted text.
+pub(super) async fn shape(
+    how: Shaping<'_>,
     lazy: &LazyWorkspace<'_>,
     tool: &ToolDef,
     output: ToolOutput,
-    level: Sensitivity,
-    key: u64,
     signals: &CallSignals,
+    found: &mut Vec<Finding>,
 ) -> Result<CallOutcome, ToolError> {
+    let Shaping {
+        preset,
+        level,
+        key,
+        rules,
+    } = how;
+    let output = match (rules, output) {
+        (Some(r), ToolOutput::Text(mut text)) => {
+            inspect::redact_text(r, &mut text, "result", found);
+            ToolOutput::Text(text)
+        }
+        (Some(r), ToolOutput::Json(mut value)) => {
+            inspect::redact_json(r, &mut value, "result", found);
+            ToolOutput::Json(value)
+        }
+        (_, output) => output,
+    };
     match output {
         ToolOutput::Text(text) if text.is_empty() => {
             Ok(CallOutcome::ok(NOTHING.into(), None, level, None))
@@ -171,10 +203,11 @@ pub async fn shape(
             // a huge result never holds up the request handlers; a dropped call stops it.
             let preset = preset.clone();
             let signals = signals.clone();
-            let consumed =
-                tokio::task::spawn_blocking(move || consume(stream, file, &preset, &signals))
-                    .await
-                    .map_err(|_| ToolError::bug("the result consumer stopped unexpectedly"))??;
+            let consumed = tokio::task::spawn_blocking(move || {
+                consume(stream, file, &preset, &signals, rules)
+            })
+            .await
+            .map_err(|_| ToolError::bug("the result consumer stopped unexpectedly"))??;
             let Consumed {
                 finished,
                 rows,
@@ -182,7 +215,9 @@ pub async fn shape(
                 header,
                 file,
                 set,
+                found: in_stream,
             } = consumed;
+            found.extend(in_stream);
             // A tool that declares a row set gets it as structuredContent, cut or not.
             let structured = |set: RowSet, saved: Option<&str>| {
                 tool.output_schema
@@ -230,6 +265,7 @@ struct Consumed {
     header: Option<Vec<String>>,
     file: ResultFile,
     set: RowSet,
+    found: Vec<Finding>,
 }
 
 /// Reads the stream to its end on a blocking thread (at nice 10), writing it to `file` and
@@ -240,7 +276,10 @@ fn consume(
     mut file: ResultFile,
     preset: &Preset,
     signals: &CallSignals,
+    rules: Option<&'static Rules>,
 ) -> Result<Consumed, ToolError> {
+    let mut found = Vec::new();
+    let mut bytes = rules.map(|r| StreamRedactor::new(r, inspect::STREAM_WINDOW));
     let cancelled = || ToolError::retry("the call was cancelled");
     let _ = rustix::process::setpriority_process(None, 10);
     let mut sp = StreamPreview::new(
@@ -257,12 +296,21 @@ fn consume(
             return Err(cancelled());
         }
         let pushed = match item? {
-            Chunk::Line(l) => {
+            Chunk::Line(mut l) => {
                 other += 1;
+                if let Some(r) = rules {
+                    inspect::redact_text(r, &mut l, &format!("result line {other}"), &mut found);
+                }
                 sp.push_line(&l)
             }
-            Chunk::Row(r) => {
+            Chunk::Row(mut r) => {
                 rows += 1;
+                if let Some(rules) = rules {
+                    for (i, cell) in r.iter_mut().enumerate() {
+                        let at = format!("result row {rows} column {}", i + 1);
+                        inspect::redact_text(rules, cell, &at, &mut found);
+                    }
+                }
                 let cells: Vec<&str> = r.iter().map(String::as_str).collect();
                 let pushed = sp.push_row(&cells);
                 if header.is_none() {
@@ -274,13 +322,33 @@ fn consume(
             }
             Chunk::Bytes(b) => {
                 other += usize::from(!b.is_empty());
-                sp.push_chunk(&b)
+                match &mut bytes {
+                    Some(red) => {
+                        let ready = red.push(&b);
+                        if ready.is_empty() {
+                            Ok(())
+                        } else {
+                            sp.push_chunk(&ready)
+                        }
+                    }
+                    None => sp.push_chunk(&b),
+                }
             }
         };
         pushed.map_err(save_error)?;
     }
     if signals.is_stopped() {
         return Err(cancelled());
+    }
+    if let Some(red) = &mut bytes {
+        let rest = red.finish();
+        if !rest.is_empty() {
+            sp.push_chunk(&rest).map_err(save_error)?;
+        }
+        found.extend(red.found().iter().map(|rule| Finding {
+            rule,
+            at: "result".into(),
+        }));
     }
     let finished = sp.finish().map_err(save_error)?;
     Ok(Consumed {
@@ -290,6 +358,7 @@ fn consume(
         header,
         file,
         set,
+        found,
     })
 }
 

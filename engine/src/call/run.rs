@@ -1,5 +1,6 @@
 //! Step 3 of a call: the handler (or connector) under the pass, caught if it panics, its result
-//! shaped by the context preset and checked against the declared output schema.
+//! redacted of credentials and shaped by the context preset, and checked against the declared
+//! output schema. What was found goes back to the pipeline, which raises the session.
 
 use super::{CallOutcome, Runtime, output};
 use crate::connectors::sandbox::{EscalationWatch, JailContext};
@@ -22,7 +23,7 @@ impl Runtime {
         pass: &Pass,
         args: JsonObject,
         signals: &CallSignals,
-    ) -> Result<CallOutcome, ToolError> {
+    ) -> Result<(CallOutcome, Vec<crate::inspect::Finding>), ToolError> {
         let level = pass.level();
         let watch = PassWatch {
             state: &self.state,
@@ -86,8 +87,15 @@ impl Runtime {
             .presets
             .get(tool.context)
             .expect("checked in Runtime::new");
-        let out = output::shape(preset, &workspace, tool, output, level, key, signals).await?;
-        self.check_declared(tool, out)
+        let how = output::Shaping {
+            preset,
+            level,
+            key,
+            rules: tool.inspection.is_on().then_some(self.rules),
+        };
+        let mut found = Vec::new();
+        let out = output::shape(how, &workspace, tool, output, signals, &mut found).await?;
+        Ok((self.check_declared(tool, out)?, found))
     }
 
     /// A result of a tool that declares its output must match it; a mismatch is a bug in the

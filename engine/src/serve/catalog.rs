@@ -54,7 +54,7 @@ pub fn read_result(
     out: CallOutcome,
 ) -> Result<ReadResourceResult, ErrorData> {
     let mut meta = Map::new();
-    meta.insert(meta::SENSITIVITY.into(), Value::from(out.level.as_str()));
+    super::handler::result_meta(&mut meta, out.level, &out.found);
     meta.insert(
         meta::REQUIRED_MODE.into(),
         Value::from(out.required_mode.as_str()),
@@ -96,10 +96,13 @@ pub fn prompts(def: &ServerDef) -> Vec<Prompt> {
         .collect()
 }
 
-/// A prompt rendered with `args`; a missing or unknown argument is an invalid-params error.
+/// A prompt rendered with `args`, credentials in it redacted with `rules` (into `found`); a
+/// missing or unknown argument is an invalid-params error.
 pub fn get_prompt(
     p: &PromptDef,
     args: Option<&Map<String, Value>>,
+    rules: &crate::inspect::Rules,
+    found: &mut Vec<crate::inspect::Finding>,
 ) -> Result<GetPromptResult, ErrorData> {
     let args: std::collections::BTreeMap<String, String> = args
         .map(|m| {
@@ -115,7 +118,9 @@ pub fn get_prompt(
         .render(&args)
         .map_err(|e| ErrorData::invalid_params(e, None))?
         .into_iter()
-        .map(|(role, text)| {
+        .enumerate()
+        .map(|(i, (role, mut text))| {
+            crate::inspect::redact_text(rules, &mut text, &format!("message {}", i + 1), found);
             let role = match role {
                 PromptRole::User => Role::User,
                 PromptRole::Assistant => Role::Assistant,

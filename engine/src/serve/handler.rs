@@ -12,7 +12,7 @@ use super::notify::{self, Forwarder, Wanted};
 use crate::auth::Grants;
 use crate::call::{CallOutcome, Runtime};
 use crate::identity::Identity;
-use crate::policy::meta;
+use crate::policy::{Sensitivity, meta};
 use crate::signals::CallSignals;
 use crate::tooldef::ToolDef;
 use rmcp::model::{
@@ -296,6 +296,23 @@ fn input_required(
     ))
 }
 
+/// What a result's `_meta` says about its sensitivity: the session's level (Bulkhead's key and
+/// the trust-annotations extension's shape, so any host can show and propagate it) and the
+/// rules whose credentials were redacted.
+pub(crate) fn result_meta(meta: &mut Map<String, Value>, level: Sensitivity, found: &[&str]) {
+    meta.insert(meta::SENSITIVITY.into(), Value::from(level.as_str()));
+    meta.insert(
+        meta::TRUST_ANNOTATIONS.into(),
+        serde_json::json!({
+            "sensitiveHint": level.sensitive_hint(),
+            "privateHint": level.is_private(),
+        }),
+    );
+    if !found.is_empty() {
+        meta.insert(meta::REDACTED.into(), Value::from(found.to_vec()));
+    }
+}
+
 /// The MCP result of a call outcome, with the session's level in `_meta`.
 pub fn mcp_result(out: CallOutcome) -> CallToolResult {
     let mut result = if out.is_error {
@@ -305,7 +322,7 @@ pub fn mcp_result(out: CallOutcome) -> CallToolResult {
     };
     result.structured_content = out.structured;
     let mut meta = Map::new();
-    meta.insert(meta::SENSITIVITY.into(), Value::from(out.level.as_str()));
+    result_meta(&mut meta, out.level, &out.found);
     meta.insert(
         meta::REQUIRED_MODE.into(),
         Value::from(out.required_mode.as_str()),
@@ -426,7 +443,24 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
-        super::catalog::get_prompt(p, request.arguments.as_ref()).map(Into::into)
+        let mut found = Vec::new();
+        let mut result =
+            super::catalog::get_prompt(p, request.arguments.as_ref(), self.rt.rules(), &mut found)?;
+        if !found.is_empty() {
+            let level = self
+                .rt
+                .raise_for_prompt(&id, p.name, &found)
+                .await
+                .map_err(|e| ErrorData::new(ErrorCode::INVALID_REQUEST, e.wire_text(), None))?;
+            let mut meta = Map::new();
+            result_meta(
+                &mut meta,
+                level,
+                &found.iter().map(|f| f.rule).collect::<Vec<_>>(),
+            );
+            result.meta = Some(MetaObject(meta));
+        }
+        Ok(result.into())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -87,6 +87,10 @@ pub fn check(specs: &[Loaded<ConnectorSpec>], errors: &mut Vec<Diagnostic>) -> V
             secrets: c.secrets.clone(),
             operations,
             package,
+            uninspected: c.uninspected.as_ref().map(|r| {
+                super::reason::check(l, "/uninspected", r, errors);
+                r.trim().to_string()
+            }),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -88,6 +88,7 @@ pub fn resources(
                     returns: None,
                     rate_limit: None,
                     approval: None,
+                    uninspected: None,
                 };
                 let mut t = tool(&at, name, &spec, errors);
                 // The dataset names the record read: the template's variables that are arguments.
@@ -165,6 +166,7 @@ pub fn resources(
                     returns: None,
                     rate_limit: None,
                     approval: None,
+                    uninspected: None,
                 }
             }
             _ => {

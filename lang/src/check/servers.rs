@@ -313,9 +313,25 @@ fn tool(
             errors,
         )
     });
+    if let Some(reason) = &spec.uninspected {
+        super::reason::check(l, &format!("{at}/uninspected"), reason, errors);
+    }
+    // The tool's own reason, or its connector's.
+    let uninspected = spec
+        .uninspected
+        .as_ref()
+        .map(|r| r.trim().to_string())
+        .or_else(|| match &target {
+            Target::Connector { connector, .. } => connectors
+                .iter()
+                .find(|c| &c.name == connector)
+                .and_then(|c| c.uninspected.clone()),
+            _ => None,
+        });
     Tool {
         rate_limit: spec.rate_limit,
         approval,
+        uninspected,
         name: name.to_string(),
         ident: name.replace(['-', '.'], "_").to_ascii_lowercase(),
         title: spec.title.clone(),

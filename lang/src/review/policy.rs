@@ -54,6 +54,8 @@ pub struct Capability {
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
     /// When a person approves a call first (tools only).
     pub approval: Option<bulkhead_vocab::Approval>,
+    /// Why its data is not read for credentials (`uninspected:`), if it is not.
+    pub uninspected: Option<String>,
 }
 
 impl Capability {
@@ -412,6 +414,7 @@ fn capability(
         context: (preset_name, overrides),
         rate_limit: t.rate_limit,
         approval: t.approval.clone(),
+        uninspected: t.uninspected.clone(),
         params: params(&t.params),
     }
 }
@@ -442,6 +445,7 @@ pub fn resolve(model: &Model) -> Policy {
                 params: BTreeMap::new(),
                 rate_limit: None,
                 approval: None,
+                uninspected: None,
             });
         }
     }

@@ -28,6 +28,8 @@ pub enum Rule {
     RateLimitRaised,
     /// A tool's approval was removed or narrowed.
     ApprovalWeakened,
+    /// `inspection-off`.
+    InspectionOff,
     /// `location-changed`.
     LocationChanged,
     /// `reach-widened`.
@@ -83,7 +85,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 34] = [
+    pub const ALL: [Rule; 35] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -93,6 +95,7 @@ impl Rule {
         Rule::ArgumentLoosened,
         Rule::RateLimitRaised,
         Rule::ApprovalWeakened,
+        Rule::InspectionOff,
         Rule::LocationChanged,
         Rule::ReachWidened,
         Rule::SettingsChanged,
@@ -132,6 +135,7 @@ impl Rule {
             Rule::ArgumentLoosened => "argument-loosened",
             Rule::RateLimitRaised => "rate-limit-raised",
             Rule::ApprovalWeakened => "approval-weakened",
+            Rule::InspectionOff => "inspection-off",
             Rule::LocationChanged => "location-changed",
             Rule::ReachWidened => "reach-widened",
             Rule::SettingsChanged => "settings-changed",
@@ -189,6 +193,9 @@ impl Rule {
             }
             Rule::ApprovalWeakened => {
                 "A tool's `approval:` is removed, asks in fewer cases (a condition dropped, a level raised, a path prefix shortened, a pattern changed) or lets someone else approve, so calls run without the person the base required."
+            }
+            Rule::InspectionOff => {
+                "A capability's results (and a `connect` tool's arguments) are no longer read for credentials (`uninspected:` on the tool or its connector), so a credential it returns reaches the model unredacted without raising the session, and one the model sends through it leaves."
             }
             Rule::LocationChanged => {
                 "A connector points somewhere else (another path, folder, URL or base URL), so its capabilities read or write data nobody reviewed."

@@ -131,6 +131,15 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
                     probe.weakenings.is_empty()
                 }
             });
+        if let Some(reason) = &h.uninspected {
+            push(
+                r,
+                Rule::InspectionOff,
+                h.label(),
+                format!("new and uninspected ({reason:?})"),
+                &h.source,
+            );
+        }
         if !covered {
             push(
                 r,
@@ -193,6 +202,15 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
             &h.source,
         ),
         _ => {}
+    }
+    if let (None, Some(reason)) = (&b.uninspected, &h.uninspected) {
+        push(
+            r,
+            Rule::InspectionOff,
+            s(),
+            format!("inspected → uninspected ({reason:?})"),
+            &h.source,
+        );
     }
     match (&b.approval, &h.approval) {
         (Some(o), None) => push(

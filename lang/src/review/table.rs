@@ -31,8 +31,14 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
          `rate_limits.per_user_tool` of `config.yaml` for that tool.\n\n\
          A tool with an approval runs only after a person approves the call (the caller, or a \
          holder of the named claim), asked through the client the way its protocol era expects.\n\n\
-         | server | kind | name | permission | sensitivity | from instance | context | rate limit | approval | runs |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         Every result, resource read and prompt is read for credentials (gitleaks' rules, \
+         `engine/src/inspect/rules/`) unless the capability is `uninspected` with a reason: a value \
+         found is replaced by `[redacted: <rule>]` in what the model sees and in the saved full \
+         result, the session rises to `secret` (`connect` blocked, the `none` instance from then \
+         on) and the audit names the rule and where, never the value; a `connect` call whose \
+         arguments hold one is refused, naming the argument and the rule, before anything leaves.\n\n\
+         | server | kind | name | permission | sensitivity | from instance | context | rate limit | approval | inspected | runs |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in &p.capabilities {
         let context = if c.context.1.is_empty() {
@@ -48,7 +54,7 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
             c.server,
             c.kind,
             cell(&c.name),
@@ -61,6 +67,9 @@ pub fn policy_table(p: &Policy, sources: &[&str]) -> String {
             c.approval
                 .as_ref()
                 .map_or_else(|| "-".to_string(), |a| cell(&a.describe())),
+            c.uninspected
+                .as_ref()
+                .map_or_else(|| "yes".to_string(), |r| cell(&format!("no: {r}"))),
             cell(&c.runs)
         );
     }

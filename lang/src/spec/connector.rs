@@ -30,6 +30,10 @@ pub struct ConnectorSpec {
     /// non-empty default.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// Turns off reading the results of every tool over this connector for credentials (a
+    /// tool's own `uninspected:` has the same effect for that tool), for the reason given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninspected: Option<String>,
     /// The operations, by name.
     pub operations: BTreeMap<String, OperationSpec>,
 }

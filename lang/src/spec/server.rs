@@ -143,6 +143,11 @@ pub struct ToolSpec {
     /// caller, or a holder of a claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalSpec>,
+    /// Turns off reading this tool's results (and a `connect` tool's arguments) for
+    /// credentials, for the reason given: what was decided and why it is safe. The review
+    /// names it as a weakening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninspected: Option<String>,
 }
 
 /// `approval: always`, or the whole declaration.

@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -51,6 +52,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:list",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -75,6 +77,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "webhooks:notify",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "webhooks",
@@ -99,6 +102,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
@@ -123,6 +127,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:rename",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
@@ -147,6 +152,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "app_logs:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "app_logs",
@@ -173,6 +179,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "records:search",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "records",
@@ -197,6 +204,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:write",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",

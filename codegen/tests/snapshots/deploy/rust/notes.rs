@@ -32,6 +32,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "tool:list_notes",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Handler,
         },

@@ -27,6 +27,7 @@ pub static SERVER: bh::ServerDef = bh::ServerDef {
             dataset: "workspace:read",
             rate_limit: ::std::option::Option::None,
             approval: ::std::option::Option::None,
+            inspection: bh::Inspection::On,
             bound: &[],
             target: bh::Target::Connector {
                 connector: "workspace",
