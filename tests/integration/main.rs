@@ -16,6 +16,7 @@ mod gate_attacks;
 mod harness;
 mod http;
 mod in_memory;
+mod inspection;
 mod inspector;
 mod isolation;
 mod jail_egress;

@@ -242,6 +242,12 @@ fn misbehaving_with(
     extra: Value,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Connectors {
+    let def: &'static ConnectorDef = leak(fixture_def(mode, state, extra));
+    Connectors::new([def], lookup).unwrap()
+}
+
+/// The `mcp` connector `fixture` over the fixture in `mode`, declaring `echo`.
+fn fixture_def(mode: &str, state: &Path, extra: Value) -> ConnectorDef {
     let (pin, definition) = echo_pin();
     let mut settings = json!({
         "command": [python(), fixture().to_str().unwrap(), mode, state.to_str().unwrap()],
@@ -266,15 +272,14 @@ fn misbehaving_with(
             renames: Vec::new(),
         }),
     }];
-    let def: &'static ConnectorDef = leak(ConnectorDef {
+    ConnectorDef {
         secrets: &[],
         name: "fixture",
         kind: bulkhead_vocab::connector::ConnectorKind::Mcp,
         sensitivity: bulkhead::policy::Sensitivity::Public,
         settings: s(settings.to_string()),
         operations: Box::leak(ops.into_boxed_slice()),
-    });
-    Connectors::new([def], lookup).unwrap()
+    }
 }
 
 async fn echo(
@@ -1418,4 +1423,89 @@ fn a_networked_upstream_reaches_out_only_while_one_of_its_calls_runs() {
         );
         assert_eq!(outside.accepted(), 1, "the host was reached between calls");
     });
+}
+
+static ECHO_TOOLS: &[bulkhead::codegen::ToolDef] = &[bulkhead::codegen::ToolDef {
+    name: "echo",
+    title: None,
+    description: "Echo the message back (an upstream server's tool).",
+    permission: bulkhead::policy::Permission::Read,
+    context: "default",
+    sensitivity: bulkhead::policy::Sensitivity::Public,
+    annotations: bulkhead::codegen::Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    input_schema: r#"{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}"#,
+    output_schema: None,
+    dataset: "fixture:echo",
+    rate_limit: None,
+    approval: None,
+    inspection: bulkhead::codegen::Inspection::On,
+    bound: &[],
+    target: bulkhead::codegen::Target::Connector {
+        connector: "fixture",
+        operation: "echo",
+    },
+}];
+
+static ECHO_SERVER: bulkhead::codegen::ServerDef = bulkhead::codegen::ServerDef {
+    name: "upstream_echo",
+    instructions: "",
+    tools: ECHO_TOOLS,
+    resources: &[],
+    prompts: &[],
+    presets: &[],
+};
+
+/// What a real upstream MCP server returns is inspected like any result: a key pair it echoes
+/// reaches the caller redacted, and the session is `secret` from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_an_upstream_server_returns_is_redacted_and_raises_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let defs: &'static [ConnectorDef] =
+        Box::leak(vec![fixture_def("well", &state, json!({}))].into_boxed_slice());
+    let server = bulkhead::server::Server::new(&ECHO_SERVER, defs, bulkhead::server::NoHandlers);
+    let store = std::sync::Arc::new(
+        bulkhead::state::StateStore::create_sqlite(
+            &dir.path().join("state/compliance.db"),
+            bulkhead::state::StoreOptions::new("t"),
+        )
+        .unwrap(),
+    );
+    let rt = bulkhead::call::Runtime::new(
+        server,
+        NetworkMode::None,
+        bulkhead::context::Presets::builtin(),
+        bulkhead::workspace::WorkspaceRoot::new(dir.path().join("ws")).unwrap(),
+        store,
+        bulkhead::audit::AuditLog::open_file(
+            &dir.path().join("state/audit.jsonl"),
+            bulkhead::audit::AuditOptions::default(),
+        )
+        .unwrap(),
+    )
+    .expect("runtime");
+    let u = bulkhead::identity::Identity::new("ana", "up-leak").unwrap();
+    let msg = "deploy with ghp_SmEHgaKwVJ7faC9qEwjky40UVsWmflzdE1F8 and AKIAUJZDE8GXD6NCF10E";
+    let out = rt
+        .call(&u, "echo", json!({"message": msg}).as_object().cloned())
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    assert!(
+        out.text.contains("[redacted: github-pat]")
+            && out.text.contains("[redacted: aws-access-token]"),
+        "{}",
+        out.text
+    );
+    assert!(
+        !out.text.contains("ghp_SmEH") && !out.text.contains("AKIAUJZDE8"),
+        "{}",
+        out.text
+    );
+    assert_eq!(out.level, bulkhead::policy::Sensitivity::Secret);
 }
