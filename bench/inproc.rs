@@ -25,6 +25,7 @@ pub fn tokio() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// The `p` quantile of sorted durations, in µs.
+#[allow(dead_code)] // not every in-process benchmark reports percentiles
 pub fn pct(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e6

@@ -1,8 +1,10 @@
 //! The credential rules, compiled once per process: gitleaks' rule set and Bulkhead's additions
 //! (`rules/`), each rule's regex with its secret group, entropy floor and allowlist, and one
-//! Aho-Corasick automaton over every rule's keywords that decides which regexes run at all.
+//! Aho-Corasick automaton over every rule's keywords that decides which regexes run at all — and,
+//! for a rule whose every match starts with one of its keywords (found from the regex's prefix
+//! literals), where: such a rule is tried only anchored at its keywords' places.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -102,7 +104,9 @@ impl Allow {
 pub(crate) struct Rule {
     /// The rule's id (what findings, refusals and the audit name).
     pub(crate) id: &'static str,
-    pub(crate) regex: Regex,
+    pub(crate) regex: regex_automata::meta::Regex,
+    /// Every match starts where one of the rule's keywords occurs.
+    pub(crate) anchored: bool,
     /// The capture group that holds the secret (0: the whole match).
     pub(crate) group: usize,
     pub(crate) entropy: Option<f64>,
@@ -124,13 +128,68 @@ pub struct Rules {
 /// Each regex may grow to this many bytes compiled (gitleaks' bounded repetitions are large).
 const REGEX_SIZE_LIMIT: usize = 64 << 20;
 
+/// An allowlist's regex: ASCII like the rules (`\b`, `\s`, `(?i)` on ASCII only).
 fn compile(pattern: &str, rule: &str) -> Result<Regex, RulesError> {
     RegexBuilder::new(pattern)
+        .unicode(false)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
         .map_err(|e| RulesError::Rule {
             rule: rule.to_string(),
             message: e.to_string(),
+        })
+}
+
+/// A rule's regex as the scan runs it: on bytes, without Unicode (rules are ASCII shapes, and
+/// so every regex stays on the lazy DFA whatever bytes a result holds), anchored or not per
+/// search.
+fn compile_rule(pattern: &str, rule: &str) -> Result<regex_automata::meta::Regex, RulesError> {
+    regex_automata::meta::Builder::new()
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .unicode(false)
+                .utf8(false),
+        )
+        .configure(
+            regex_automata::meta::Config::new()
+                .utf8_empty(false)
+                .nfa_size_limit(Some(REGEX_SIZE_LIMIT)),
+        )
+        .build(pattern)
+        .map_err(|e| RulesError::Rule {
+            rule: rule.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Whether every match of `pattern` starts with one of `keywords` (ASCII case aside): its
+/// prefix literals are finite and each begins with a keyword.
+fn starts_with_keyword(pattern: &str, keywords: &[String]) -> bool {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let Ok(hir) = regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(pattern)
+    else {
+        return false;
+    };
+    let mut ex = Extractor::new();
+    ex.kind(ExtractKind::Prefix)
+        .limit_total(4096)
+        .limit_class(8)
+        .limit_repeat(4)
+        .limit_literal_len(64);
+    let seq = ex.extract(&hir);
+    let Some(lits) = seq.literals() else {
+        return false;
+    };
+    !lits.is_empty()
+        && lits.iter().all(|l| {
+            let lit = l.as_bytes().to_ascii_lowercase();
+            keywords
+                .iter()
+                .any(|k| !k.is_empty() && lit.starts_with(k.to_ascii_lowercase().as_bytes()))
         })
 }
 
@@ -187,8 +246,12 @@ impl Rules {
                     }
                 }
             }
-            let regex = compile(pattern, &spec.id)?;
-            if spec.secret_group > regex.captures_len() - 1 {
+            let regex = compile_rule(pattern, &spec.id)?;
+            if spec.secret_group
+                >= regex
+                    .group_info()
+                    .group_len(regex_automata::PatternID::ZERO)
+            {
                 return Err(RulesError::Rule {
                     rule: spec.id,
                     message: "secretGroup names a group the regex does not have".into(),
@@ -199,6 +262,7 @@ impl Rules {
                 None => Allow::default(),
             };
             rules.push(Rule {
+                anchored: starts_with_keyword(pattern, &spec.keywords),
                 id: Box::leak(spec.id.into_boxed_str()),
                 regex,
                 group: spec.secret_group,
@@ -209,6 +273,7 @@ impl Rules {
         let keywords = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&patterns)
             .map_err(|e| RulesError::File {
                 file: "keywords",
@@ -238,25 +303,63 @@ impl Rules {
         self.rules.iter().map(|r| r.id)
     }
 
-    /// The rules whose keywords occur in `hay` (and those without keywords), in rule order.
-    pub(crate) fn candidates(&self, hay: &[u8]) -> Vec<usize> {
-        let mut on = vec![false; self.rules.len()];
-        for i in &self.always {
-            on[*i] = true;
-        }
-        let mut any = !self.always.is_empty();
+    /// The rules whose keywords occur in `hay` (and those without keywords), in rule order,
+    /// each with where its keywords start (ascending; empty for a rule without keywords).
+    pub(crate) fn candidates(&self, hay: &[u8]) -> Vec<(usize, Vec<usize>)> {
+        let mut at: Vec<Option<Vec<usize>>> = Vec::new();
         for m in self.keywords.find_overlapping_iter(hay) {
+            if at.is_empty() {
+                at.resize(self.rules.len(), None);
+            }
             for i in &self.keyword_rules[m.pattern().as_usize()] {
-                on[*i] = true;
-                any = true;
+                at[*i].get_or_insert_with(Vec::new).push(m.start());
             }
         }
-        if !any {
-            return Vec::new();
+        if at.is_empty() {
+            at.resize(self.rules.len(), None);
         }
-        on.iter()
+        for i in &self.always {
+            at[*i].get_or_insert_with(Vec::new);
+        }
+        at.into_iter()
             .enumerate()
-            .filter_map(|(i, on)| on.then_some(i))
+            .filter_map(|(i, places)| {
+                places.map(|mut p| {
+                    p.sort_unstable();
+                    p.dedup();
+                    (i, p)
+                })
+            })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rules;
+
+    /// Most rules are tried only where their keywords are; the classification is sound (the
+    /// corpus in `tests/unit/inspect.rs` finds every family either way).
+    #[test]
+    fn rules_that_start_with_a_keyword_are_tried_only_there() {
+        let r = Rules::get().unwrap();
+        let anchored = |id: &str| r.rules.iter().find(|x| x.id == id).unwrap().anchored;
+        for id in [
+            "generic-api-key",
+            "github-pat",
+            "jwt",
+            "private-key",
+            "slack-access-token",
+        ] {
+            assert!(anchored(id), "{id}");
+        }
+        // Its keyword `://` is inside the match, not at its start.
+        assert!(!anchored("url-password"));
+        let n = r.rules.iter().filter(|x| x.anchored).count();
+        assert!(
+            n * 10 >= r.rules.len() * 8,
+            "{n} of {} anchored",
+            r.rules.len()
+        );
     }
 }

@@ -38,24 +38,27 @@ pub(crate) fn entropy(bytes: &[u8]) -> f64 {
 impl Rules {
     /// Every credential in `hay`, sorted, overlaps merged (the earlier rule names a merged one).
     pub fn find(&self, hay: &[u8]) -> Vec<Hit> {
+        use regex_automata::{Anchored, Input};
         let mut hits = Vec::new();
-        for i in self.candidates(hay) {
+        for (i, places) in self.candidates(hay) {
             let rule = &self.rules[i];
-            for caps in rule.regex.captures_iter(hay) {
-                let Some(m) = caps.get(rule.group).or_else(|| caps.get(0)) else {
-                    continue;
+            let mut caps = rule.regex.create_captures();
+            let mut keep = |caps: &regex_automata::util::captures::Captures| {
+                let Some(span) = caps
+                    .get_group(rule.group)
+                    .or_else(|| caps.get_match().map(|m| m.span()))
+                else {
+                    return;
                 };
-                let secret = m.as_bytes();
-                if secret.is_empty() {
-                    continue;
+                let secret = &hay[span.start..span.end];
+                if secret.is_empty()
+                    || rule.entropy.is_some_and(|floor| entropy(secret) < floor)
+                    || rule.allow.allows(secret)
+                    || self.global.allows(secret)
+                {
+                    return;
                 }
-                if rule.entropy.is_some_and(|floor| entropy(secret) < floor) {
-                    continue;
-                }
-                if rule.allow.allows(secret) || self.global.allows(secret) {
-                    continue;
-                }
-                let (start, end) = widen(hay, m.start(), m.end());
+                let (start, end) = widen(hay, span.start, span.end);
                 hits.push((
                     i,
                     Hit {
@@ -64,6 +67,25 @@ impl Rules {
                         end,
                     },
                 ));
+            };
+            if rule.anchored && !places.is_empty() {
+                // Every match starts at a keyword: try there only, leftmost first.
+                let mut after = 0;
+                for p in places {
+                    if p < after {
+                        continue;
+                    }
+                    let input = Input::new(hay).span(p..hay.len()).anchored(Anchored::Yes);
+                    rule.regex.search_captures(&input, &mut caps);
+                    if let Some(m) = caps.get_match() {
+                        keep(&caps);
+                        after = m.end().max(p + 1);
+                    }
+                }
+            } else {
+                for c in rule.regex.captures_iter(hay) {
+                    keep(&c);
+                }
             }
         }
         merge(hits)
