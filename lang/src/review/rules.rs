@@ -986,6 +986,7 @@ mod tests {
             params: BTreeMap::new(),
             rate_limit: None,
             approval: None,
+            uninspected: None,
         };
         use bulkhead_vocab::Permission::*;
         let a = cap(Sensitivity::Public, Read);
