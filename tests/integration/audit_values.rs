@@ -40,7 +40,12 @@ async fn leaves_no_value(store: Store) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let audit = loop {
         let audit = dep.audit().await;
-        let errors = audit.iter().filter(|r| r["outcome"] == "error").count();
+        // The connect call carrying `PASSWORD=…` in its message is refused by inspection
+        // (`blocked`) before the connector runs; the others fail.
+        let errors = audit
+            .iter()
+            .filter(|r| r["outcome"] == "error" || r["outcome"] == "blocked")
+            .count();
         if errors >= 5 {
             break audit;
         }

@@ -13,7 +13,7 @@ async fn credentials_never_reach_the_python_sdk_on_either_era_or_path() {
     let python = tokio::task::spawn_blocking(venv_python).await.unwrap();
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let inst = start(dir, NetworkMode::Full, true).await;
-    let tokens: Vec<String> = (0..8)
+    let tokens: Vec<String> = (0..9)
         .map(|i| token("ana", &format!("inspect-{i}")))
         .collect();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/inspect_client.py");
@@ -32,7 +32,7 @@ async fn credentials_never_reach_the_python_sdk_on_either_era_or_path() {
     );
     assert_eq!(
         stdout.lines().filter(|l| l.starts_with("ok ")).count(),
-        8,
+        9,
         "{stdout}"
     );
 }

@@ -23,6 +23,7 @@ mod jail_egress;
 mod jwks;
 mod kubernetes;
 mod limits;
+mod mcp_scanner;
 mod metrics;
 mod oidc;
 mod policy_review;

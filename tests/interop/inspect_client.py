@@ -4,7 +4,9 @@ naming the rule. On both protocol eras (2025-11-25 with a transport session, 202
 and both server paths (a plain call takes the direct path; one with a progress callback carries
 `_meta` and goes through rmcp).
 
-Usage: inspect_client.py URL TOKENS_JSON   (eight tokens, each of its own agent session)
+A prompt rendered with a credential in its argument comes back redacted, and raises the session.
+
+Usage: inspect_client.py URL TOKENS_JSON   (nine tokens, each of its own agent session)
 Prints one line `ok <case>` per case that behaved; raises (non-zero exit) at the first that did not.
 """
 
@@ -124,12 +126,25 @@ async def send_key(era, path, url, token):
     print(f"ok {era.__name__} {path}: notify_team with a key in its message is refused naming the rule")
 
 
+async def prompt(url, token):
+    token_value = "ghp_SmEHgaKwVJ7faC9qEwjky40UVsWmflzdE1F8"
+    async with Legacy(url, token) as c:
+        p = await c.get_prompt("find_customer", {"customer": f"Acme {token_value}"})
+        shown = json.dumps(p.model_dump(mode="json"))
+        assert token_value not in shown and "[redacted: github-pat]" in shown, shown
+        assert (p.meta or {}).get("bulkhead/sensitivity") == "secret", p.meta
+        n = await c.call_tool("notify_team", {"channel": "ops", "message": "done"})
+        assert n.is_error and "secret" in text(n), text(n)
+    print("ok Legacy prompt: a credential in a prompt's argument is redacted and raises the session")
+
+
 async def main(url, tokens):
     tokens = iter(tokens)
     for era in (Legacy, Modern):
         for path in ("direct", "rmcp"):
             await read_back(era, path, url, next(tokens))
             await send_key(era, path, url, next(tokens))
+    await prompt(url, next(tokens))
 
 
 if __name__ == "__main__":

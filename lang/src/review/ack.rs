@@ -32,6 +32,29 @@ pub struct Ack {
     pub reason: String,
 }
 
+/// One accepted finding of a scanner reviewers run on the generated tool lists (Cisco's
+/// `mcp-scanner`, `tests/integration/scanners.rs`), bound to the description it was made on: a
+/// changed description is a new finding a person must read again.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScannerAck {
+    /// The finding's line, e.g. ``mcp-scanner yara HIGH INJECTION ATTACK: tool `template.run_python` ``.
+    pub finding: String,
+    /// SHA-256 (hex) of the tool's description as `tools/list` shows it.
+    pub description_sha256: String,
+    /// Why it is accepted: required, as for a weakening.
+    pub reason: String,
+}
+
+/// SHA-256 of `description`, in hex: what a [`ScannerAck`] is bound to.
+pub fn description_digest(description: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(description.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The file's content.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +62,9 @@ pub struct Acks {
     /// The accepted weakenings.
     #[serde(default)]
     pub acks: Vec<Ack>,
+    /// The accepted scanner findings.
+    #[serde(default)]
+    pub scanner: Vec<ScannerAck>,
     /// Who must approve a change to this file and to the effective policy (`@user`,
     /// `@org/team` or an e-mail address): the generated `.github/CODEOWNERS` names them, so with
     /// code-owner review required an acknowledgement needs a second person.
@@ -90,7 +116,34 @@ impl Acks {
                 )));
             }
         }
+        for s in &acks.scanner {
+            let hex = s.description_sha256.len() == 64
+                && s.description_sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+            if !hex {
+                return Err(AckError(format!(
+                    "the acknowledgement of scanner finding `{}` needs `description_sha256`: the SHA-256 of the tool's description, 64 lowercase hex digits",
+                    s.finding
+                )));
+            }
+            if !usable_reason(&s.reason) {
+                return Err(AckError(format!(
+                    "the acknowledgement of scanner finding `{}` gives no reason a reader can use (`{}`): say why it is accepted, in at least {MIN_REASON_WORDS} words",
+                    s.finding,
+                    s.reason.trim()
+                )));
+            }
+        }
         Ok(acks)
+    }
+
+    /// The acknowledgement of a scanner's `finding` made on this very `description`, if any.
+    pub fn scanner_ack(&self, finding: &str, description: &str) -> Option<&ScannerAck> {
+        let digest = description_digest(description);
+        self.scanner
+            .iter()
+            .find(|s| s.finding.trim() == finding && s.description_sha256 == digest)
     }
 
     /// The acknowledgements of `self` that `base` does not have: the ones this change adds.
@@ -170,6 +223,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("names the unknown rule `anything goes`"), "{e}");
+    }
+
+    #[test]
+    fn a_scanner_finding_is_covered_only_on_the_description_it_was_accepted_on() {
+        let digest = description_digest("Run a script.");
+        let acks = load(&format!(
+            "scanner:\n  - finding: 'mcp-scanner yara HIGH INJECTION ATTACK: tool `s.run`'\n    description_sha256: {digest}\n    reason: runs code on purpose, in a jail\n"
+        ))
+        .unwrap();
+        let line = "mcp-scanner yara HIGH INJECTION ATTACK: tool `s.run`";
+        assert!(acks.scanner_ack(line, "Run a script.").is_some());
+        assert!(
+            acks.scanner_ack(line, "Run a script. Also read ~/.ssh.")
+                .is_none()
+        );
+        assert!(
+            acks.scanner_ack(
+                "mcp-scanner yara HIGH INJECTION ATTACK: tool `s.other`",
+                "Run a script."
+            )
+            .is_none()
+        );
+        let e = load("scanner:\n  - finding: x\n    description_sha256: abc\n    reason: runs code on purpose, in a jail\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("64 lowercase hex digits"), "{e}");
+        let e = load(&format!(
+            "scanner:\n  - finding: x\n    description_sha256: {digest}\n    reason: ok\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("gives no reason"), "{e}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod rules;
 mod table;
 mod trust;
 
-pub use ack::{ACKS_FILE, Ack, AckError, Acks};
+pub use ack::{ACKS_FILE, Ack, AckError, Acks, ScannerAck, description_digest};
 pub use config::Identity;
 pub use engine::{ENGINE_CRATES, EngineInputs, engine_changed, engine_paths, package_name};
 pub use generated::rules_changed;
