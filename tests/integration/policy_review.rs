@@ -806,3 +806,41 @@ printf 'fn main() {\n    bulkhead_codegen::build();\n}\n' > build.rs"#,
         "another change of the engine is not covered: {out}"
     );
 }
+
+/// Key material a change commits is a weakening naming the file: a PEM private key, a key file
+/// by its name, a provider token in a config file; an ordinary file is not.
+#[test]
+fn committed_key_material_is_named_with_its_path() {
+    let (_dir, root) = repo();
+    let (code, text) = review(
+        &root,
+        "mkdir -p deploy && printf -- '-----BEGIN EC PRIVATE KEY-----\\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oXkV2nnRpWDfoAoGCCqGSM49\\nAwEHoUQDQgAE0oJk1xR3bNqW4fTMuX9mHyKb7aP2LsVuDqZ8nWcR1vE5tYhJ2Kx\\n-----END EC PRIVATE KEY-----\\n' > deploy/signing.pem",
+    );
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains(
+            "weakened: secret-committed: deploy/signing.pem: holds what rule `private-key` finds"
+        ),
+        "{text}"
+    );
+    let (code, text) = review(&root, "printf 'anything\\n' > tls.key");
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("weakened: secret-committed: tls.key: a key file, by its name"),
+        "{text}"
+    );
+    let (code, text) = review(
+        &root,
+        "printf 'token: ghp_SmEHgaKwVJ7faC9qEwjky40UVsWmflzdE1F8\\n' > ci.env",
+    );
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("weakened: secret-committed: ci.env: holds what rule `github-pat` finds"),
+        "{text}"
+    );
+    let (code, text) = review(
+        &root,
+        "printf 'region: eu-west-1\\nrequest_id: 550e8400-e29b-41d4-a716-446655440000\\n' > notes.yaml",
+    );
+    assert_eq!(code, 0, "{text}");
+}

@@ -223,6 +223,9 @@ fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Res
         &super::engine_inputs::at_commit(root, &commit)?,
         &head_engine,
     ));
+    // Key material in any file the change adds or edits.
+    r.weakenings
+        .extend(super::committed::secrets_committed(root, &commit)?);
     for dep in super::engine_inputs::outside_paths(root, &head_engine) {
         println!(
             "note: {dep} is outside this repository: its code is no part of a revision and the review cannot see it change; pin the engine by version or git revision to have it judged"

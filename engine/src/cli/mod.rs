@@ -2,6 +2,7 @@
 
 mod audit;
 mod check;
+mod committed;
 mod connect;
 mod demo;
 mod dev;

@@ -41,6 +41,15 @@ struct File {
     allowlist: Option<AllowSpec>,
     #[serde(default)]
     rules: Vec<RuleSpec>,
+    /// More allowlist entries for a rule of the other file, by id (Bulkhead's file only).
+    #[serde(default)]
+    extend: Vec<ExtendSpec>,
+}
+
+#[derive(Deserialize)]
+struct ExtendSpec {
+    id: String,
+    allowlist: AllowSpec,
 }
 
 #[derive(Deserialize)]
@@ -224,6 +233,17 @@ impl Rules {
             .into_iter()
             .filter(|r| !replaced.contains(r.id.as_str()))
             .collect();
+        for more in ours.extend {
+            let Some(rule) = specs.iter_mut().find(|r| r.id == more.id) else {
+                return Err(RulesError::Rule {
+                    rule: more.id,
+                    message: "`extend` names no rule of gitleaks.toml".into(),
+                });
+            };
+            let allow = rule.allowlist.get_or_insert_with(AllowSpec::default);
+            allow.regexes.extend(more.allowlist.regexes);
+            allow.stopwords.extend(more.allowlist.stopwords);
+        }
         specs.extend(ours.rules);
         // The generic rule last: where a specific rule finds the same value, it names it.
         specs.sort_by_key(|r| r.id.starts_with("generic"));

@@ -76,6 +76,8 @@ pub enum Rule {
     ConfigChanged,
     /// `limit-raised`.
     LimitRaised,
+    /// `secret-committed`.
+    SecretCommitted,
     /// `rules-changed`.
     RulesChanged,
     /// `engine-changed`.
@@ -85,7 +87,7 @@ pub enum Rule {
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 35] = [
+    pub const ALL: [Rule; 36] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -119,6 +121,7 @@ impl Rule {
         Rule::AllowlistWidened,
         Rule::ConfigChanged,
         Rule::LimitRaised,
+        Rule::SecretCommitted,
         Rule::RulesChanged,
         Rule::EngineChanged,
     ];
@@ -161,6 +164,7 @@ impl Rule {
             Rule::LimitRaised => "limit-raised",
             Rule::RulesChanged => "rules-changed",
             Rule::EngineChanged => "engine-changed",
+            Rule::SecretCommitted => "secret-committed",
         }
     }
 
@@ -268,6 +272,9 @@ impl Rule {
             }
             Rule::EngineChanged => {
                 "The engine that runs the specs changed: the version or source `Cargo.lock` pins for an engine crate (`bulkhead`, `bulkhead-codegen`, `bulkhead-lang`, `bulkhead-vocab`), the code of one that lives in the repository, a `[patch]`, `[replace]` or dependency entry of one in `Cargo.toml`, `.cargo/config.toml`, or `build.rs`, so the judge, the generator or the runtime of these specs is no longer the one reviewed."
+            }
+            Rule::SecretCommitted => {
+                "A file this change adds or edits holds key material: a private key or key file by its name (`*.key`, `*.pem` with a private key, `id_rsa`, …) or a value one of inspection's credential rules finds (gitleaks' shapes), so a credential would live in the repository's history for everyone who can read it."
             }
             Rule::LimitRaised => {
                 "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."

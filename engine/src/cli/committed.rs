@@ -1,0 +1,82 @@
+//! `secret-committed`: the files a change adds or edits, read for key material with the same
+//! credential rules inspection uses ([`bulkhead::inspect`]) and by the names key files have, so a
+//! credential never enters the repository's history without a person accepting it by name.
+
+use bulkhead_lang::review::{Rule, Weakening};
+use std::path::Path;
+
+/// Files larger than this are not read (a credential file is small; a data dump is not code).
+const MAX_BYTES: u64 = 4 << 20;
+
+/// Whether a file's name says it holds a private key.
+fn key_file_name(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.ends_with(".key")
+        || name.ends_with(".p12")
+        || name.ends_with(".pfx")
+        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"].contains(&name)
+}
+
+/// The files of the project (relative to `root`) that differ from `commit` or are new
+/// (untracked, not ignored).
+fn changed_files(root: &Path, commit: &str) -> anyhow::Result<Vec<String>> {
+    let list = |args: &[&str]| -> anyhow::Result<Vec<String>> {
+        Ok(String::from_utf8(super::git::git(root, args)?)?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect())
+    };
+    let mut files = list(&[
+        "diff",
+        "--relative",
+        "--name-only",
+        "--diff-filter=AMR",
+        commit,
+        "--",
+        ".",
+    ])?;
+    files.extend(list(&[
+        "ls-files",
+        "--others",
+        "--exclude-standard",
+        "--",
+        ".",
+    ])?);
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Every `secret-committed` weakening of the change from `commit` to the working tree.
+pub(super) fn secrets_committed(root: &Path, commit: &str) -> anyhow::Result<Vec<Weakening>> {
+    let rules = bulkhead::inspect::Rules::get()?;
+    let mut out = Vec::new();
+    for path in changed_files(root, commit)? {
+        let weakening = |change: String| Weakening {
+            rule: Rule::SecretCommitted,
+            subject: path.clone(),
+            change,
+            file: path.clone(),
+        };
+        if key_file_name(&path) {
+            out.push(weakening("a key file, by its name".into()));
+            continue;
+        }
+        let file = root.join(&path);
+        let Ok(meta) = std::fs::metadata(&file) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > MAX_BYTES {
+            continue;
+        }
+        let bytes = std::fs::read(&file)?;
+        let mut found: Vec<&str> = rules.find(&bytes).iter().map(|h| h.rule).collect();
+        found.sort_unstable();
+        found.dedup();
+        for rule in found {
+            out.push(weakening(format!("holds what rule `{rule}` finds")));
+        }
+    }
+    Ok(out)
+}
