@@ -48,6 +48,16 @@ fn changed_files(root: &Path, commit: &str) -> anyhow::Result<Vec<String>> {
     Ok(files)
 }
 
+/// The first 8 hex digits of the SHA-256 of `value`.
+fn digest(value: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(value)
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Every `secret-committed` weakening of the change from `commit` to the working tree.
 pub(super) fn secrets_committed(root: &Path, commit: &str) -> anyhow::Result<Vec<Weakening>> {
     let rules = bulkhead::inspect::Rules::get()?;
@@ -71,11 +81,19 @@ pub(super) fn secrets_committed(root: &Path, commit: &str) -> anyhow::Result<Vec
             continue;
         }
         let bytes = std::fs::read(&file)?;
-        let mut found: Vec<&str> = rules.find(&bytes).iter().map(|h| h.rule).collect();
+        // Each value is named by the start of its SHA-256, so an acknowledgement covers that
+        // value only: another credential later written into the same file is a new line.
+        let mut found: Vec<(&str, String)> = rules
+            .find(&bytes)
+            .iter()
+            .map(|h| (h.rule, digest(&bytes[h.start..h.end])))
+            .collect();
         found.sort_unstable();
         found.dedup();
-        for rule in found {
-            out.push(weakening(format!("holds what rule `{rule}` finds")));
+        for (rule, value) in found {
+            out.push(weakening(format!(
+                "holds what rule `{rule}` finds (value sha256 {value}…)"
+            )));
         }
     }
     Ok(out)
