@@ -819,7 +819,7 @@ fn committed_key_material_is_named_with_its_path() {
     assert_eq!(code, WEAKENED, "{text}");
     assert!(
         text.contains(
-            "weakened: secret-committed: deploy/signing.pem: holds what rule `private-key` finds"
+            "weakened: secret-committed: deploy/signing.pem: holds what rule `private-key` finds (value sha256 "
         ),
         "{text}"
     );
@@ -835,7 +835,30 @@ fn committed_key_material_is_named_with_its_path() {
     );
     assert_eq!(code, WEAKENED, "{text}");
     assert!(
-        text.contains("weakened: secret-committed: ci.env: holds what rule `github-pat` finds"),
+        text.contains(
+            "weakened: secret-committed: ci.env: holds what rule `github-pat` finds (value sha256 "
+        ),
+        "{text}"
+    );
+    // Acknowledged, that value passes; another token written into the same file is a new line.
+    let line = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("weakened: "))
+        .find_map(|l| l.strip_suffix(" (ci.env)"))
+        .expect("the line")
+        .to_string();
+    let ack = format!(
+        "cat >> specs/policy-acks.yaml <<'A'\n  - weakening: '{line}'\n    reason: 'a revoked token kept as a test fixture, TICKET-7'\nA"
+    );
+    let one = "printf 'token: ghp_SmEHgaKwVJ7faC9qEwjky40UVsWmflzdE1F8\\n' > ci.env";
+    let (code, text) = review(&root, &format!("{one}\n{ack}"));
+    assert_eq!(code, 0, "{text}");
+    let two = "printf 'other: ghp_Zq8vrT2kLm4xZq8vrT2kLm4xZq8vrT2kLm4xZq8v\\n' >> ci.env";
+    let (code, text) = review(&root, &format!("{one}\n{two}\n{ack}"));
+    assert_eq!(code, WEAKENED, "{text}");
+    assert_eq!(
+        text.matches("weakened: secret-committed: ci.env").count(),
+        1,
         "{text}"
     );
     let (code, text) = review(
