@@ -183,6 +183,56 @@ async fn two_conversations_get_two_sessions_and_a_refresh_keeps_its_session_and_
     );
     assert_eq!(level(&inst, renewed_token).await, "confidential");
 
+    // Rotation (RFC 9700 §4.14.2): the refresh token is used up; its second use ends the family,
+    // so the token the refresh handed out is refused as well.
+    let (status, body) = post_token(
+        &inst,
+        &[("grant_type", "refresh_token"), ("refresh_token", refresh)],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("used already"),
+        "{body}"
+    );
+    let (status, body) = post_token(
+        &inst,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", renewed["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{body}"
+    );
+    // The other conversation's family is untouched.
+    let (status, body) = post_token(
+        &inst,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", second["refresh_token"].as_str().unwrap()),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
     // A refresh token is no access token, and an access token no refresh token.
     let resp = crate::harness::ping_with(&inst.url, refresh).await;
     assert_eq!(resp.status(), 401);

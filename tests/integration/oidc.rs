@@ -283,6 +283,7 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
     let client_id = client["client_id"].as_str().unwrap().to_owned();
     let (_, other) = register(json!(["http://127.0.0.1:9/other"])).await;
     let other_id = other["client_id"].as_str().unwrap().to_owned();
+    let other = other_id.clone();
 
     let authorize = |client: &str, redirect: &str, challenge: Option<&str>| {
         let mut url = reqwest::Url::parse(&format!("{}/authorize", bh.base)).unwrap();
@@ -438,7 +439,8 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
     let (s, body) = redeem(code.clone(), verifier.clone(), client_id.clone()).await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["token_type"], "Bearer");
-    let (s, body) = redeem(code, verifier, client_id).await;
+    let first_refresh = body["refresh_token"].as_str().unwrap().to_owned();
+    let (s, body) = redeem(code, verifier, client_id.clone()).await;
     assert_eq!(
         (s, body["error"].as_str()),
         (400, Some("invalid_grant")),
@@ -449,6 +451,71 @@ async fn the_authorization_server_refuses_forged_replayed_and_misdirected_reques
             .as_str()
             .unwrap()
             .contains("used already")
+    );
+
+    // RFC 9700 §4.14.2: the refresh token is bound to the client it was issued to ...
+    let refresh = |token: String, client: Option<String>| {
+        let http = http.clone();
+        let url = format!("{}/token", bh.base);
+        async move {
+            let mut form = vec![
+                ("grant_type", "refresh_token".to_owned()),
+                ("refresh_token", token),
+            ];
+            if let Some(c) = client {
+                form.push(("client_id", c));
+            }
+            let r = http.post(url).form(&form).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    for stranger in [None, Some(other.clone())] {
+        let (s, body) = refresh(first_refresh.clone(), stranger.clone()).await;
+        assert_eq!(
+            (s, body["error"].as_str()),
+            (400, Some("invalid_grant")),
+            "refreshed by {stranger:?}: {body}"
+        );
+        assert!(
+            body["error_description"]
+                .as_str()
+                .unwrap()
+                .contains("another client"),
+            "{body}"
+        );
+    }
+    // ... rotates on use ...
+    let (s, rotated) = refresh(first_refresh.clone(), Some(client_id.clone())).await;
+    assert_eq!(s, 200, "{rotated}");
+    let second_refresh = rotated["refresh_token"].as_str().unwrap().to_owned();
+    assert_ne!(second_refresh, first_refresh);
+    // ... and a reuse of the old one (a thief's or the owner's, which cannot be told) ends the
+    // family: the reused token and the one its rightful holder kept are both refused.
+    let (s, body) = refresh(first_refresh, Some(client_id.clone())).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("used already"),
+        "{body}"
+    );
+    let (s, body) = refresh(second_refresh, Some(client_id)).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("revoked"),
+        "{body}"
     );
 }
 
@@ -930,6 +997,28 @@ async fn a_service_is_called_with_the_users_own_exchanged_token() {
             claims["jti"].as_str().unwrap()
         ),
         "{rec}"
+    );
+
+    // A refresh token used twice ends its family, and with it the exchanges in the user's name
+    // (a thief holding the session token keeps no upstream reach).
+    let refresh = issued.refresh_token.clone().expect("a refresh token");
+    for want in [200, 400] {
+        let r = http
+            .post(format!("{}/token", crm.base))
+            .form(&[("grant_type", "refresh_token"), ("refresh_token", &refresh)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), want);
+    }
+    let c = crate::harness::client(&crm.url, &issued.access_token).await;
+    let (err, text, _) = crate::harness::call(&c, "account_notes", json!({"id": 1})).await;
+    assert!(err && text.contains("revoked"), "{text}");
+    let _ = c.cancel().await;
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "the service was not called again"
     );
 }
 

@@ -1,4 +1,5 @@
-//! Single use of an approval across every instance and replica of a trust domain: its id is
+//! Single use of an approval, an authorization code or a refresh token across every instance and
+//! replica of a trust domain (and the revoked refresh-token families): its id is
 //! inserted into the state store once; a second insert (a replay, a second replica racing on the
 //! same answer) finds it and is refused. SQLite: the store's shared file; PostgreSQL: a table of
 //! the store's database. Expired ids are pruned as visits go, and whether an id has expired is
@@ -82,6 +83,40 @@ impl UsedIds {
                     .await
                     .map_err(|e| e.to_string())?;
                 Ok(n == 1)
+            }
+        }
+    }
+
+    /// Whether `id` is recorded and, by the store's clock, not yet expired.
+    pub async fn seen(&self, id: &str) -> Result<bool, String> {
+        match self {
+            UsedIds::Sqlite(conn) => {
+                let (conn, id) = (conn.clone(), id.to_owned());
+                tokio::task::spawn_blocking(move || {
+                    let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                    conn.query_row(
+                        "SELECT count(*) FROM approvals_used
+                            WHERE id = ?1 AND exp >= CAST(strftime('%s', 'now') AS INTEGER)",
+                        [&id],
+                        |row| row.get::<_, i64>(0),
+                    )
+                    .map(|n| n > 0)
+                    .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())?
+            }
+            UsedIds::Postgres { pool, scope } => {
+                let conn = pool.get().await.map_err(|e| e.to_string())?;
+                let row = conn
+                    .query_one(
+                        "SELECT count(*) FROM bulkhead_approvals_used
+                            WHERE scope = $1 AND id = $2 AND exp >= extract(epoch FROM now())::bigint",
+                        &[scope, &id],
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(row.get::<_, i64>(0) > 0)
             }
         }
     }

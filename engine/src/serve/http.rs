@@ -139,11 +139,12 @@ pub fn router_with_tokens(
             let keep = service.clone();
             let stop = shutdown.clone();
             rt.use_token_service(service.clone());
-            if service.offers_login() {
-                match crate::approval::UsedIds::open(rt.state()) {
-                    Ok(used) => service.use_codes(used),
-                    Err(e) => tracing::warn!(error = %e, "authorization codes cannot be redeemed"),
-                }
+            match crate::approval::UsedIds::open(rt.state()) {
+                Ok(used) => service.use_store(used),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "authorization codes and refresh tokens cannot be redeemed"
+                ),
             }
             tokio::spawn(async move { keep.provider().start_remote(stop).await });
             crate::sessions::http::routes(service, &token_urls)

@@ -9,6 +9,10 @@
 //! - A refresh keeps the session (and so its level) and never outlives the refresh token's
 //!   expiry, fixed at the exchange; a refresh token is never accepted as an access token (its
 //!   audience is not the deployment's) nor an access token as a refresh token (`token_use`).
+//! - A refresh token is used once (RFC 9700 §4.14.2 rotation): its `jti` is consumed in the state
+//!   store, by the store's clock; a second use revokes its whole family (every token descending
+//!   from the same sign-in or exchange) and the family's upstream exchanges. One issued to a
+//!   client (the authorization code flow) is honoured only with that client's `client_id`.
 //! - The signing key is read from its file by this process only; nothing here hands it on.
 
 mod config;
@@ -47,7 +51,7 @@ pub const SUBJECT_TYPES: [&str; 3] = [
 /// The type of the token issued.
 pub const ISSUED_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// Claims a session token's own fields use; none is copied from the provider.
-const RESERVED_CLAIMS: [&str; 15] = [
+const RESERVED_CLAIMS: [&str; 17] = [
     "sub",
     "session_id",
     "iss",
@@ -63,6 +67,8 @@ const RESERVED_CLAIMS: [&str; 15] = [
     "refresh_exp",
     "idp",
     "client_id",
+    "fam",
+    "cid",
 ];
 /// Longest value accepted for a copied claim, in bytes.
 const MAX_COPIED_CLAIM: usize = 512;
@@ -81,8 +87,9 @@ pub struct TokenService {
     sealer: seal::Sealer,
     /// Sign-in at the provider, when configured.
     login: Option<login::Login>,
-    /// Authorization codes already used, across the deployment (set when serving).
-    used_codes: std::sync::OnceLock<crate::approval::UsedIds>,
+    /// Authorization codes and refresh tokens already used, and revoked refresh-token
+    /// families, across the deployment (set when serving).
+    used: std::sync::OnceLock<crate::approval::UsedIds>,
     /// Exchanges for other services' audiences, when configured.
     upstream: Option<upstream::Upstream>,
 }
@@ -183,6 +190,12 @@ struct Payload {
     /// `token_service.upstream`): exchanged for other services' tokens in the user's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     idp: Option<String>,
+    /// The refresh-token family: fixed at the sign-in or exchange, kept by every refresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fam: Option<String>,
+    /// The client a refresh token was issued to (SHA-256 of its `client_id`), when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cid: Option<String>,
     /// Claims copied from the provider's token.
     #[serde(flatten)]
     copied: Map<String, Value>,
@@ -202,6 +215,10 @@ struct Grant {
     copied: Map<String, Value>,
     /// The provider's token, sealed (see [`Payload`]).
     idp: Option<String>,
+    /// The refresh-token family (see [`Payload`]).
+    family: String,
+    /// The client refresh tokens are bound to (SHA-256 of its `client_id`).
+    client: Option<String>,
     /// Refresh tokens stop here (seconds since the epoch).
     refresh_exp: u64,
     /// The session token stops here at the latest: an exchanged subject token's expiry (a
@@ -292,16 +309,25 @@ impl TokenService {
             refresh_validation,
             sealer: seal::Sealer::from_secret(&key.secret_digest),
             login,
-            used_codes: std::sync::OnceLock::new(),
+            used: std::sync::OnceLock::new(),
             upstream,
             key,
         })
     }
 
-    /// Records used authorization codes in `used` (the state store's table, shared by every
-    /// replica); without it the authorization code grant is refused.
-    pub fn use_codes(&self, used: crate::approval::UsedIds) {
-        let _ = self.used_codes.set(used);
+    /// Records used authorization codes and refresh tokens in `used` (the state store's table,
+    /// shared by every replica); without it both grants are refused.
+    pub fn use_store(&self, used: crate::approval::UsedIds) {
+        let _ = self.used.set(used);
+    }
+
+    fn used(&self) -> Result<&crate::approval::UsedIds, OAuthError> {
+        self.used.get().ok_or_else(|| {
+            OAuthError::new(
+                "server_error",
+                "this process keeps no record of used codes and refresh tokens",
+            )
+        })
     }
 
     /// Whether sign-in for MCP clients (`/authorize`, `/register`) is offered.
@@ -328,7 +354,7 @@ impl TokenService {
     pub async fn answer(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
         match req.grant_type.as_str() {
             TOKEN_EXCHANGE => self.exchange(req).await,
-            "refresh_token" => self.refresh(req),
+            "refresh_token" => self.refresh(req).await,
             "authorization_code" if self.login.is_some() => self.redeem(req).await,
             other => Err(OAuthError::new(
                 "unsupported_grant_type",
@@ -392,14 +418,17 @@ impl TokenService {
             act,
             copied: self.copy_claims(&subject),
             idp: self.seal_idp(subject_token),
+            family: random_id(),
+            // A client that names itself here binds the session's refresh tokens to it.
+            client: req.get("client_id").map(login::s256),
             refresh_exp: now.saturating_add(self.refresh_ttl),
             until: Some(subject.exp),
         })
     }
 
     /// RFC 6749 §6: a new session token for the refresh token's session, until the refresh
-    /// token's fixed expiry.
-    fn refresh(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
+    /// token's fixed expiry, and a new refresh token: this one is used up (RFC 9700 §4.14.2).
+    async fn refresh(&self, req: &TokenRequest) -> Result<Issued, OAuthError> {
         let token = req.need("refresh_token")?;
         let data =
             jsonwebtoken::decode::<Payload>(token, &self.key.decoding, &self.refresh_validation)
@@ -416,9 +445,20 @@ impl TokenService {
             ));
         }
         // The fixed expiry holds without leeway: a refresh token is never honoured past it.
-        if jsonwebtoken::get_current_timestamp() >= p.refresh_exp.unwrap_or(p.exp) {
+        let refresh_exp = p.refresh_exp.unwrap_or(p.exp);
+        if jsonwebtoken::get_current_timestamp() >= refresh_exp {
             return Err(OAuthError::grant("refresh_token refused: token expired"));
         }
+        if let Some(cid) = &p.cid
+            && req.get("client_id").map(login::s256).as_ref() != Some(cid)
+        {
+            return Err(OAuthError::grant(
+                "refresh_token refused: it was issued to another client (send its `client_id`)",
+            ));
+        }
+        // A token from before families existed is a family of its own.
+        let family = p.fam.clone().unwrap_or_else(|| p.jti.clone());
+        self.use_refresh(&p.jti, &family, refresh_exp).await?;
         let scope = match req.get("scope") {
             None => p.scope.clone(),
             Some(asked) => {
@@ -444,7 +484,9 @@ impl TokenService {
             act: p.act,
             copied: p.copied,
             idp: p.idp,
-            refresh_exp: p.refresh_exp.unwrap_or(p.exp),
+            family,
+            client: p.cid,
+            refresh_exp,
             until: None,
         })
     }
@@ -480,11 +522,8 @@ impl TokenService {
                 "`code_verifier` does not match the challenge",
             ));
         }
-        let used = self
-            .used_codes
-            .get()
-            .ok_or_else(|| OAuthError::new("server_error", "codes cannot be redeemed here"))?;
-        match used
+        match self
+            .used()?
             .consume(&format!("oauth-code:{}", code.id), code.exp)
             .await
         {
@@ -503,6 +542,8 @@ impl TokenService {
             act: None,
             copied: code.copied,
             idp: code.idp,
+            family: random_id(),
+            client: Some(code.client_id),
             refresh_exp: now.saturating_add(self.refresh_ttl),
             until: None,
         })
@@ -639,6 +680,8 @@ impl TokenService {
             token_use: None,
             refresh_exp: None,
             idp: grant.idp,
+            fam: Some(grant.family),
+            cid: None,
             copied: grant.copied,
         };
         let sign = |p: &Payload| {
@@ -654,6 +697,7 @@ impl TokenService {
                 jti: random_id(),
                 token_use: Some("refresh".into()),
                 refresh_exp: Some(grant.refresh_exp),
+                cid: grant.client.clone(),
                 ..payload.clone()
             };
             Some(sign(&refresh)?)
@@ -675,6 +719,44 @@ impl TokenService {
             scope: payload.scope,
             session_id: payload.session_id,
         })
+    }
+
+    /// Uses up the refresh token `jti` of `family`: refused when the family is revoked, and a
+    /// second use revokes it. Decided in the state store (by its clock), so across replicas.
+    async fn use_refresh(&self, jti: &str, family: &str, exp: u64) -> Result<(), OAuthError> {
+        let used = self.used()?;
+        let unavailable = |e: String| {
+            tracing::warn!(error = %e, "cannot record a used refresh token");
+            OAuthError::new("temporarily_unavailable", "try again")
+        };
+        if used
+            .seen(&revoked_family(family))
+            .await
+            .map_err(unavailable)?
+        {
+            return Err(OAuthError::grant(
+                "refresh_token refused: its session was revoked (a refresh token of it was used twice); sign in again",
+            ));
+        }
+        if used
+            .consume(&format!("refresh:{jti}"), exp)
+            .await
+            .map_err(unavailable)?
+        {
+            return Ok(());
+        }
+        // RFC 9700 §4.14.2: a reused refresh token means one of its holders is not its owner;
+        // which one cannot be told, so the family ends for both.
+        used.consume(&revoked_family(family), exp)
+            .await
+            .map_err(unavailable)?;
+        tracing::warn!(
+            family,
+            "a refresh token was used twice: its family is revoked"
+        );
+        Err(OAuthError::grant(
+            "refresh_token refused: it was used already, so every token of its session is revoked; sign in again",
+        ))
     }
 
     /// The provider's `token`, sealed for the session token, when upstream exchanges are
@@ -703,6 +785,15 @@ impl TokenService {
             .upstream
             .as_ref()
             .ok_or("this deployment exchanges no upstream tokens (token_service.upstream)")?;
+        if let Some(family) = claims.get("fam").and_then(Value::as_str) {
+            let used = self.used().map_err(|e| e.to_string())?;
+            if used.seen(&revoked_family(family)).await? {
+                return Err(
+                    "the session was revoked (a refresh token of it was used twice); sign in again"
+                        .into(),
+                );
+            }
+        }
         let sealed = claims
             .get("idp")
             .and_then(Value::as_str)
@@ -735,6 +826,11 @@ impl TokenService {
         }
         out
     }
+}
+
+/// The record that a refresh-token family is revoked.
+fn revoked_family(family: &str) -> String {
+    format!("refresh-family-revoked:{family}")
 }
 
 /// Refresh tokens name an audience no verifier of the deployment accepts.
