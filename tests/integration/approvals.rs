@@ -245,6 +245,52 @@ async fn bulkhead_connect_bridges_the_question_to_the_desktop_client() {
     }
 }
 
+/// `bulkhead connect` answers each protocol mode of the official Python SDK over stdio:
+/// `resultType` on 2026-07-28 (which that SDK requires of every result), the instance's approval
+/// question as an `input_required` round there and as `elicitation/create` on 2025 sessions;
+/// accept runs the call, decline and a client without elicitation leave the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_answers_every_protocol_mode_of_the_python_sdk() {
+    let dep = Deployment::new(Store::Sqlite, "connect-eras").await;
+    let full = dep.start("full", None);
+    let proxied = dep.start("proxied", None);
+    let python = tokio::task::spawn_blocking(super::python_sdk::venv_python)
+        .await
+        .unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/connect_client.py");
+    for mode in ["legacy", "2026-07-28", "auto"] {
+        let run = tokio::process::Command::new(&python)
+            .arg(&script)
+            .arg(mode)
+            .arg(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&dep.config)
+            .args([
+                "connect",
+                "template",
+                "--url",
+                &full.url,
+                "--url-proxied",
+                &proxied.url,
+            ])
+            .env("BULKHEAD_TOKEN", token("eve", &format!("eras-{mode}")))
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(180), run)
+            .await
+            .expect("the connect client finished within 180 s")
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "connect client ({mode}) failed:\n{said}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let oks = said.lines().filter(|l| l.starts_with("ok ")).count();
+        assert_eq!(oks, 4, "{mode}: {said}");
+    }
+}
+
 /// Under `environment: production` no other key stands in for `approvals.key_file`: a server
 /// with a tool that asks for approval refuses to start, naming the key; with the file, it starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

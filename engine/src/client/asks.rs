@@ -1,6 +1,8 @@
 //! Questions a server asks a person (`elicitation/create`, e.g. a tool's approval), relayed by
-//! `bulkhead connect` to the desktop client it serves. Clients that serve nobody ([`AskRelay::none`])
-//! declare no elicitation, so a server refuses a call that needs a person instead of asking.
+//! `bulkhead connect` to the desktop client it serves: as `elicitation/create` on a 2025 session,
+//! or handed to the bridge, which answers the call `input_required` (2026-07-28, where a server
+//! sends no requests of its own). Clients that serve nobody ([`AskRelay::none`]) declare no
+//! elicitation, so a server refuses a call that needs a person instead of asking.
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
@@ -9,12 +11,30 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ClientHandler, ErrorData, Peer, RoleClient, RoleServer};
 use std::sync::{Arc, RwLock};
+use tokio::sync::{mpsc, oneshot};
 
-/// Where a server's questions go: nowhere, or the peer of the desktop client's session.
+/// A question for the person at a 2026-07-28 desktop client, and where its answer goes.
+pub(crate) struct Question {
+    /// The server's `elicitation/create` parameters, unchanged.
+    pub(crate) params: ElicitRequestParams,
+    /// The person's answer (dropped: nobody answered, which the server is told).
+    pub(crate) answer: oneshot::Sender<ElicitResult>,
+}
+
+/// Where the desktop client's questions go.
+#[derive(Clone)]
+enum Desktop {
+    /// A 2025 session: asked with `elicitation/create`.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 client: the bridge turns the question into an `input_required` answer.
+    Rounds(mpsc::Sender<Question>),
+}
+
+/// Where a server's questions go: nowhere, or the desktop client that made the call.
 #[derive(Clone, Default)]
 pub struct AskRelay {
     enabled: bool,
-    desktop: Arc<RwLock<Option<Peer<RoleServer>>>>,
+    desktop: Arc<RwLock<Option<Desktop>>>,
 }
 
 impl AskRelay {
@@ -34,7 +54,12 @@ impl AskRelay {
 
     /// The desktop client's session, to which questions go from now on.
     pub fn set(&self, peer: Peer<RoleServer>) {
-        *self.desktop.write().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+        *self.desktop.write().unwrap_or_else(|p| p.into_inner()) = Some(Desktop::Session(peer));
+    }
+
+    /// A 2026-07-28 desktop client: questions go to `rounds` from now on.
+    pub(crate) fn set_rounds(&self, rounds: mpsc::Sender<Question>) {
+        *self.desktop.write().unwrap_or_else(|p| p.into_inner()) = Some(Desktop::Rounds(rounds));
     }
 }
 
@@ -63,11 +88,31 @@ impl ClientHandler for AskRelay {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let Some(desktop) = desktop else {
-            return Err(ErrorData::invalid_request(
-                "bulkhead connect: no desktop client to ask",
-                None,
-            ));
+        let desktop = match desktop {
+            None => {
+                return Err(ErrorData::invalid_request(
+                    "bulkhead connect: no desktop client to ask",
+                    None,
+                ));
+            }
+            Some(Desktop::Rounds(rounds)) => {
+                let (answer, answered) = oneshot::channel();
+                let nobody = || {
+                    ErrorData::invalid_request(
+                        "bulkhead connect: nobody answered the question",
+                        None,
+                    )
+                };
+                rounds
+                    .send(Question {
+                        params: request,
+                        answer,
+                    })
+                    .await
+                    .map_err(|_| nobody())?;
+                return answered.await.map_err(|_| nobody());
+            }
+            Some(Desktop::Session(peer)) => peer,
         };
         let can = desktop
             .peer_info()

@@ -7,15 +7,17 @@
 //!
 //! Results pass through unchanged, `[FATAL] ` ones included (the desktop model reads them); a
 //! failure of the client itself (an instance unreachable, a result that breaks its declared
-//! schema) becomes a `[FATAL] ` tool result naming it.
+//! schema) becomes a `[FATAL] ` tool result naming it. Answers follow the desktop client's era:
+//! complete results say so (`resultType`) on 2026-07-28, where a person's question becomes an
+//! `input_required` round ([`super::rounds`]); on 2025 sessions it is `elicitation/create`.
 
 use super::McpClient;
 use crate::errors::FATAL_PREFIX;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -28,6 +30,7 @@ pub struct Bridge {
     server: String,
     client: Arc<McpClient>,
     relay: super::AskRelay,
+    rounds: Arc<super::rounds::Rounds>,
 }
 
 impl Bridge {
@@ -43,6 +46,7 @@ impl Bridge {
             server: server.to_string(),
             client: Arc::new(client),
             relay,
+            rounds: Arc::default(),
         }
     }
 
@@ -88,15 +92,20 @@ impl ServerHandler for Bridge {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if is_rounds_era(&ctx) {
+            return self.rounds.call(&self.client, &self.relay, request).await;
+        }
         // A question the instance asks during this call (an approval) goes to this desktop client.
         self.relay.set(ctx.peer.clone());
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let result = match self.client.call_tool(&request.name, args).await {
+        let mut result = match self.client.call_tool(&request.name, args).await {
             Ok(reply) => reply.raw,
             Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "{FATAL_PREFIX}bulkhead connect: {e}"
             ))]),
         };
+        // rmcp removes it again for 2025 peers.
+        result.result_type = Some(ResultType::COMPLETE);
         Ok(result.into())
     }
 
@@ -133,7 +142,10 @@ impl ServerHandler for Bridge {
             .read_resource(&request.uri)
             .await
             .map_err(failed)?
-            .map(Into::into)
+            .map(|mut r| {
+                r.result_type = Some(ResultType::COMPLETE);
+                r.into()
+            })
     }
 
     async fn list_prompts(
@@ -157,8 +169,18 @@ impl ServerHandler for Bridge {
             .get_prompt(&request.name, request.arguments)
             .await
             .map_err(failed)?
-            .map(Into::into)
+            .map(|mut r| {
+                r.result_type = Some(ResultType::COMPLETE);
+                r.into()
+            })
     }
+}
+
+/// Whether the desktop client speaks 2026-07-28 or later in this request (questions go back
+/// as `input_required` answers, never as requests of ours).
+fn is_rounds_era(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// A failure of the client itself, as the desktop client sees it.

@@ -10,6 +10,7 @@ mod isolating;
 pub mod login;
 mod renewing;
 mod reply;
+mod rounds;
 mod route;
 mod strict;
 
