@@ -93,7 +93,40 @@ pub fn start_provider(config: Value) -> Provider {
 /// The provider the tests sign in at: users alice and bob (their email also in access tokens),
 /// access tokens for `urn:bulkhead` with audience `bulkhead-deployment`.
 pub fn test_provider(clients: Value) -> Provider {
-    start_provider(json!({
+    start_provider(test_provider_config(clients))
+}
+
+/// Bulkhead's client at the provider's introspection endpoint, and its secret.
+const INTROSPECTOR: (&str, &str) = ("bulkhead-introspect", "introspect-secret-0123456789");
+
+/// [`test_provider`] as `oidc-provider` ships: opaque access tokens (no resource indicator is
+/// sent, none is the default), the resource scopes granted as plain scopes; Bulkhead's
+/// introspection client ([`INTROSPECTOR`]) is registered beside `clients`.
+pub fn opaque_provider(clients: Value) -> Provider {
+    let mut clients = clients.as_array().cloned().unwrap_or_default();
+    clients.push(json!({
+        "client_id": INTROSPECTOR.0, "client_secret": INTROSPECTOR.1,
+        "grant_types": ["client_credentials"]
+    }));
+    let mut config = test_provider_config(Value::Array(clients));
+    config["opaque"] = json!(true);
+    start_provider(config)
+}
+
+/// `token_service` lines that introspect opaque tokens of `clients` as [`INTROSPECTOR`] (its
+/// secret written to a file under `dir`), answers reused for at most a second.
+fn introspection_lines(dir: &std::path::Path, clients: &[&str]) -> String {
+    let secret = dir.join("introspect-secret");
+    std::fs::write(&secret, INTROSPECTOR.1).unwrap();
+    format!(
+        "  introspection: {{ client_id: {}, client_secret_file: {}, clients: {clients:?}, cache_secs: 1 }}\n",
+        INTROSPECTOR.0,
+        secret.display()
+    )
+}
+
+fn test_provider_config(clients: Value) -> Value {
+    json!({
         "resource": "urn:bulkhead",
         "audience": "bulkhead-deployment",
         "resource_scopes": ["read", "write"],
@@ -104,7 +137,7 @@ pub fn test_provider(clients: Value) -> Provider {
             {"id": "bob", "email": "bob@example.test", "name": "Bob"}
         ],
         "clients": clients,
-    }))
+    })
 }
 
 /// A Bulkhead instance of `template` whose token service signs users in at `provider`
@@ -152,9 +185,26 @@ fn interop(script: &str) -> PathBuf {
 /// email reaches the session token, never a token of the provider.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_signs_in_through_a_real_provider_and_each_conversation_is_a_session() {
-    let provider = tokio::task::spawn_blocking(|| test_provider(json!([])))
-        .await
-        .unwrap();
+    python_sdk_signs_in(false).await;
+}
+
+/// The same where the provider issues opaque access tokens (`oidc-provider` at its defaults):
+/// Bulkhead, the provider's relying party, reads who signed in from the verified ID token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_signs_in_where_the_provider_issues_opaque_tokens() {
+    python_sdk_signs_in(true).await;
+}
+
+async fn python_sdk_signs_in(opaque: bool) {
+    let provider = tokio::task::spawn_blocking(move || {
+        if opaque {
+            opaque_provider(json!([]))
+        } else {
+            test_provider(json!([]))
+        }
+    })
+    .await
+    .unwrap();
     let bulkhead = start_bulkhead(&provider, NetworkMode::Proxied, 3).await;
     let python = tokio::task::spawn_blocking(venv_python).await.unwrap();
     let out = tokio::process::Command::new(python)
@@ -180,7 +230,10 @@ async fn the_python_sdk_signs_in_through_a_real_provider_and_each_conversation_i
         );
         assert_eq!(c["aud"], "bulkhead-test");
         assert_eq!(c["email"], "alice@example.test");
-        assert_eq!(c["scope"], "read");
+        // What the provider granted: resource scopes on its JWTs, every granted scope on an
+        // opaque token (its token endpoint's `scope`).
+        let granted = if opaque { "openid email read" } else { "read" };
+        assert_eq!(c["scope"], granted);
     }
     assert_ne!(first["session_id"], second["session_id"], "{seen}");
     assert_eq!(first["session_id"], refreshed["session_id"], "{seen}");
@@ -788,15 +841,36 @@ async fn write(c: &rmcp::service::RunningService<rmcp::RoleClient, ()>, path: &s
 /// and bridges it; the token is refreshed while the bridge runs and calls keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulkhead_connect_signs_in_with_the_device_grant_and_bridges_a_session() {
-    let provider = tokio::task::spawn_blocking(|| {
-        test_provider(json!([{
-            "client_id": "bulkhead-connect", "token_endpoint_auth_method": "none",
-            "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]
-        }]))
+    connect_signs_in_with_the_device_grant(false).await;
+}
+
+/// The same with opaque provider tokens: the exchange introspects them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_signs_in_with_the_device_grant_where_tokens_are_opaque() {
+    connect_signs_in_with_the_device_grant(true).await;
+}
+
+async fn connect_signs_in_with_the_device_grant(opaque: bool) {
+    let clients = json!([{
+        "client_id": "bulkhead-connect", "token_endpoint_auth_method": "none",
+        "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]
+    }]);
+    let provider = tokio::task::spawn_blocking(move || {
+        if opaque {
+            opaque_provider(clients)
+        } else {
+            test_provider(clients)
+        }
     })
     .await
     .unwrap();
-    let bh = start_bulkhead(&provider, NetworkMode::Full, 4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lines = if opaque {
+        introspection_lines(dir.path(), &["bulkhead-connect"])
+    } else {
+        String::new()
+    };
+    let bh = start_bulkhead_with(&provider, NetworkMode::Full, 4, &lines).await;
     let mut connect = Connect::start(
         &provider,
         &bh,
@@ -1028,16 +1102,37 @@ async fn a_service_is_called_with_the_users_own_exchanged_token() {
 /// exchanged for a session, and the bridge serves calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
-    let provider = tokio::task::spawn_blocking(|| {
-        test_provider(json!([{
-            "client_id": "bulkhead-desktop", "token_endpoint_auth_method": "none",
-            "application_type": "native", "redirect_uris": ["http://127.0.0.1/callback"],
-            "grant_types": ["authorization_code"]
-        }]))
+    connect_signs_in_in_a_browser(false).await;
+}
+
+/// The same with opaque provider tokens: the exchange introspects them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulkhead_connect_signs_in_in_a_browser_where_tokens_are_opaque() {
+    connect_signs_in_in_a_browser(true).await;
+}
+
+async fn connect_signs_in_in_a_browser(opaque: bool) {
+    let clients = json!([{
+        "client_id": "bulkhead-desktop", "token_endpoint_auth_method": "none",
+        "application_type": "native", "redirect_uris": ["http://127.0.0.1/callback"],
+        "grant_types": ["authorization_code"]
+    }]);
+    let provider = tokio::task::spawn_blocking(move || {
+        if opaque {
+            opaque_provider(clients)
+        } else {
+            test_provider(clients)
+        }
     })
     .await
     .unwrap();
-    let bh = start_bulkhead(&provider, NetworkMode::Full, 600).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lines = if opaque {
+        introspection_lines(dir.path(), &["bulkhead-desktop"])
+    } else {
+        String::new()
+    };
+    let bh = start_bulkhead_with(&provider, NetworkMode::Full, 600, &lines).await;
     let mut connect = Connect::start(
         &provider,
         &bh,
@@ -1068,4 +1163,169 @@ async fn bulkhead_connect_signs_in_in_a_browser_and_bridges_a_session() {
     let c = connect.bridge(&bh).await;
     write(&c, "/workspace/b.txt").await;
     let _ = c.cancel().await;
+}
+
+/// alice's access token from `provider` for the public device client `client`, by the device
+/// grant (the scripted user approves; polled within 60 s).
+async fn device_token(provider: &Provider, client: &str) -> String {
+    let http = reqwest::Client::new();
+    let meta: Value = http
+        .get(format!(
+            "{}/.well-known/openid-configuration",
+            provider.issuer
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let started: Value = http
+        .post(meta["device_authorization_endpoint"].as_str().unwrap())
+        .form(&[("client_id", client), ("scope", "openid email read")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let out = tokio::process::Command::new("python3")
+        .arg(interop("oidc/browser.py"))
+        .args([
+            "device",
+            started["verification_uri"].as_str().unwrap(),
+            started["user_code"].as_str().unwrap(),
+            "alice",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let got: Value = http
+            .post(meta["token_endpoint"].as_str().unwrap())
+            .form(&[
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", started["device_code"].as_str().unwrap()),
+                ("client_id", client),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(token) = got["access_token"].as_str() {
+            return token.to_owned();
+        }
+        assert!(
+            matches!(
+                got["error"].as_str(),
+                Some("authorization_pending" | "slow_down")
+            ),
+            "{got}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no token within 60 s: {got}"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+}
+
+/// RFC 7662: an opaque provider token is exchanged once the provider's introspection says it is
+/// active and its client is one the deployment lists; a token of another client is refused, and
+/// one the provider revokes is refused once the cached answer (1 s here) has lapsed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_token_is_introspected_and_refused_once_the_provider_revokes_it() {
+    let device = |id: &str| {
+        json!({"client_id": id, "token_endpoint_auth_method": "none",
+               "grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]})
+    };
+    let clients = json!([device("bulkhead-connect"), device("other-app")]);
+    let provider = tokio::task::spawn_blocking(move || opaque_provider(clients))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lines = introspection_lines(dir.path(), &["bulkhead-connect"]);
+    let bh = start_bulkhead_with(&provider, NetworkMode::Full, 600, &lines).await;
+    let endpoint = format!("{}/token", bh.base);
+
+    let token = device_token(&provider, "bulkhead-connect").await;
+    assert!(
+        !bulkhead::auth::is_jws_shaped(&token),
+        "the provider's token is opaque: {token}"
+    );
+    let issued = bulkhead::client::login::exchange(&endpoint, &token)
+        .await
+        .expect("an active token of a listed client is exchanged");
+    let session = bulkhead::sessions::unverified_claims(&issued.access_token);
+    assert_eq!(session["sub"], "alice", "{session}");
+    let c = crate::harness::client(&bh.url, &issued.access_token).await;
+    write_ok(&c).await;
+    let _ = c.cancel().await;
+
+    // A token the same user got for another application names no audience: not accepted here.
+    let foreign = device_token(&provider, "other-app").await;
+    let refused = bulkhead::client::login::exchange(&endpoint, &foreign)
+        .await
+        .expect_err("another client's token is refused");
+    assert!(refused.contains("introspection.clients"), "{refused}");
+
+    // Revoked at the provider (RFC 7009): refused within the cache time.
+    let http = reqwest::Client::new();
+    let meta: Value = http
+        .get(format!(
+            "{}/.well-known/openid-configuration",
+            provider.issuer
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let r = http
+        .post(meta["revocation_endpoint"].as_str().unwrap())
+        .form(&[("token", token.as_str()), ("client_id", "bulkhead-connect")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let refused = loop {
+        match bulkhead::client::login::exchange(&endpoint, &token).await {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "a revoked token was still exchanged after 10 s (cache_secs is 1)"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert!(refused.contains("not active"), "{refused}");
+    // A made-up opaque token is refused the same way.
+    let refused =
+        bulkhead::client::login::exchange(&endpoint, "x3kX0pQ9rT1uV2wY4zA5bC6dE7fG8hJ9kL0mN1oP2qR")
+            .await
+            .expect_err("an unknown token is refused");
+    assert!(refused.contains("not active"), "{refused}");
+}
+
+/// A `write_file` call that succeeds.
+async fn write_ok(c: &rmcp::service::RunningService<rmcp::RoleClient, ()>) {
+    let (err, text, _) = crate::harness::call(
+        c,
+        "write_file",
+        json!({"path": "/workspace/o.txt", "content": "x"}),
+    )
+    .await;
+    assert!(!err, "{text}");
 }

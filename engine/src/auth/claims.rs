@@ -174,6 +174,48 @@ impl RawClaims {
     }
 }
 
+/// The claims of an active token introspection answer (RFC 7662 §2.2) from the provider whose
+/// issuer is `issuer`: `iss`, when given, must be it; audiences, when given, must include
+/// `audience`; an answer naming none is accepted only for a token of one of `clients`. `exp` is
+/// required and must be ahead (the answer's time claims are checked here, not by a signature
+/// library). The caller checked `active`.
+pub(crate) fn introspected(
+    answer: serde_json::Map<String, Value>,
+    issuer: &str,
+    audience: &str,
+    clients: &[String],
+    leeway: u64,
+) -> Result<Claims, AuthError> {
+    let mut raw: RawClaims = serde_json::from_value(Value::Object(answer))
+        .map_err(|_| AuthError::Malformed("the introspection answer is not a claims object"))?;
+    raw.other.remove("active");
+    if raw.iss.is_none() {
+        raw.iss = Some(Value::String(issuer.to_owned()));
+    }
+    if matches!(raw.aud, None | Some(Value::Null)) {
+        let client = raw.other.get("client_id").and_then(Value::as_str);
+        if !client.is_some_and(|c| clients.iter().any(|l| l == c)) {
+            return Err(bad(
+                "aud",
+                "the token names no audience and its client is not in token_service.introspection.clients",
+            ));
+        }
+        raw.aud = Some(Value::String(audience.to_owned()));
+    }
+    let claims = raw.into_claims(issuer, audience, &SessionRule::None)?;
+    let now = jsonwebtoken::get_current_timestamp();
+    if claims.exp.saturating_add(leeway) <= now {
+        return Err(AuthError::Expired);
+    }
+    if claims
+        .nbf
+        .is_some_and(|nbf| nbf > now.saturating_add(leeway))
+    {
+        return Err(AuthError::NotYetValid);
+    }
+    Ok(claims)
+}
+
 fn bad(claim: &'static str, reason: &str) -> AuthError {
     AuthError::BadClaim {
         claim: claim.into(),
@@ -261,6 +303,55 @@ mod tests {
 
     fn rule() -> SessionRule {
         SessionRule::Claim("session_id".into())
+    }
+
+    /// RFC 7662 answers: audience rules, issuer, expiry.
+    #[test]
+    fn an_introspection_answer_names_a_user_only_within_its_audience_rules() {
+        let ahead = jsonwebtoken::get_current_timestamp() + 600;
+        let answer = |extra: Value| {
+            let mut base = json!({"active": true, "sub": "alice", "client_id": "desk",
+                                  "iss": "https://idp", "exp": ahead, "scope": "openid read"});
+            for (k, v) in extra.as_object().unwrap() {
+                base[k] = v.clone();
+            }
+            base.as_object().unwrap().clone()
+        };
+        let listed = ["desk".to_string()];
+        let got = introspected(answer(json!({})), "https://idp", "bh", &listed, 0).unwrap();
+        assert_eq!((got.sub.as_str(), got.scopes.len()), ("alice", 2));
+        assert!(!got.other.contains_key("active"));
+        // No audience and a client not listed: another application's token.
+        let e = introspected(answer(json!({})), "https://idp", "bh", &[], 0).unwrap_err();
+        assert!(e.to_string().contains("introspection.clients"), "{e}");
+        // An audience that is not ours, even from a listed client.
+        let e = introspected(
+            answer(json!({"aud": ["crm"]})),
+            "https://idp",
+            "bh",
+            &listed,
+            0,
+        );
+        assert_eq!(e.unwrap_err(), AuthError::WrongAudience);
+        assert!(introspected(answer(json!({"aud": "bh"})), "https://idp", "bh", &[], 0).is_ok());
+        let e = introspected(
+            answer(json!({"iss": "https://other"})),
+            "https://idp",
+            "bh",
+            &listed,
+            0,
+        );
+        assert_eq!(e.unwrap_err(), AuthError::WrongIssuer);
+        let e = introspected(answer(json!({"exp": 1})), "https://idp", "bh", &listed, 0);
+        assert_eq!(e.unwrap_err(), AuthError::Expired);
+        let e = introspected(
+            answer(json!({"exp": null})),
+            "https://idp",
+            "bh",
+            &listed,
+            0,
+        );
+        assert!(matches!(e.unwrap_err(), AuthError::MissingClaim(_)));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod mint;
 mod remote;
 mod verify;
 
+pub(crate) use claims::introspected;
 pub use claims::{Claims, Grants};
 pub use config::{
     AuthConfig, AuthConfigError, DEFAULT_LEEWAY_SECS, DEFAULT_MAX_TOKEN_BYTES, KeyAlg, KeyConfig,
@@ -22,7 +23,7 @@ pub use config::{
 };
 pub use error::AuthError;
 pub use mint::MintClaims;
-pub use verify::{Verified, Verifier};
+pub use verify::{Verified, Verifier, is_jws_shaped};
 
 #[cfg(test)]
 mod tests {

@@ -300,17 +300,37 @@ impl Verifier {
     /// audience as [`verify`](Self::verify) does, but no session claim is read (the token service
     /// makes the session). Never remembered: exchanges are rare and each is checked in full.
     pub async fn verify_subject(&self, token: &str) -> Result<Claims, AuthError> {
+        let audience = self.audience.clone();
+        self.verify_provider_token(token, &audience).await
+    }
+
+    /// Verifies an OpenID Connect ID token issued to `client_id` (RFC: OIDC Core §3.1.3.7):
+    /// signature with the provider's keys, expiry, issuer, `client_id` among its audiences and,
+    /// with more than one, as its `azp`. The caller checks the `nonce`.
+    pub async fn verify_id_token(&self, token: &str, client_id: &str) -> Result<Claims, AuthError> {
+        let claims = self.verify_provider_token(token, client_id).await?;
+        if claims.aud.len() > 1
+            && claims.other.get("azp").and_then(|v| v.as_str()) != Some(client_id)
+        {
+            return Err(AuthError::WrongAudience);
+        }
+        Ok(claims)
+    }
+
+    /// A provider token for `audience`, its keys fetched again once on an unknown `kid`.
+    async fn verify_provider_token(
+        &self,
+        token: &str,
+        audience: &str,
+    ) -> Result<Claims, AuthError> {
         if token.len() > self.max_token_bytes {
             return Err(AuthError::TooLarge {
                 max: self.max_token_bytes,
             });
         }
         let check = |remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>| {
-            self.verify_signature(token, remote)?.into_claims(
-                &self.issuer,
-                &self.audience,
-                &SessionRule::None,
-            )
+            self.verify_signature_for(token, remote, audience)?
+                .into_claims(&self.issuer, audience, &SessionRule::None)
         };
         let Some(remote) = &self.remote else {
             return check(None);
@@ -340,6 +360,16 @@ impl Verifier {
         token: &str,
         remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
     ) -> Result<RawClaims, AuthError> {
+        self.verify_signature_for(token, remote, &self.audience)
+    }
+
+    /// [`verify_signature`](Self::verify_signature) with `aud` pinned to `audience`.
+    fn verify_signature_for(
+        &self,
+        token: &str,
+        remote: Option<&Arc<Vec<(VerifyKey, Validation)>>>,
+        audience: &str,
+    ) -> Result<RawClaims, AuthError> {
         let header = peek_header(token)?;
         let alg = KeyAlg::from_jose(&header.alg).ok_or(AuthError::AlgorithmNotAllowed)?;
         // Configured keys first; a remote key never shadows a configured kid.
@@ -360,6 +390,15 @@ impl Verifier {
             return Err(AuthError::AlgorithmNotAllowed);
         }
         for (key, validation) in candidates {
+            let other;
+            let validation = if audience == self.audience {
+                validation
+            } else {
+                let mut v = validation.clone();
+                v.set_audience(&[audience]);
+                other = v;
+                &other
+            };
             match decode::<RawClaims>(token, &key.key, validation) {
                 Ok(data) => return Ok(data.claims),
                 Err(e) => match AuthError::from_jwt(&e) {
@@ -418,6 +457,12 @@ fn validation_for(alg: KeyAlg, config: &AuthConfig) -> Validation {
     v.set_issuer(&[&config.issuer]);
     v.set_audience(&[&config.audience]);
     v
+}
+
+/// Whether `token` has the shape of a compact JWS (three dot-separated segments): opaque tokens
+/// (random strings of a provider) do not.
+pub fn is_jws_shaped(token: &str) -> bool {
+    token.split('.').count() == 3
 }
 
 /// Splits a compact JWS, checks all three segments are base64url, and reads `alg`/`kid`.

@@ -50,6 +50,12 @@ pub struct TokenServiceConfig {
     /// Absent: such parameters are refused.
     #[serde(default)]
     pub upstream: Option<UpstreamConfig>,
+    /// Opaque provider tokens (not JWTs: Google's, GitHub's, Auth0's without an audience,
+    /// `oidc-provider`'s without a resource indicator) offered for exchange are verified by
+    /// token introspection (RFC 7662) at the provider, as this client. Absent: only JWT subject
+    /// tokens are exchanged.
+    #[serde(default)]
+    pub introspection: Option<IntrospectionConfig>,
     /// The identity provider whose tokens are exchanged: its issuer, the audience its tokens name
     /// for this deployment, and its keys (inline, JWKS file, JWKS URL or OIDC discovery), read as
     /// `auth:` is. Its `session_claim` and `scopes` are not used.
@@ -137,4 +143,34 @@ pub struct UpstreamConfig {
 
 fn default_upstream_cache() -> usize {
     10_000
+}
+
+/// Bulkhead's client at the provider's introspection endpoint (`token_service.introspection`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    /// The client id it authenticates as (`client_secret_basic`).
+    pub client_id: String,
+    /// A file holding its secret.
+    pub client_secret_file: PathBuf,
+    /// The endpoint; unset: the `introspection_endpoint` of the provider's discovery document.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The clients (the answer's `client_id`) whose tokens without an audience are accepted. A
+    /// token whose answer names audiences must name `provider.audience`; one that names none
+    /// (a provider's tokens for its own user-info endpoint) is accepted only from these clients,
+    /// so a token someone obtained for another application does not sign them in here.
+    #[serde(default)]
+    pub clients: Vec<String>,
+    /// Longest time, in seconds, an active answer is reused (never past the token's `exp`): a
+    /// token the provider revokes is refused at most this long after.
+    #[serde(default = "default_introspection_cache_secs")]
+    pub cache_secs: u64,
+    /// Answers kept, at most this many.
+    #[serde(default = "default_upstream_cache")]
+    pub cache_entries: usize,
+}
+
+fn default_introspection_cache_secs() -> u64 {
+    60
 }

@@ -13,6 +13,9 @@
 //! - A code reaches only a redirect URI registered for its client, and only the holder of the
 //!   PKCE verifier (S256 only) exchanges it; the provider's answer is accepted only with its
 //!   `iss` (RFC 9207) when the provider announces it, and only for the sign-in Bulkhead sealed.
+//! - Who signed in is read from the provider's access token when it is a JWT for this
+//!   deployment, and otherwise (opaque access tokens) from the ID token, verified as its relying
+//!   party: Bulkhead's own client as audience and the `nonce` this sign-in sealed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -57,7 +60,24 @@ struct SignIn {
     /// its value (the value itself is only in the browser).
     cookie: String,
     browser: String,
+    /// The OpenID `nonce` sent to the provider, which its ID token must carry.
+    #[serde(default)]
+    nonce: String,
     exp: u64,
+}
+
+/// What the provider's token endpoint answered a sign-in.
+pub(crate) struct ProviderTokens {
+    /// Its access token (a JWT for this deployment, or opaque).
+    pub access_token: String,
+    /// Its ID token, when `openid` was in the scope.
+    pub id_token: Option<String>,
+    /// The scopes it granted (RFC 6749 §5.1), when it said.
+    pub scope: Option<String>,
+    /// The `nonce` the ID token must carry.
+    pub nonce: String,
+    /// Bulkhead's client at the provider: the ID token's audience.
+    pub client_id: String,
 }
 
 /// An authorization code: who signed in, for which client (the S256 digest of its id), sealed.
@@ -332,6 +352,7 @@ impl Login {
             verifier: verifier.clone(),
             cookie: cookie.clone(),
             browser: s256(&nonce),
+            nonce: random(16),
             exp: now().saturating_add(self.config.timeout_secs),
         };
         let sealed = sealer.seal(Kind::SignIn, &sign_in);
@@ -359,6 +380,7 @@ impl Login {
                     ("state", Some(&sealed)),
                     ("code_challenge", Some(&s256(&verifier))),
                     ("code_challenge_method", Some("S256")),
+                    ("nonce", Some(&sign_in.nonce)),
                     ("resource", self.config.resource.as_deref()),
                 ],
             ),
@@ -374,7 +396,7 @@ impl Login {
         callback: &str,
         query: &BTreeMap<String, String>,
         cookies: &str,
-    ) -> Result<(String, SignInFor), Step> {
+    ) -> Result<(ProviderTokens, SignInFor), Step> {
         let get = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
         let sign_in = get("state")
             .and_then(|s| sealer.open::<SignIn>(Kind::SignIn, s))
@@ -459,7 +481,7 @@ impl Login {
             tracing::warn!(error = %e, "the identity provider refused the code");
             back("access_denied", "the identity provider refused the sign-in")
         })?;
-        let token = got["access_token"]
+        let access_token = got["access_token"]
             .as_str()
             .ok_or_else(|| {
                 back(
@@ -468,8 +490,15 @@ impl Login {
                 )
             })?
             .to_owned();
+        let tokens = ProviderTokens {
+            access_token,
+            id_token: got["id_token"].as_str().map(str::to_owned),
+            scope: got["scope"].as_str().map(str::to_owned),
+            nonce: sign_in.nonce,
+            client_id: client.client_id,
+        };
         Ok((
-            token,
+            tokens,
             SignInFor {
                 client_id: sign_in.client_id,
                 redirect_uri: sign_in.redirect_uri,

@@ -18,14 +18,15 @@
 mod config;
 mod error;
 pub mod http;
+mod introspect;
 mod key;
 mod login;
 mod seal;
 mod upstream;
 
 pub use config::{
-    DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, LoginConfig, MAX_TTL_SECS, TokenServiceConfig,
-    UpstreamConfig,
+    DEFAULT_REFRESH_TTL_SECS, DEFAULT_TTL_SECS, IntrospectionConfig, LoginConfig, MAX_TTL_SECS,
+    TokenServiceConfig, UpstreamConfig,
 };
 pub use error::{OAuthError, TokenServiceError};
 pub use key::{SigningKey, development_key_path};
@@ -92,6 +93,8 @@ pub struct TokenService {
     used: std::sync::OnceLock<crate::approval::UsedIds>,
     /// Exchanges for other services' audiences, when configured.
     upstream: Option<upstream::Upstream>,
+    /// Verifies opaque subject tokens at the provider, when configured.
+    introspection: Option<introspect::Introspection>,
 }
 
 impl std::fmt::Debug for TokenService {
@@ -294,6 +297,11 @@ impl TokenService {
             .as_ref()
             .map(|u| upstream::Upstream::new(u, &ts.provider.issuer))
             .transpose()?;
+        let introspection = ts
+            .introspection
+            .as_ref()
+            .map(|i| introspect::Introspection::new(i, &ts.provider))
+            .transpose()?;
         let mut refresh_validation = Validation::new(Algorithm::ES256);
         refresh_validation.leeway = auth.leeway_secs;
         refresh_validation.set_issuer(&[&auth.issuer]);
@@ -311,6 +319,7 @@ impl TokenService {
             login,
             used: std::sync::OnceLock::new(),
             upstream,
+            introspection,
             key,
         })
     }
@@ -372,8 +381,7 @@ impl TokenService {
         let subject_token = req.need("subject_token")?;
         token_type(req.need("subject_token_type")?, "subject_token_type")?;
         let subject = self
-            .provider
-            .verify_subject(subject_token)
+            .subject(subject_token)
             .await
             .map_err(|e| OAuthError::grant(format!("subject_token refused: {e}")))?;
         validate_id("sub", &subject.sub).map_err(|e| {
@@ -384,8 +392,7 @@ impl TokenService {
             Some(actor_token) => {
                 token_type(req.need("actor_token_type")?, "actor_token_type")?;
                 let actor = self
-                    .provider
-                    .verify_subject(actor_token)
+                    .subject(actor_token)
                     .await
                     .map_err(|e| OAuthError::grant(format!("actor_token refused: {e}")))?;
                 Some(Actor { sub: actor.sub })
@@ -424,6 +431,24 @@ impl TokenService {
             refresh_exp: now.saturating_add(self.refresh_ttl),
             until: Some(subject.exp),
         })
+    }
+
+    /// The claims of a provider token offered for exchange: a JWT verified with the provider's
+    /// keys, an opaque token by introspection (when configured).
+    async fn subject(&self, token: &str) -> Result<Claims, String> {
+        match &self.introspection {
+            Some(introspection) if !crate::auth::is_jws_shaped(token) => {
+                if token.len() > crate::auth::DEFAULT_MAX_TOKEN_BYTES {
+                    return Err("token too large".into());
+                }
+                introspection.claims(token).await
+            }
+            _ => self
+                .provider
+                .verify_subject(token)
+                .await
+                .map_err(|e| e.to_string()),
+        }
     }
 
     /// RFC 6749 §6: a new session token for the refresh token's session, until the refresh
@@ -587,7 +612,7 @@ impl TokenService {
         let Some(login) = &self.login else {
             return Err("sign-in is not configured".into());
         };
-        let (token, sign_in) = match login.callback(&self.sealer, callback, query, cookies).await {
+        let (tokens, sign_in) = match login.callback(&self.sealer, callback, query, cookies).await {
             Ok(done) => done,
             Err(login::Step::Redirect(url) | login::Step::RedirectSetting(url, _)) => {
                 return Ok(url);
@@ -605,7 +630,8 @@ impl TokenService {
                 ],
             )
         };
-        let subject = match self.provider.verify_subject(&token).await {
+        let token = tokens.access_token.clone();
+        let subject = match self.signed_in(tokens).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "the provider's token was refused");
@@ -654,6 +680,41 @@ impl TokenService {
                 ("iss", Some(&self.issuer)),
             ],
         ))
+    }
+
+    /// Who signed in at the provider: its access token's claims when it is a JWT (for this
+    /// deployment: verified as an exchange's subject is); otherwise the ID token's, verified as
+    /// its relying party (audience Bulkhead's client, this sign-in's `nonce`), with the scopes
+    /// the token endpoint said it granted.
+    async fn signed_in(&self, tokens: login::ProviderTokens) -> Result<Claims, String> {
+        if crate::auth::is_jws_shaped(&tokens.access_token) {
+            return self
+                .provider
+                .verify_subject(&tokens.access_token)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let id_token = tokens.id_token.as_deref().ok_or(
+            "the access token is opaque and the provider sent no ID token (add `openid` to token_service.login.scope)",
+        )?;
+        let mut claims = self
+            .provider
+            .verify_id_token(id_token, &tokens.client_id)
+            .await
+            .map_err(|e| format!("ID token: {e}"))?;
+        if claims.other.get("nonce").and_then(Value::as_str) != Some(tokens.nonce.as_str())
+            || tokens.nonce.is_empty()
+        {
+            return Err("ID token: its nonce is not this sign-in's".into());
+        }
+        claims.scopes = tokens
+            .scope
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        Ok(claims)
     }
 
     /// Signs the session token, and a refresh token while the grant's refresh expiry is ahead.

@@ -23,7 +23,10 @@
 //            token exchange, strings or {"resource", "audience"};
 //   resource_scopes (default ["read","write"]), signing_alg ("RS256"|"ES256", default
 //   RS256), access_token_ttl (s, default 3600), pkce_required (default true),
-//   access_token_claims (user claims copied into access tokens, e.g. ["email"]).
+//   access_token_claims (user claims copied into access tokens, e.g. ["email"]);
+//   opaque (default false): oidc-provider's own default, an opaque access token for its
+//            user-info endpoint unless a request names a `resource` (the resource scopes are
+//            then granted as plain scopes, as providers without resource indicators do).
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -106,7 +109,8 @@ async function autoGrant(ctx) {
     grant = new provider.Grant({ clientId: client.clientId, accountId: session.accountId });
   }
   const scopes = String(params.scope || '').split(' ').filter(Boolean);
-  grant.addOIDCScope(scopes.filter((s) => OIDC_SCOPES.includes(s)).join(' '));
+  const plain = (s) => OIDC_SCOPES.includes(s) || (cfg.opaque && RESOURCE_SCOPES.includes(s));
+  grant.addOIDCScope(scopes.filter(plain).join(' '));
   if (params.claims) {
     try {
       const c = typeof params.claims === 'string' ? JSON.parse(params.claims) : params.claims;
@@ -188,7 +192,7 @@ const configuration = {
       // No `resource` param -> the configured default resource (so ATs are always JWTs).
       defaultResource: async (ctx, client, oneOf) => {
         if (oneOf) return oneOf.includes(DEFAULT_RESOURCE) ? DEFAULT_RESOURCE : oneOf;
-        return DEFAULT_RESOURCE;
+        return cfg.opaque ? undefined : DEFAULT_RESOURCE;
       },
       useGrantedResource: async () => true,
       getResourceServerInfo: async (ctx, indicator) => {
