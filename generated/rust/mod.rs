@@ -66,7 +66,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "notes",
                 params_schema: r#"{"type":"object","properties":{"id":{"type":"integer","description":"The account's id","minimum":1}},"required":["id"],"additionalProperties":false}"#,
-                body: r#"{"http":{"method":"GET","path":"/accounts/{id}/notes","query":[],"body":[]}}"#,
+                body: r#"{"http":{"method":"GET","path":"/accounts/{id}/notes","query":[],"body":[],"headers":[],"renames":[]}}"#,
             },
         ],
     },
@@ -179,7 +179,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "notify",
                 params_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to","pattern":"^[a-z0-9-]{1,40}$"},"message":{"type":"string","description":"Message text","minLength":1,"maxLength":2000}},"required":["channel","message"],"additionalProperties":false}"#,
-                body: r#"{"http":{"method":"POST","path":"/notify/{channel}","query":[],"body":["message"]}}"#,
+                body: r#"{"http":{"method":"POST","path":"/notify/{channel}","query":[],"body":["message"],"headers":[],"renames":[]}}"#,
             },
         ],
     },

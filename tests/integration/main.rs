@@ -15,6 +15,7 @@ mod exchange;
 mod gate_attacks;
 mod harness;
 mod http;
+mod import;
 mod in_memory;
 mod inspection;
 mod inspector;

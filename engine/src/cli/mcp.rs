@@ -29,27 +29,6 @@ pub enum Action {
     },
 }
 
-/// `import` subcommands.
-#[derive(clap::Subcommand, Debug)]
-pub enum Import {
-    /// List an MCP server and write its connector spec, its lock, and a server spec listing
-    /// every tool with `permission` and `sensitivity` left for a person to decide.
-    Mcp {
-        /// Name of the connector and the server spec to write.
-        #[arg(long)]
-        name: String,
-        /// Reach it over Streamable HTTP instead of launching the command.
-        #[arg(long)]
-        url: Option<String>,
-        /// The package it comes from, at its exact version (recorded in the lock).
-        #[arg(long)]
-        package: Option<String>,
-        /// The command that launches it over stdio.
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
-}
-
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -175,13 +154,13 @@ fn used_tools(root: &Path, name: &str) -> Vec<String> {
 }
 
 /// `bulkhead import mcp`.
-pub fn import(root: &Path, what: Import) -> anyhow::Result<ExitCode> {
-    let Import::Mcp {
-        name,
-        url,
-        package,
-        command,
-    } = what;
+pub fn import(
+    root: &Path,
+    name: String,
+    url: Option<String>,
+    package: Option<String>,
+    command: Vec<String>,
+) -> anyhow::Result<ExitCode> {
     if !bulkhead_lang::check::is_snake_ident(&name) {
         anyhow::bail!("--name `{name}`: use lowercase letters, digits and `_`");
     }

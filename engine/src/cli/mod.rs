@@ -8,6 +8,7 @@ mod demo;
 mod dev;
 mod engine_inputs;
 mod git;
+mod import;
 mod init;
 mod mcp;
 mod new;
@@ -154,10 +155,11 @@ enum Command {
         #[arg(long, default_value = ".", global = true)]
         root: PathBuf,
     },
-    /// Import what others wrote: `import mcp --name N -- <command…>` (or `--url`).
+    /// Import what others wrote: `import mcp --name N -- <command…>` (or `--url`), `import
+    /// openapi FILE|URL --server N`, `import toolbox tools.yaml --server N`.
     Import {
         #[command(subcommand)]
-        what: mcp::Import,
+        what: import::Import,
         /// The project folder holding specs/.
         #[arg(long, default_value = ".", global = true)]
         root: PathBuf,
@@ -301,7 +303,7 @@ pub fn main(project: &'static Project) -> ExitCode {
             base_generated.as_deref(),
         ),
         Command::Mcp { action, root } => mcp::run(&root, action),
-        Command::Import { what, root } => mcp::import(&root, what),
+        Command::Import { what, root } => import::run(&root, what),
         Command::Up {
             deployment,
             unisolated: false,

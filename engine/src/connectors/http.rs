@@ -141,11 +141,20 @@ impl Http {
             path,
             query,
             body,
+            headers,
+            renames,
         } = body
         else {
             return Err(ToolError::bug("not an http operation"));
         };
-        let url = self.url(path, query, &args)?;
+        // The service's name of a parameter (`upstream`), or the spec's.
+        let theirs = |k: &str| -> String {
+            renames
+                .iter()
+                .find(|(ours, _)| ours == k)
+                .map_or_else(|| k.to_owned(), |(_, t)| t.clone())
+        };
+        let url = self.url(path, query, &theirs, &args)?;
         let target = host_port(&url).unwrap_or_default();
         if !self.allowed.contains(&target) {
             return Err(ToolError::fatal(format!(
@@ -170,10 +179,21 @@ impl Http {
         {
             req = req.bearer_auth(token);
         }
+        for key in headers {
+            let Some(v) = args.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            let value = reqwest::header::HeaderValue::from_str(&scalar(v)).map_err(|_| {
+                ToolError::retry(format!(
+                    "`{key}` cannot be sent as a header: control characters are not allowed"
+                ))
+            })?;
+            req = req.header(theirs(key), value);
+        }
         if !body.is_empty() {
             let obj: JsonObject = body
                 .iter()
-                .filter_map(|k| args.get(k).map(|v| (k.clone(), v.clone())))
+                .filter_map(|k| args.get(k).map(|v| (theirs(k), v.clone())))
                 .collect();
             let bytes = serde_json::to_vec(&obj).map_err(ToolError::bug)?;
             req = req.header(CONTENT_TYPE, "application/json").body(bytes);
@@ -249,7 +269,13 @@ impl Http {
     }
 
     /// The base URL with the path template appended segment by segment and query params added.
-    fn url(&self, template: &str, query: &[String], args: &JsonObject) -> Result<Url, ToolError> {
+    fn url(
+        &self,
+        template: &str,
+        query: &[String],
+        theirs: &dyn Fn(&str) -> String,
+        args: &JsonObject,
+    ) -> Result<Url, ToolError> {
         let mut url = self.base.clone();
         {
             let mut segs = url
@@ -272,8 +298,9 @@ impl Http {
                 Some(Value::Array(items)) => items.iter().map(scalar).collect(),
                 Some(v) => vec![scalar(v)],
             };
+            let name = theirs(key);
             for v in values {
-                url.query_pairs_mut().append_pair(key, &v);
+                url.query_pairs_mut().append_pair(&name, &v);
             }
         }
         Ok(url)

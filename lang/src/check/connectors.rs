@@ -395,6 +395,7 @@ fn operation(
         ("path", op.path.is_some()),
         ("query", op.query.is_some()),
         ("body", op.body.is_some()),
+        ("headers", op.headers.is_some()),
         ("command", op.command.is_some()),
         ("tool", op.tool.is_some()),
     ];
@@ -418,13 +419,13 @@ fn operation(
         .as_ref()
         .map(|p| params::check(l, &format!("{at}/params"), p, errors))
         .unwrap_or_default();
-    if kind != ConnectorKind::Mcp {
+    if !matches!(kind, ConnectorKind::Mcp | ConnectorKind::Http) {
         for (pname, p) in op.params.iter().flatten() {
             if p.upstream.is_some() {
                 errors.push(
                     l.error_at_key(
                         &format!("{at}/params/{}/upstream", ptr(pname)),
-                        "`upstream` names an upstream MCP tool's parameter",
+                        "`upstream` names an upstream MCP tool's or an HTTP service's parameter",
                     )
                     .label(format!("a {} operation has no upstream", kind.as_str())),
                 );
@@ -531,18 +532,22 @@ fn operation(
             });
             let query = op.query.clone().unwrap_or_default();
             let body = op.body.clone().unwrap_or_default();
+            let headers = op.headers.clone().unwrap_or_default();
             let sent: Vec<Param> = declared
                 .iter()
                 .filter(|p| Some(p.name.as_str()) != role_param)
                 .cloned()
                 .collect();
-            check_http(l, &at, &path, &query, &body, &sent, errors);
+            check_http(l, &at, &path, &query, &body, &headers, &sent, errors);
+            let renames = http_names(l, &at, op, &headers, errors);
             (
                 OperationBody::Http {
                     method,
                     path,
                     query,
                     body,
+                    headers,
+                    renames,
                 },
                 declared,
             )
@@ -860,12 +865,14 @@ fn check_sql(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_http(
     l: &Loaded<ConnectorSpec>,
     at: &str,
     path: &str,
     query: &[String],
     body: &[String],
+    headers: &[String],
     params: &[Param],
     errors: &mut Vec<Diagnostic>,
 ) {
@@ -876,6 +883,7 @@ fn check_http(
         ("path", in_path.as_slice()),
         ("query", query),
         ("body", body),
+        ("headers", headers),
     ] {
         for n in names {
             if !declared.contains(n.as_str()) {
@@ -911,10 +919,83 @@ fn check_http(
                     &format!("{at}/params/{}", ptr(d)),
                     format!("parameter `{d}` is not sent"),
                 )
-                .label("not in path, query or body"),
+                .label("not in path, query, body or headers"),
             );
         }
     }
+}
+
+/// The service's names of an `http` operation's parameters (`upstream`), sorted: a header name
+/// must be a valid one and not one the connector sets itself; a path placeholder keeps the spec
+/// name (the path template names it).
+fn http_names(
+    l: &Loaded<ConnectorSpec>,
+    at: &str,
+    op: &OperationSpec,
+    headers: &[String],
+    errors: &mut Vec<Diagnostic>,
+) -> Vec<(String, String)> {
+    const OWN: [&str; 6] = [
+        "authorization",
+        "content-type",
+        "content-length",
+        "host",
+        "transfer-encoding",
+        "connection",
+    ];
+    let in_path = placeholders(op.path.as_deref().unwrap_or(""));
+    let mut renames = Vec::new();
+    for (pname, p) in op.params.iter().flatten() {
+        let theirs = p.upstream.as_deref().unwrap_or(pname);
+        let pointer = format!("{at}/params/{}", ptr(pname));
+        if p.upstream.is_some() && in_path.iter().any(|n| n == pname) {
+            errors.push(
+                l.error_at_key(
+                    &format!("{pointer}/upstream"),
+                    "a path parameter is named by the path template",
+                )
+                .label("remove `upstream`, or rename the placeholder"),
+            );
+        }
+        if headers.iter().any(|h| h == pname) {
+            let valid = !theirs.is_empty()
+                && theirs
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !valid {
+                errors.push(
+                    l.error_at_key(&pointer, format!("`{theirs}` is not an HTTP header name"))
+                        .label("a header name is a token (RFC 9110 §5.1)"),
+                );
+            } else if OWN.contains(&theirs.to_ascii_lowercase().as_str()) {
+                errors.push(
+                    l.error_at_key(
+                        &pointer,
+                        format!("header `{theirs}` is set by the connector itself"),
+                    )
+                    .label("not a parameter"),
+                );
+            }
+            if !matches!(
+                p.ty,
+                ParamType::String
+                    | ParamType::Integer
+                    | ParamType::Number
+                    | ParamType::Boolean
+                    | ParamType::Enum
+            ) {
+                errors.push(
+                    l.error_at_key(&pointer, "a header parameter is a scalar")
+                        .label(format!("`{}` cannot be a header value", p.ty.as_str())),
+                );
+            }
+        }
+        if let Some(theirs) = &p.upstream {
+            renames.push((pname.clone(), theirs.clone()));
+        }
+    }
+    renames.sort();
+    renames
 }
 
 /// The parameters a built-in `files`/`logs` action takes.

@@ -89,6 +89,7 @@ pub fn resources(
                     rate_limit: None,
                     approval: None,
                     uninspected: None,
+                    undecided: None,
                 };
                 let mut t = tool(&at, name, &spec, errors);
                 // The dataset names the record read: the template's variables that are arguments.

@@ -316,6 +316,17 @@ fn tool(
     if let Some(reason) = &spec.uninspected {
         super::reason::check(l, &format!("{at}/uninspected"), reason, errors);
     }
+    // An imported tool whose proposal no person has confirmed yet.
+    if let Some(proposal) = &spec.undecided {
+        errors.push(
+            l.error_at_key(
+                &format!("{at}/undecided"),
+                format!("{what} `{name}` was imported and is not decided yet: {proposal}"),
+            )
+            .label("a person decides")
+            .help("confirm or change `permission`, `sensitivity` and `approval`, then delete `undecided:`"),
+        );
+    }
     // The tool's own reason, or its connector's.
     let uninspected = spec
         .uninspected

@@ -285,10 +285,22 @@ fn op_text(body: &OperationBody) -> (String, String) {
             path,
             query,
             body,
-        } => format!(
-            "{} {path} query={query:?} body={body:?}",
-            format!("{method:?}").to_ascii_uppercase()
-        ),
+            headers,
+            renames,
+        } => {
+            // Headers and renames only when there are any: the text of operations without them
+            // stays what earlier reviews wrote.
+            let mut text = format!(
+                "{} {path} query={query:?} body={body:?}",
+                format!("{method:?}").to_ascii_uppercase()
+            );
+            if !headers.is_empty() {
+                text.push_str(&format!(" headers={headers:?}"));
+            }
+            let renamed: String = renames.iter().map(|(o, t)| format!(" {o}→{t}")).collect();
+            text.push_str(&renamed);
+            text
+        }
         OperationBody::Sandbox { command } => format!("run {command:?}"),
         OperationBody::Mcp {
             tool,

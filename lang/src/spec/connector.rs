@@ -66,6 +66,9 @@ pub struct OperationSpec {
     /// `http`: parameters sent as a JSON body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Vec<String>>,
+    /// `http`: parameters sent as request headers (their `upstream` names the header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Vec<String>>,
     /// `sandbox`: the program and its arguments; an argument that is exactly `{param}` is
     /// replaced by that parameter's value (the program itself is never a parameter).
     #[serde(default, skip_serializing_if = "Option::is_none")]

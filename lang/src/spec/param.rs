@@ -46,8 +46,9 @@ pub struct ParamSpec {
     pub ty: ParamType,
     /// What the parameter means, for the model.
     pub description: String,
-    /// (`mcp` operations) The upstream tool's own name of this parameter, when it is not a spec
-    /// name (e.g. `messageType` behind `message_type`); checked against the pinned schema.
+    /// The name the other side knows this parameter by, when it is not a spec name: an upstream
+    /// MCP tool's (e.g. `messageType` behind `message_type`; checked against the pinned schema),
+    /// or an `http` operation's query key, JSON body field or header (e.g. `X-Request-ID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     /// Value used when the caller omits the parameter.

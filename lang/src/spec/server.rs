@@ -148,6 +148,11 @@ pub struct ToolSpec {
     /// names it as a weakening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uninspected: Option<String>,
+    /// Written by `bulkhead import` (OpenAPI, Toolbox): what it proposed for this tool and why.
+    /// The build refuses the tool while this is present; a person confirms or changes
+    /// `permission`, `sensitivity` and `approval`, then deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<String>,
 }
 
 /// `approval: always`, or the whole declaration.

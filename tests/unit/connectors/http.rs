@@ -53,6 +53,21 @@ async fn serve() -> (String, StdArc<AtomicUsize>) {
                 }),
             )
             .route(
+                "/api/echo/{id}",
+                post(|req: Request| async move {
+                    let headers: serde_json::Map<String, Value> = req
+                        .headers()
+                        .iter()
+                        .filter(|(k, _)| k.as_str().starts_with("x-"))
+                        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
+                        .collect();
+                    let query = req.uri().query().map(str::to_owned);
+                    let body = axum::body::to_bytes(req.into_body(), 4096).await.unwrap();
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    axum::Json(json!({"headers": headers, "query": query, "body": body}))
+                }),
+            )
+            .route(
                 "/api/notify/{channel}",
                 post(|axum::Json(body): axum::Json<Value>| async move {
                     axum::Json(json!({"got": body}))
@@ -96,6 +111,11 @@ static OPS: &[OperationDef] = &[
         name: "notify",
         params_schema: r#"{"type":"object","properties":{"channel":{"type":"string"},"message":{"type":"string"}}}"#,
         body: r#"{"http": {"method": "POST", "path": "/notify/{channel}", "query": [], "body": ["message"]}}"#,
+    },
+    OperationDef {
+        name: "echo",
+        params_schema: r#"{"type":"object","properties":{"id":{"type":"string"},"request_id":{"type":"string"},"page_size":{"type":"integer"},"photo_urls":{"type":"array"}}}"#,
+        body: r#"{"http": {"method": "POST", "path": "/echo/{id}", "query": ["page_size"], "body": ["photo_urls"], "headers": ["request_id"], "renames": [["page_size", "page[size]"], ["photo_urls", "photoUrls"], ["request_id", "X-Request-ID"]]}}"#,
     },
     get_op!("text", "/text"),
     get_op!("missing", "/missing"),
@@ -229,4 +249,39 @@ async fn refused_connections_and_timeouts_are_retryable() {
         m.contains("did not answer within 300 ms; retry later"),
         "{m}"
     );
+}
+
+/// Header parameters go out as headers, under the service's names (`upstream`), as do renamed
+/// query keys and body fields; a value that cannot be a header is refused, retryable.
+#[tokio::test]
+async fn header_parameters_and_the_services_own_names_are_sent() {
+    let (t, c, _) = api().await;
+    let out = run(
+        &c,
+        &t,
+        "api",
+        "echo",
+        json!({"id": "7", "request_id": "r-42", "page_size": 5, "photo_urls": ["a", "b"]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        out,
+        Collected::Json(json!({
+            "headers": {"x-request-id": "r-42"},
+            "query": "page%5Bsize%5D=5",
+            "body": {"photoUrls": ["a", "b"]}
+        }))
+    );
+    let m = retryable(
+        run(
+            &c,
+            &t,
+            "api",
+            "echo",
+            json!({"id": "7", "request_id": "a\r\nX-Evil: 1"}),
+        )
+        .await,
+    );
+    assert!(m.contains("cannot be sent as a header"), "{m}");
 }

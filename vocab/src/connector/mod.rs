@@ -231,7 +231,7 @@ impl ConnectorKind {
         match self {
             ConnectorKind::Files | ConnectorKind::Logs => &["action"],
             ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
-            ConnectorKind::Http => &["method", "path", "params", "query", "body"],
+            ConnectorKind::Http => &["method", "path", "params", "query", "body", "headers"],
             ConnectorKind::Sandbox => &["command", "params"],
             ConnectorKind::Mcp => &["tool", "params"],
             #[cfg(feature = "fixture-kind")]

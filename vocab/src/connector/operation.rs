@@ -88,6 +88,13 @@ pub enum OperationBody {
         query: Vec<String>,
         /// Params sent as JSON body.
         body: Vec<String>,
+        /// Params sent as request headers (absent in bodies generated before headers existed).
+        #[serde(default)]
+        headers: Vec<String>,
+        /// Parameters the service names otherwise (a query key, body field or header name that
+        /// is not a spec name): (spec name, service name), sorted.
+        #[serde(default)]
+        renames: Vec<(String, String)>,
     },
     /// A log search.
     Logs {

@@ -54,7 +54,7 @@ pub static CONNECTORS: &[bh::ConnectorDef] = &[
             bh::OperationDef {
                 name: "notify",
                 params_schema: r#"{"type":"object","properties":{"channel":{"type":"string","description":"Channel to post to"},"message":{"type":"string","description":"Message text"},"urgent":{"type":"boolean","description":"Page people","default":false}},"required":["channel","message"],"additionalProperties":false}"#,
-                body: r#"{"http":{"method":"POST","path":"/channels/{channel}/messages","query":["urgent"],"body":["message"]}}"#,
+                body: r#"{"http":{"method":"POST","path":"/channels/{channel}/messages","query":["urgent"],"body":["message"],"headers":[],"renames":[]}}"#,
             },
         ],
     },
