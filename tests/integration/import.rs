@@ -467,3 +467,279 @@ fn a_toolbox_file_imports_its_sql_tools_and_lists_what_it_cannot() {
     let out = bulkhead(&root, &["check"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// In the scaffold test's copy of this project (before its one `cargo build`): the Petstore
+/// imported (what has a form) and the Toolbox file, each proposal confirmed — the travel tools
+/// decided `internal`, as a person who knows that data would.
+pub(super) fn import_and_decide(root: &Path, exe: &Path) {
+    let run = |args: &[&str]| {
+        let out = Command::new(exe)
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+    };
+    let pet = fixture("petstore3.yaml");
+    run(&[
+        "import",
+        "openapi",
+        pet.to_str().unwrap(),
+        "--server",
+        "petstore",
+        "--skip-unsupported",
+    ]);
+    let tb = fixture("toolbox-tools.yaml");
+    run(&[
+        "import",
+        "toolbox",
+        tb.to_str().unwrap(),
+        "--server",
+        "travel",
+    ]);
+    decide(&root.join("specs/servers/petstore.yaml"));
+    let travel = root.join("specs/servers/travel.yaml");
+    decide(&travel);
+    let t = std::fs::read_to_string(&travel).unwrap();
+    std::fs::write(
+        &travel,
+        t.replace(
+            r#"sensitivity: "confidential""#,
+            r#"sensitivity: "internal""#,
+        ),
+    )
+    .unwrap();
+}
+
+/// `serve <server>` of the built copy on a free port with `env`, once healthy: the child and
+/// its MCP URL.
+fn serve(
+    exe: &Path,
+    root: &Path,
+    config: &Path,
+    server: &str,
+    env: &[(&str, String)],
+) -> (std::process::Child, String) {
+    let port = super::scaffold::free_port();
+    let child = Command::new(exe)
+        .args(["--config", config.to_str().unwrap(), "serve", server])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    assert!(
+        super::scaffold::wait_healthy(port, std::time::Duration::from_secs(60)),
+        "`serve {server}` did not start"
+    );
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// Runs `tests/interop/import_client.py` (the official Python SDK) against `url` with `plan`.
+async fn python(url: &str, session: &str, plan: serde_json::Value) -> serde_json::Value {
+    let py = tokio::task::spawn_blocking(super::python_sdk::venv_python)
+        .await
+        .unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/import_client.py");
+    let run = tokio::process::Command::new(py)
+        .arg(script)
+        .args([
+            url,
+            &super::harness::token("ana", session),
+            &plan.to_string(),
+        ])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+        .await
+        .expect("the client finished within 120 s")
+        .unwrap();
+    assert!(out.status.success(), "import client failed: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The imported servers, built: the Petstore's tools reach a stand-in of the service with the
+/// published constraints enforced before anything is sent (the API key from its secret, the
+/// body under the document's names, `add_pet` asking for approval); the Toolbox tools answer
+/// from a real PostgreSQL and SQLite, the flight search bound to the caller's `sub`.
+pub(super) async fn imported_tools_answer(root: &Path, exe: &Path, config: &Path) {
+    use serde_json::json;
+    // The Petstore stand-in: records each request it gets.
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Default::default();
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let record = record.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 16).await.unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+            let path = parts.uri.path().to_owned();
+            record.lock().unwrap().push(json!({
+                "method": parts.method.as_str(),
+                "path": path,
+                "query": parts.uri.query(),
+                "api_key": parts.headers.get("api_key").and_then(|v| v.to_str().ok()),
+                "body": body,
+            }));
+            let answer = if path == "/api/v3/pet/findByStatus" {
+                json!([{"id": 1, "name": "Rex", "photoUrls": [], "status": "sold"}])
+            } else if let Some(id) = path.strip_prefix("/api/v3/pet/") {
+                json!({"id": id.parse::<i64>().unwrap_or(0), "name": "Rex", "photoUrls": [], "status": "available"})
+            } else {
+                json!({"id": 10, "created": body})
+            };
+            axum::Json(answer)
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api/v3", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (mut child, url) = serve(
+        exe,
+        root,
+        config,
+        "petstore",
+        &[
+            ("PETSTORE_URL", base),
+            ("PETSTORE_REACH_PRIVATE", "127.0.0.0/8".into()),
+            ("PETSTORE_API_KEY", "key-123".into()),
+        ],
+    );
+    let got = python(
+        &url,
+        "pets",
+        json!([
+            {"tool": "get_pet_by_id", "args": {"pet_id": 7}},
+            {"tool": "get_pet_by_id", "args": {"pet_id": "seven"}},
+            {"tool": "find_pets_by_status", "args": {"status": "lost"}},
+            {"tool": "find_pets_by_status", "args": {"status": "sold"}},
+            {"tool": "add_pet", "args": {"name": "Rex", "photo_urls": ["https://img.example/rex.png"], "status": "available"}},
+        ]),
+    )
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let calls = got["calls"].as_array().unwrap();
+    assert_eq!(
+        got["tools"]["find_pets_by_status"]["properties"]["status"]["enum"],
+        json!(["available", "pending", "sold"]),
+        "{got}"
+    );
+    assert!(
+        !calls[0]["error"].as_bool().unwrap() && calls[0]["text"].as_str().unwrap().contains("Rex"),
+        "{got}"
+    );
+    assert!(
+        calls[1]["error"].as_bool().unwrap()
+            && calls[1]["text"].as_str().unwrap().contains("pet_id"),
+        "{got}"
+    );
+    assert!(
+        calls[2]["error"].as_bool().unwrap()
+            && calls[2]["text"].as_str().unwrap().contains("status"),
+        "{got}"
+    );
+    assert!(!calls[3]["error"].as_bool().unwrap(), "{got}");
+    assert!(!calls[4]["error"].as_bool().unwrap(), "{got}");
+    assert!(
+        calls[4]["asked"][0].as_str().unwrap().contains("add_pet"),
+        "approval asked: {got}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            json!({"method": "GET", "path": "/api/v3/pet/7", "query": null, "api_key": "key-123", "body": null}),
+            json!({"method": "GET", "path": "/api/v3/pet/findByStatus", "query": "status=sold", "api_key": "key-123", "body": null}),
+            json!({"method": "POST", "path": "/api/v3/pet", "query": null, "api_key": "key-123",
+                   "body": {"name": "Rex", "photoUrls": ["https://img.example/rex.png"], "status": "available"}}),
+        ],
+        "the invalid calls sent nothing; the valid ones what the document says"
+    );
+
+    // The Toolbox file's sources: its PostgreSQL database (named as tools.yaml names it) and a
+    // SQLite file.
+    let pg = super::procs::pg::server();
+    let admin = format!("postgres://bulkhead@127.0.0.1:{}/postgres", pg.port);
+    let _ = super::procs::pg::psql(&admin, "CREATE DATABASE toolbox_db");
+    super::procs::pg::psql(
+        &format!("postgres://bulkhead@127.0.0.1:{}/toolbox_db", pg.port),
+        "DROP TABLE IF EXISTS hotels, flights;
+         CREATE TABLE hotels (id int, name text);
+         INSERT INTO hotels VALUES (1, 'Hilton Basel'), (2, 'Hyatt Regency');
+         CREATE TABLE flights (id int, airline text, flight_number text, user_id text);
+         INSERT INTO flights VALUES (1, 'CY', '888', 'ana'), (2, 'DL', '1234', 'bo');",
+    )
+    .unwrap();
+    let db = root.join("travel-users.db");
+    let made = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('CREATE TABLE users (name TEXT, age INTEGER)'); c.executemany('INSERT INTO users VALUES (?,?)', [('Ada',36),('Alan',41),('Al',12),('Bo',50)]); c.commit()",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let (mut child, url) = serve(
+        exe,
+        root,
+        config,
+        "travel",
+        &[
+            ("USER_NAME", "bulkhead".into()),
+            ("PASSWORD", "unused".into()),
+            ("TRAVEL_MY_PG_SOURCE_HOST", "127.0.0.1".into()),
+            ("TRAVEL_MY_PG_SOURCE_PORT", pg.port.to_string()),
+            ("TRAVEL_MY_SQLITE_DB_PATH", db.display().to_string()),
+        ],
+    );
+    let got = python(
+        &url,
+        "trips",
+        json!([
+            {"tool": "search_hotels_by_name", "args": {"name": "Hil"}},
+            {"tool": "search_flights_by_number", "args": {"airline": "CY", "flight_number": "888"}},
+            {"tool": "search_flights_by_user_id", "args": {}},
+            {"tool": "search_users", "args": {"name": "A%", "min_age": 30}},
+            {"tool": "search_users", "args": {"name": "A%", "min_age": "thirty"}},
+        ]),
+    )
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let calls = got["calls"].as_array().unwrap();
+    let t = |i: usize| calls[i]["text"].as_str().unwrap().to_owned();
+    assert!(
+        got["tools"]["search_flights_by_user_id"]["properties"]
+            .get("user_id")
+            .is_none(),
+        "the claim-bound parameter is not the model's: {got}"
+    );
+    for (i, call) in calls.iter().take(4).enumerate() {
+        assert!(!call["error"].as_bool().unwrap(), "call {i}: {got}");
+    }
+    assert!(
+        t(0).contains("Hilton Basel") && !t(0).contains("Hyatt"),
+        "{got}"
+    );
+    assert!(t(1).contains("888"), "{got}");
+    assert!(
+        t(2).contains("888") && !t(2).contains("1234"),
+        "ana's flights only: {got}"
+    );
+    assert!(
+        t(3).contains("Ada")
+            && t(3).contains("Alan")
+            && !t(3).contains("\"Al\"")
+            && !t(3).contains("Bo"),
+        "{got}"
+    );
+    assert!(
+        calls[4]["error"].as_bool().unwrap() && t(4).contains("min_age"),
+        "{got}"
+    );
+}

@@ -46,7 +46,7 @@ fn bulkhead(root: &Path, exe: &Path, args: &[&str]) -> std::process::Output {
         .expect("run bulkhead")
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -54,7 +54,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_healthy(port: u16, within: Duration) -> bool {
+pub(super) fn wait_healthy(port: u16, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -75,7 +75,7 @@ fn wait_healthy(port: u16, within: Duration) -> bool {
 
 /// `serve <server>` of the built copy on a free port (with `env`), once healthy, and a client of
 /// it as `ana` in `session`.
-async fn serve(
+pub(super) async fn serve(
     exe: &Path,
     root: &Path,
     config: &Path,
@@ -186,6 +186,8 @@ async fn a_new_server_builds_and_its_tool_answers() {
         "    context: default\n    permission: read\n    sensitivity: public\n",
     );
     std::fs::write(&server, decided).unwrap();
+    // An OpenAPI document and a Toolbox file, imported, each proposal confirmed as written.
+    super::import::import_and_decide(&root, &exe);
     // A target folder of its own: the copy's build script output must not clobber ours.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -248,6 +250,7 @@ async fn a_new_server_builds_and_its_tool_answers() {
     );
     let _ = child.kill();
     let _ = child.wait();
+    super::import::imported_tools_answer(&root, &new_exe, &config).await;
 }
 
 /// `bulkhead dev` serves, notices a spec change, runs the build command and restarts.

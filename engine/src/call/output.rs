@@ -173,7 +173,12 @@ pub(super) async fn shape(
         ToolOutput::Json(value) => match context::truncate_json(preset, &value) {
             None => {
                 let text = serde_json::to_string(&value).unwrap_or_default();
-                Ok(CallOutcome::ok(text, Some(value), level, None))
+                Ok(CallOutcome::ok(
+                    text,
+                    structured_content(value),
+                    level,
+                    None,
+                ))
             }
             Some(jp) => {
                 let ws = lazy.get()?;
@@ -188,7 +193,7 @@ pub(super) async fn shape(
                 };
                 Ok(CallOutcome::ok(
                     saved_text(&jp.preview, &saved),
-                    Some(structured),
+                    structured_content(structured),
                     level,
                     Some(saved.path),
                 ))
@@ -427,4 +432,11 @@ impl RowSet {
         }
         v
     }
+}
+
+/// A JSON result as `structuredContent`, which MCP defines as an object: a list, string or number
+/// reaches the client as text only (clients refuse a result whose `structuredContent` is not an
+/// object, as the official Python SDK does).
+fn structured_content(value: Value) -> Option<Value> {
+    value.is_object().then_some(value)
 }
