@@ -172,6 +172,8 @@ pub enum Returns {
     Fields(Vec<Param>),
     /// A row set of these columns (a SQL `SELECT`): head and tail rows, the count left out.
     Rows(Vec<String>),
+    /// The JSON Schema an `http` operation declares for its answer (`result_schema`).
+    Schema(serde_json::Value),
 }
 
 /// What a tool runs.
@@ -339,6 +341,8 @@ pub struct Operation {
     pub params: Vec<Param>,
     /// Kind-specific body.
     pub body: OperationBody,
+    /// `http`: the declared JSON Schema of the answer (checked to compile, type `object`).
+    pub result_schema: Option<serde_json::Value>,
 }
 
 /// A deployment.

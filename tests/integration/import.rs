@@ -151,6 +151,12 @@ fn the_petstore_imports_as_undecided_tools_that_check_refuses_until_decided() {
         connector.contains(r#"values: ["available","pending","sold"]"#),
         "{connector}"
     );
+    // The success response's object schema, as JSON Schema (a list answer declares none).
+    assert!(
+        connector.contains(r#"result_schema: {"#)
+            && connector.contains(r#""required":["name","photoUrls"]"#),
+        "{connector}"
+    );
     // deletePet's `api_key` header parameter.
     assert!(connector.contains(r#"headers: ["api_key"]"#), "{connector}");
     let server = std::fs::read_to_string(root.join("specs/servers/petstore.yaml")).unwrap();
@@ -586,10 +592,16 @@ pub(super) async fn imported_tools_answer(root: &Path, exe: &Path, config: &Path
             }));
             let answer = if path == "/api/v3/pet/findByStatus" {
                 json!([{"id": 1, "name": "Rex", "photoUrls": [], "status": "sold"}])
+            } else if path == "/api/v3/pet/13" {
+                // Not what the document promises (no `name`, no `photoUrls`).
+                json!({"id": 13})
             } else if let Some(id) = path.strip_prefix("/api/v3/pet/") {
                 json!({"id": id.parse::<i64>().unwrap_or(0), "name": "Rex", "photoUrls": [], "status": "available"})
             } else {
-                json!({"id": 10, "created": body})
+                // The pet as stored: what was sent, with its new id.
+                let mut pet = body.clone();
+                pet["id"] = json!(10);
+                pet
             };
             axum::Json(answer)
         }
@@ -614,6 +626,7 @@ pub(super) async fn imported_tools_answer(root: &Path, exe: &Path, config: &Path
         json!([
             {"tool": "get_pet_by_id", "args": {"pet_id": 7}},
             {"tool": "get_pet_by_id", "args": {"pet_id": "seven"}},
+            {"tool": "get_pet_by_id", "args": {"pet_id": 13}},
             {"tool": "find_pets_by_status", "args": {"status": "lost"}},
             {"tool": "find_pets_by_status", "args": {"status": "sold"}},
             {"tool": "add_pet", "args": {"name": "Rex", "photo_urls": ["https://img.example/rex.png"], "status": "available"}},
@@ -623,29 +636,35 @@ pub(super) async fn imported_tools_answer(root: &Path, exe: &Path, config: &Path
     let _ = child.kill();
     let _ = child.wait();
     let calls = got["calls"].as_array().unwrap();
+    let err = |i: usize| calls[i]["error"].as_bool().unwrap();
+    let said = |i: usize| calls[i]["text"].as_str().unwrap().to_owned();
     assert_eq!(
         got["tools"]["find_pets_by_status"]["properties"]["status"]["enum"],
         json!(["available", "pending", "sold"]),
         "{got}"
     );
-    assert!(
-        !calls[0]["error"].as_bool().unwrap() && calls[0]["text"].as_str().unwrap().contains("Rex"),
+    // The response schema of the document is the tool's outputSchema.
+    assert_eq!(
+        got["outputs"]["get_pet_by_id"]["required"],
+        json!(["name", "photoUrls"]),
         "{got}"
     );
     assert!(
-        calls[1]["error"].as_bool().unwrap()
-            && calls[1]["text"].as_str().unwrap().contains("pet_id"),
+        got["outputs"].get("find_pets_by_status").is_none(),
+        "a list is no output schema: {got}"
+    );
+    assert!(!err(0) && said(0).contains("Rex"), "{got}");
+    assert!(err(1) && said(1).contains("pet_id"), "{got}");
+    // An answer that breaks the document's schema is not passed on.
+    assert!(
+        err(2) && said(2).contains("declared output schema"),
         "{got}"
     );
+    assert!(err(3) && said(3).contains("status"), "{got}");
+    assert!(!err(4), "{got}");
+    assert!(!err(5), "{got}");
     assert!(
-        calls[2]["error"].as_bool().unwrap()
-            && calls[2]["text"].as_str().unwrap().contains("status"),
-        "{got}"
-    );
-    assert!(!calls[3]["error"].as_bool().unwrap(), "{got}");
-    assert!(!calls[4]["error"].as_bool().unwrap(), "{got}");
-    assert!(
-        calls[4]["asked"][0].as_str().unwrap().contains("add_pet"),
+        calls[5]["asked"][0].as_str().unwrap().contains("add_pet"),
         "approval asked: {got}"
     );
     let seen = seen.lock().unwrap().clone();
@@ -653,6 +672,7 @@ pub(super) async fn imported_tools_answer(root: &Path, exe: &Path, config: &Path
         seen,
         vec![
             json!({"method": "GET", "path": "/api/v3/pet/7", "query": null, "api_key": "key-123", "body": null}),
+            json!({"method": "GET", "path": "/api/v3/pet/13", "query": null, "api_key": "key-123", "body": null}),
             json!({"method": "GET", "path": "/api/v3/pet/findByStatus", "query": "status=sold", "api_key": "key-123", "body": null}),
             json!({"method": "POST", "path": "/api/v3/pet", "query": null, "api_key": "key-123",
                    "body": {"name": "Rex", "photoUrls": ["https://img.example/rex.png"], "status": "available"}}),

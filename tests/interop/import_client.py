@@ -3,7 +3,7 @@ Toolbox), answering approval questions with accept.
 
 Usage: import_client.py URL TOKEN PLAN
 PLAN: a JSON list of {"tool": NAME, "args": {...}}. Prints one JSON object: "tools" (each listed
-tool's inputSchema) and "calls" (per call: {"error": bool, "text": str, "asked": [messages]}).
+tool's inputSchema), "outputs" (the outputSchemas declared) and "calls" (per call: {"error": bool, "text": str, "asked": [messages]}).
 """
 
 import asyncio
@@ -31,6 +31,7 @@ async def main(url, token, plan):
                 await s.initialize()
                 listed = await s.list_tools()
                 out["tools"] = {t.name: t.input_schema for t in listed.tools}
+                out["outputs"] = {t.name: t.output_schema for t in listed.tools if t.output_schema}
                 for step in plan:
                     ASKED.clear()
                     r = await s.call_tool(step["tool"], step["args"])

@@ -396,6 +396,7 @@ fn operation(
         ("query", op.query.is_some()),
         ("body", op.body.is_some()),
         ("headers", op.headers.is_some()),
+        ("result_schema", op.result_schema.is_some()),
         ("command", op.command.is_some()),
         ("tool", op.tool.is_some()),
     ];
@@ -603,11 +604,28 @@ fn operation(
         #[cfg(feature = "fixture-kind")]
         ConnectorKind::Echo => (OperationBody::Echo, declared),
     };
+    let result_schema = op.result_schema.clone().filter(|schema| {
+        let problem = if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            Some("a tool's result is an object: `result_schema` needs `type: object`".to_string())
+        } else {
+            jsonschema::validator_for(schema)
+                .err()
+                .map(|e| format!("`result_schema` is not a JSON Schema: {e}"))
+        };
+        if let Some(p) = &problem {
+            errors.push(
+                l.error_at_key(&format!("{at}/result_schema"), p.clone())
+                    .label("not a result schema"),
+            );
+        }
+        problem.is_none()
+    });
     Operation {
         name: name.to_string(),
         description: op.description.clone(),
         params,
         body,
+        result_schema,
     }
 }
 

@@ -1,5 +1,6 @@
-//! What a tool declares it returns: a handler's `returns:` fields, or the columns of a SQL
-//! `SELECT` (the row set's shape comes with the statement).
+//! What a tool declares it returns: a handler's `returns:` fields, the columns of a SQL
+//! `SELECT` (the row set's shape comes with the statement), or an `http` operation's
+//! `result_schema`.
 
 use super::{Loaded, params};
 use crate::diag::Diagnostic;
@@ -51,7 +52,7 @@ pub fn returns(
                 .find(|o| o.name == *operation)?;
             match &op.body {
                 OperationBody::Sql { sql, writes: false } => select_columns(sql).map(Returns::Rows),
-                _ => None,
+                _ => op.result_schema.clone().map(Returns::Schema),
             }
         }
         (_, _) => None,

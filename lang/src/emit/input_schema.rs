@@ -86,6 +86,7 @@ fn param_schema(p: &Param) -> Value {
 pub fn output_schema(returns: &Returns) -> Value {
     match returns {
         Returns::Fields(fields) => input_schema(fields),
+        Returns::Schema(schema) => schema.clone(),
         Returns::Rows(columns) => {
             let props: Map<String, Value> = columns
                 .iter()

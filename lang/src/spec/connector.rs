@@ -69,6 +69,10 @@ pub struct OperationSpec {
     /// `http`: parameters sent as request headers (their `upstream` names the header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<Vec<String>>,
+    /// `http`: the JSON Schema (an object) of the service's answer. Tools over the operation
+    /// declare it as their `outputSchema`; an answer that does not match it is not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_schema: Option<serde_json::Value>,
     /// `sandbox`: the program and its arguments; an argument that is exactly `{param}` is
     /// replaced by that parameter's value (the program itself is never a parameter).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -231,7 +231,15 @@ impl ConnectorKind {
         match self {
             ConnectorKind::Files | ConnectorKind::Logs => &["action"],
             ConnectorKind::Sqlite | ConnectorKind::Postgres => &["sql", "params"],
-            ConnectorKind::Http => &["method", "path", "params", "query", "body", "headers"],
+            ConnectorKind::Http => &[
+                "method",
+                "path",
+                "params",
+                "query",
+                "body",
+                "headers",
+                "result_schema",
+            ],
             ConnectorKind::Sandbox => &["command", "params"],
             ConnectorKind::Mcp => &["tool", "params"],
             #[cfg(feature = "fixture-kind")]

@@ -99,6 +99,9 @@ pub(crate) fn connector(imp: &Imported, c: &Connector) -> String {
                 let _ = writeln!(y, "    {key}: {}", j(&serde_json::json!(list)));
             }
         }
+        if let Some(schema) = &op.result_schema {
+            let _ = writeln!(y, "    result_schema: {}", j(schema));
+        }
     }
     y
 }

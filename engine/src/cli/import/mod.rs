@@ -238,6 +238,8 @@ pub(crate) struct Operation {
     pub query: Vec<String>,
     pub body: Vec<String>,
     pub headers: Vec<String>,
+    /// `http`: the JSON Schema of the answer, when it is an object.
+    pub result_schema: Option<Value>,
 }
 
 impl Operation {
@@ -273,6 +275,9 @@ impl Operation {
             if !list.is_empty() {
                 m.insert(key.into(), serde_json::json!(list));
             }
+        }
+        if let Some(schema) = &self.result_schema {
+            m.insert("result_schema".into(), schema.clone());
         }
         Value::Object(m)
     }

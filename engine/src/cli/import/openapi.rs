@@ -518,9 +518,12 @@ fn operation(
         }
         _ => format!("{} {path}", method.to_ascii_uppercase()),
     };
-    let personal = response_schema(d, op, at)
-        .map(|s| schema::personal_fields(&s))
+    let answer = response_schema(d, op, at);
+    let personal = answer
+        .as_ref()
+        .map(schema::personal_fields)
         .unwrap_or_default();
+    let result_schema = answer.and_then(schema::result_schema);
     Ok(Mapped {
         op: Operation {
             name: String::new(),
@@ -532,6 +535,7 @@ fn operation(
             query,
             body,
             headers,
+            result_schema,
         },
         personal,
         notes,

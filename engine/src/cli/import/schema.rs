@@ -363,3 +363,84 @@ pub(crate) fn personal_fields(schema: &Value) -> Vec<String> {
     }
     found.into_iter().collect()
 }
+
+/// Largest result schema written, in bytes of JSON (a bigger one is left out).
+const MAX_RESULT_SCHEMA: usize = 64 * 1024;
+
+/// An inlined response schema as a tool's result schema: only an object (a tool's result is one),
+/// written as JSON Schema 2020-12 reads it — OpenAPI 3.0's `nullable` as a `null` type, its
+/// boolean `exclusiveMinimum`/`exclusiveMaximum` as bounds, its `xml` and `example` dropped.
+pub(crate) fn result_schema(schema: Value) -> Option<Value> {
+    let schema = unwrap(&schema).clone();
+    if type_of(&schema) != Some("object") {
+        return None;
+    }
+    let mut schema = json_schema(schema);
+    if let Value::Object(m) = &mut schema {
+        m.insert("type".into(), json!("object"));
+    }
+    (serde_json::to_vec(&schema).map_or(usize::MAX, |v| v.len()) <= MAX_RESULT_SCHEMA)
+        .then_some(schema)
+}
+
+fn json_schema(v: Value) -> Value {
+    match v {
+        Value::Object(mut m) => {
+            for k in [
+                "xml",
+                "example",
+                "examples",
+                "externalDocs",
+                "discriminator",
+            ] {
+                m.remove(k);
+            }
+            if m.remove("nullable") == Some(Value::Bool(true))
+                && let Some(Value::String(t)) = m.get("type").cloned()
+            {
+                m.insert("type".into(), json!([t, "null"]));
+            }
+            for (flag, bound) in [
+                ("exclusiveMinimum", "minimum"),
+                ("exclusiveMaximum", "maximum"),
+            ] {
+                match m.get(flag) {
+                    Some(Value::Bool(true)) => {
+                        if let Some(b) = m.remove(bound) {
+                            m.insert(flag.into(), b);
+                        } else {
+                            m.remove(flag);
+                        }
+                    }
+                    Some(Value::Bool(false)) => {
+                        m.remove(flag);
+                    }
+                    _ => {}
+                }
+            }
+            Value::Object(
+                m.into_iter()
+                    .map(|(k, v)| {
+                        let v = match (k.as_str(), v) {
+                            // A map of names to schemas: its keys are names, never keywords.
+                            (
+                                "properties" | "patternProperties" | "$defs" | "definitions"
+                                | "dependentSchemas",
+                                Value::Object(names),
+                            ) => Value::Object(
+                                names
+                                    .into_iter()
+                                    .map(|(n, s)| (n, json_schema(s)))
+                                    .collect(),
+                            ),
+                            (_, v) => json_schema(v),
+                        };
+                        (k, v)
+                    })
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(json_schema).collect()),
+        other => other,
+    }
+}
