@@ -390,9 +390,8 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
     assert_eq!(
         got,
         [
-            "limit-raised: config.yaml: rate_limits.per_server.calls 500 → unset (the runtime default)",
-            "limit-raised: config.yaml: rate_limits.per_server.per_seconds 1 → unset (the runtime default)",
-            "limit-raised: config.yaml: rate_limits.per_user_tool.burst default → 40",
+            "limit-raised: config.yaml: rate_limits.per_server 500 calls per 1 s → none",
+            "limit-raised: config.yaml: rate_limits.per_user_tool 25 calls per 1 s → 25 calls per 1 s, burst 40",
             "rate-limit-raised: tool `template.notify_team`: 30 calls per 60 s → 300 calls per 60 s",
         ],
         "{got:#?}"
@@ -409,8 +408,39 @@ fn a_raised_or_removed_rate_limit_is_a_weakening() {
     assert_eq!(
         got,
         [
-            "rate-limit-raised: tool `template.notify_team`: 30 calls per 60 s → none (rate_limits.per_user_tool of config.yaml)",
+            "rate-limit-raised: tool `template.notify_team`: 30 calls per 60 s → 25 calls per 1 s (rate_limits.per_user_tool of config.yaml)",
         ],
+        "{got:#?}"
+    );
+    // A tool's own limit looser than the configured one it used to count under.
+    let h = with_config(limits);
+    edit(
+        h.path(),
+        spec,
+        "    uses: workspace.read\n",
+        "    uses: workspace.read\n    rate_limit: { calls: 100, per_seconds: 1 }\n",
+    );
+    let got = rate_lines(&base, h.path());
+    assert_eq!(
+        got,
+        [
+            "rate-limit-raised: tool `template.read_file`: 25 calls per 1 s (rate_limits.per_user_tool of config.yaml) → 100 calls per 1 s",
+        ],
+        "{got:#?}"
+    );
+    // A copy of a rate-limited tool counts its calls apart: the operation's budget per user
+    // doubles, so the copy is a new capability even with the same limit.
+    let h = with_config(limits);
+    edit(
+        h.path(),
+        spec,
+        "tools:\n",
+        "tools:\n  notify_team_again:\n    description: Post a message to the team channel, again.\n    permission: connect\n    context: default\n    sensitivity: public\n    uses: webhooks.notify\n    rate_limit: { calls: 30, per_seconds: 60 }\n",
+    );
+    let got = lines(&base, h.path());
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("new-capability: tool `template.notify_team_again`")),
         "{got:#?}"
     );
     // Tighter everywhere: nothing to report.
@@ -563,4 +593,28 @@ fn turning_inspection_off_is_a_named_weakening_and_needs_a_reason() {
         err.to_string().contains("does not say what was decided"),
         "{err}"
     );
+}
+
+/// Moving a tool to another server deployed in the same trust domains (every deployment that
+/// serves one serves the other, with the same egress) moves what runs, not what reaches it:
+/// no weakening.
+#[test]
+fn moving_a_tool_between_servers_of_one_trust_domain_is_no_weakening() {
+    let base_dir = project();
+    let base = load(base_dir.path());
+    let head_dir = project();
+    let h = head_dir.path();
+    let text = std::fs::read_to_string(h.join("specs/servers/third_party.yaml")).unwrap();
+    let start = text.find("  convert_meeting_time:").unwrap();
+    let end = text.find("  annotated_message:").unwrap();
+    let tool = text[start..end].to_string();
+    edit(h, "specs/servers/third_party.yaml", &tool, "");
+    edit(
+        h,
+        "specs/servers/template.yaml",
+        "tools:\n",
+        &format!("tools:\n{tool}"),
+    );
+    let got = lines(&base, h);
+    assert!(got.is_empty(), "{got:#?}");
 }

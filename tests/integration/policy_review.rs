@@ -323,7 +323,9 @@ P"#,
     (
         "the state store and its trust domain changed in config.yaml",
         "sed -i 's#^  dir: ${BULKHEAD_STATE_DIR:-.bulkhead/state}#  dir: ${BULKHEAD_STATE_DIR:-/tmp/fresh-state}#' config.yaml",
-        &["weakened: config-changed: config.yaml state:"],
+        &[
+            "weakened: config-changed: config.yaml state.dir: \".bulkhead/state\" → \"/tmp/fresh-state\"",
+        ],
     ),
     (
         "an argument's limit raised",
@@ -349,6 +351,83 @@ P"#,
         ],
     ),
 ];
+
+/// Settings of `config.yaml` the review did not know before its keys were classified by the
+/// engine's schema (issue 57): each is named.
+const CONFIG_WEAKENINGS: &[(&str, &str, &[&str])] = &[
+    (
+        "the token service's provider issuer, audience and key",
+        r#"python3 - <<'P'
+p='config.yaml'; t=open(p).read()
+s=t.index("  provider:")
+u=t[s:].replace("issuer: ${BULKHEAD_ISSUER:-bulkhead-dev}","issuer: https://evil.example.net",1).replace("audience: ${BULKHEAD_AUDIENCE:-bulkhead}","audience: anyone",1).replace("${BULKHEAD_DEV_SECRET:-bulkhead-development-secret-not-for-production}","${OTHER_SECRET:-another-development-secret}",1)
+open(p,'w').write(t[:s]+u)
+P"#,
+        &[
+            "weakened: auth-changed: config.yaml token_service.provider.issuer: \"bulkhead-dev\" → \"https://evil.example.net\"",
+            "weakened: auth-changed: config.yaml token_service.provider.audience: \"bulkhead\" → \"anyone\"",
+            "weakened: auth-changed: config.yaml token_service.provider.keys: ",
+        ],
+    ),
+    (
+        "the variable behind the auth key renamed (same default)",
+        "sed -i '0,/BULKHEAD_DEV_SECRET/s//BULKHEAD_OTHER_SECRET/' config.yaml",
+        &["weakened: config-changed: config.yaml auth.keys (as written): "],
+    ),
+    (
+        "the token lifetime raised, a signing key file and login redirect origins and claims added",
+        "sed -i 's/^  ttl_secs: 600$/  ttl_secs: 86400\\n  signing_key_file: \\/tmp\\/other.pem\\n  claims: [email, groups]\\n  login:\\n    redirect_origins: [\"https:\\/\\/evil.example.net\"]/' config.yaml",
+        &[
+            "weakened: limit-raised: config.yaml: token_service.ttl_secs 600 → 86400",
+            "weakened: auth-changed: config.yaml token_service.signing_key_file: (none) → \"/tmp/other.pem\"",
+            "weakened: auth-changed: config.yaml token_service.claims: [\"email\"] → [\"email\",\"groups\"]",
+            "weakened: allowlist-widened: config.yaml token_service.login.redirect_origins: + https://evil.example.net",
+        ],
+    ),
+    (
+        "approvals last longer and use another key; the audit log another signing key",
+        "printf 'approvals:\n  expiry_secs: 86400\n  key_file: /tmp/approvals.key\naudit:\n  signing_key: /tmp/audit.key\n  chain: false\n' >> config.yaml",
+        &[
+            "weakened: limit-raised: config.yaml: approvals.expiry_secs 300 → 86400",
+            "weakened: config-changed: config.yaml approvals.key_file: (none) → \"/tmp/approvals.key\"",
+            "weakened: config-changed: config.yaml audit.signing_key: (none) → \"/tmp/audit.key\"",
+            "weakened: config-changed: config.yaml audit.chain: on → off",
+        ],
+    ),
+    (
+        "an approval narrowed by a prefix that climbs back out",
+        r#"sed -i 's#^    approval: always$#    approval:\n      when:\n        - path_outside: { argument: path, prefix: /workspace/drafts/../ }#' specs/servers/template.yaml"#,
+        &[
+            "weakened: approval-weakened: tool `template.delete_file`: always → `path` outside /workspace/drafts/../",
+        ],
+    ),
+    (
+        "the owners of the acknowledgements narrowed to one",
+        "sed -i '/^owners:/,/^[a-z]/{/^  - /d}' specs/policy-acks.yaml && sed -i 's/^owners:.*/owners: [\"@the-author\"]/' specs/policy-acks.yaml",
+        &["weakened: owners-narrowed: specs/policy-acks.yaml owners: - "],
+    ),
+    (
+        "the project's own code that runs a tool",
+        "mkdir -p src/handlers && printf '// sends the rows somewhere\\n' > src/handlers/template.rs",
+        &["weakened: code-changed: src/handlers/template.rs: none → "],
+    ),
+];
+
+#[test]
+fn every_config_setting_and_process_weakening_is_named() {
+    let (_dir, root) = repo();
+    let mut failures = Vec::new();
+    for (name, script, lines) in CONFIG_WEAKENINGS {
+        let (code, text) = review(&root, script);
+        let missing: Vec<&&str> = lines.iter().filter(|l| !text.contains(**l)).collect();
+        if code != WEAKENED || !missing.is_empty() {
+            failures.push(format!(
+                "{name}: exit {code} (want {WEAKENED}), missing {missing:?}\n{text}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
 
 /// Changes that weaken nothing.
 const HARMLESS: &[(&str, &str)] = &[
@@ -396,6 +475,36 @@ sed -i 's/proxied_egress: \[hooks.example.com:443\]/proxied_egress: []/' specs/d
         "a rename that changes nothing else",
         "sed -i 's/^  read_file:/  read_workspace_file:/' specs/servers/template.yaml",
     ),
+    (
+        "a tool moved between two servers of one trust domain",
+        r#"python3 - <<'P'
+a='specs/servers/third_party.yaml'; t=open(a).read()
+s=t.index("  convert_meeting_time:"); e=t.index("  annotated_message:")
+tool=t[s:e]; open(a,'w').write(t[:s]+t[e:])
+b='specs/servers/template.yaml'; u=open(b).read()
+open(b,'w').write(u.replace("tools:\n","tools:\n"+tool,1))
+P"#,
+    ),
+    (
+        "a server renamed (its spec and every deployment's entry)",
+        "sed -i 's/^name: third_party/name: outside_tools/' specs/servers/third_party.yaml && sed -i 's/^  third_party:/  outside_tools:/' specs/deployments/*.yaml",
+    ),
+    (
+        "the only secret tool removed (its isolated instance goes with it)",
+        r#"python3 - <<'P'
+p='specs/servers/template.yaml'; t=open(p).read()
+s=t.index("  search_security_logs:"); e=t.index("  load_sensitive_dataset:")
+open(p,'w').write(t[:s]+t[e:])
+P"#,
+    ),
+    (
+        "http.max_body_bytes lowered below the runtime's default",
+        "sed -i 's/^  stateful: true$/&\\n  max_body_bytes: 65536/' config.yaml",
+    ),
+    (
+        "neutral settings changed (telemetry batching, a timeout)",
+        "printf 'telemetry:\n  batch_delay_ms: 250\nlimits:\n  max_concurrent_calls: 8\n' >> config.yaml",
+    ),
 ];
 
 #[test]
@@ -420,7 +529,7 @@ fn harmless_changes_pass_the_review() {
     let mut failures = Vec::new();
     for (name, script) in HARMLESS {
         let (code, text) = review(&root, script);
-        if code != 0 || text.contains("weakened:") {
+        if code != 0 || text.contains("weakened:") || text.contains("note:") {
             failures.push(format!("{name}: exit {code}\n{text}"));
         }
     }
@@ -485,7 +594,9 @@ fn an_acknowledged_weakening_passes_and_a_different_one_does_not() {
             serde_json::to_string(l).unwrap()
         ));
     }
-    let acked = format!("{lower}\ncat > specs/policy-acks.yaml <<'A'\n{acks}A");
+    let acked = format!(
+        "{lower}\ncat > specs/policy-acks.yaml <<'A'\nowners: [\"@bulkhead/security-reviewers\"]\n{acks}A"
+    );
     let (code, text) = review(&root, &acked);
     assert_eq!(code, 0, "{text}");
     assert!(
@@ -559,11 +670,45 @@ fn an_added_acknowledgement_must_match_this_change_and_say_why() {
     );
     assert_eq!(code, HEAD_ERRORS, "{text}");
     assert!(text.contains("gives no reason a reader can use"), "{text}");
+    // Filler accepts nothing, however many words it has.
+    let (code, text) = review(
+        &root,
+        &format!(
+            "{lower}\ncat >> specs/policy-acks.yaml <<'A'\n  - weakening: \"sensitivity-lowered: connector `crm_db`: confidential → public\"\n    reason: \"approved as discussed with the team, ok\"\nA"
+        ),
+    );
+    assert_eq!(code, HEAD_ERRORS, "{text}");
+    assert!(text.contains("gives no reason a reader can use"), "{text}");
     // The base's own acknowledgements are not this change's: no note about them.
     let (code, text) = review(&root, "echo '# a comment' >> specs/servers/crm.yaml");
     assert_eq!(code, 0, "{text}");
     assert!(
         !text.contains("note:") && !text.contains("stale:"),
+        "{text}"
+    );
+}
+
+/// An acknowledgement the base already holds was another change's: when the same weakening
+/// comes back (a tool's approval removed, restored, and removed again), the line repeats but
+/// this change must say anew why; a new reason on the same line does.
+#[test]
+fn an_acknowledgement_kept_from_the_base_covers_nothing_of_this_change() {
+    let old_ack = "  - weakening: \"approval-weakened: tool `template.delete_file`: always → none (calls run without asking)\"\n    reason: \"TICKET-3: deletions were reversible during the migration window\"\n";
+    let (_dir, root) = repo_with(&format!("cat >> specs/policy-acks.yaml <<'A'\n{old_ack}A"));
+    let remove = "sed -i '/^    approval: always$/d' specs/servers/template.yaml";
+    let (code, text) = review(&root, remove);
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("weakened: approval-weakened: tool `template.delete_file`: always → none"),
+        "{text}"
+    );
+    let again = format!(
+        "{remove}\nsed -i 's/TICKET-3: deletions were reversible during the migration window/TICKET-11: deletions are backed up hourly since the new store/' specs/policy-acks.yaml"
+    );
+    let (code, text) = review(&root, &again);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("acknowledged: approval-weakened: tool `template.delete_file`"),
         "{text}"
     );
 }
@@ -575,7 +720,12 @@ fn ci_review(root: &Path, env: &[(&str, &str)]) -> (i32, String) {
     cmd.current_dir(root)
         .env("BULKHEAD", env!("CARGO_BIN_EXE_bulkhead"))
         .env_remove("BULKHEAD_BASE_REF")
-        .env_remove("BULKHEAD_TARGET_BRANCH");
+        .env_remove("BULKHEAD_TARGET_BRANCH")
+        .env_remove("BULKHEAD_PREVIOUS_HEAD")
+        .env_remove("BULKHEAD_PUSH")
+        .env_remove("CI_COMMIT_BEFORE_SHA")
+        .env_remove("CI_PIPELINE_SOURCE")
+        .env_remove("GITHUB_EVENT_NAME");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -614,6 +764,40 @@ fn the_whole_change_is_reviewed_from_the_merge_base_even_in_a_shallow_clone() {
         text.contains("weakened: sensitivity-lowered: connector `crm_db`: confidential → public"),
         "{text}"
     );
+    // A push of both commits: judged from the remote's previous head, every commit it brings.
+    let previous = String::from_utf8(
+        Command::new("git")
+            .args(["rev-parse", "base"])
+            .current_dir(&root)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let (code, text) = ci_review(
+        &root,
+        &[
+            ("BULKHEAD_PUSH", "1"),
+            ("BULKHEAD_PREVIOUS_HEAD", previous.trim()),
+        ],
+    );
+    assert_eq!(code, WEAKENED, "{text}");
+    assert!(
+        text.contains("every commit since the previous head"),
+        "{text}"
+    );
+    // A push build that does not say where the push started cannot be reviewed.
+    let (code, text) = ci_review(&root, &[("GITHUB_EVENT_NAME", "push")]);
+    assert_eq!(code, BASE_UNRESOLVED, "{text}");
+    assert!(text.contains("names no previous head"), "{text}");
+    let (code, text) = ci_review(
+        &root,
+        &[(
+            "CI_COMMIT_BEFORE_SHA",
+            "0000000000000000000000000000000000000000",
+        )],
+    );
+    assert_eq!(code, BASE_UNRESOLVED, "{text}");
     // A clone of depth 1 (how many CI systems check out): deepened from its origin first.
     let shallow = dir.path().join("shallow");
     let url = format!("file://{}", root.display());
@@ -641,24 +825,38 @@ fn the_whole_change_is_reviewed_from_the_merge_base_even_in_a_shallow_clone() {
     );
 }
 
-/// Handler code is not described by the policy: a change to it is listed for a person to read
-/// (issue 34), and does not by itself fail the review.
+/// The project's own code is not described by the policy: a changed file is a `code-changed`
+/// weakening bound to its content on both sides; acknowledged, that content passes, and a
+/// further edit of the file is a new line.
 #[test]
-fn changed_handler_code_is_listed_for_a_person_to_read() {
+fn changed_handler_code_needs_a_person_and_an_acknowledgement() {
     let (_dir, root) = repo();
+    let write = "mkdir -p src/handlers && printf '// sends the rows somewhere\\n' > src/handlers/template.rs";
+    let (code, text) = review(&root, write);
+    assert_eq!(code, WEAKENED, "{text}");
+    let line = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("weakened: "))
+        .find_map(|l| l.strip_suffix(" (src/handlers/template.rs)"))
+        .expect("a code-changed line")
+        .to_string();
+    assert!(
+        line.starts_with("code-changed: src/handlers/template.rs: none → ")
+            && line.ends_with("a person must read it"),
+        "{line}"
+    );
+    let ack = format!(
+        "cat >> specs/policy-acks.yaml <<'A'\n  - weakening: '{line}'\n    reason: 'read by Ana: the handler only formats rows, TICKET-9'\nA"
+    );
+    let (code, text) = review(&root, &format!("{write}\n{ack}"));
+    assert_eq!(code, 0, "{text}");
     let (code, text) = review(
         &root,
-        "mkdir -p src/handlers && printf '// sends the rows somewhere\\n' > src/handlers/template.rs",
+        &format!("{write}\nprintf 'fn more() {{}}\\n' >> src/handlers/template.rs\n{ack}"),
     );
-    assert_eq!(code, 0, "{text}");
-    assert!(
-        text.contains(
-            "read: src/handlers/template.rs changed: handler code the policy does not describe"
-        ),
-        "{text}"
-    );
+    assert_eq!(code, WEAKENED, "another content is not covered: {text}");
     let (_, text) = review(&root, "echo '# a comment' >> specs/servers/crm.yaml");
-    assert!(!text.contains("read: "), "{text}");
+    assert!(!text.contains("code-changed"), "{text}");
 }
 
 /// A change to the rules (vocab's placement, the generator, the review) is judged by the base's
@@ -786,7 +984,9 @@ printf 'fn main() {\n    bulkhead_codegen::build();\n}\n' > build.rs"#,
     let acks = root.parent().unwrap().join("acks.yaml");
     std::fs::write(
         &acks,
-        format!("acks:\n  - weakening: \"{weakened}\"\n    reason: \"the engine admits now\"\n"),
+        format!(
+            "owners: [\"@bulkhead/security-reviewers\"]\nacks:\n  - weakening: \"{weakened}\"\n    reason: \"the engine admits now\"\n"
+        ),
     )
     .unwrap();
     let ack = format!(

@@ -4,6 +4,7 @@ mod audit;
 mod auth;
 mod call;
 mod config;
+mod config_review;
 mod connectors;
 mod context;
 mod freshness;

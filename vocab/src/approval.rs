@@ -135,7 +135,16 @@ impl Condition {
                     argument: b,
                     prefix: q,
                 },
-            ) => a == b && p.starts_with(q.as_ref()),
+            ) => {
+                // Inside `p` must lie inside `q`: compared as normalised paths (`..` resolved),
+                // so `/workspace/drafts/../` is the whole workspace, not a narrower folder.
+                a == b
+                    && match (normalized(p), normalized(q)) {
+                        (None, _) => true, // nothing is inside `p`: it always asks
+                        (Some(_), None) => false,
+                        (Some(p), Some(q)) => p.len() >= q.len() && p[..q.len()] == q[..],
+                    }
+            }
             (a, b) => a == b,
         }
     }
@@ -150,6 +159,30 @@ impl Condition {
                 format!("`{argument}` outside {prefix}")
             }
         }
+    }
+}
+
+/// A `/`-separated path as its components, `.` and empty parts dropped and `..` resolved;
+/// None when `..` climbs above the start (no path is under it).
+pub(crate) fn normalized(p: &str) -> Option<Vec<&str>> {
+    let mut out = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            x => out.push(x),
+        }
+    }
+    Some(out)
+}
+
+/// Whether path `p` lies strictly inside `prefix`, both normalised (`path_outside`'s test).
+pub fn path_under(p: &str, prefix: &str) -> bool {
+    match (normalized(p), normalized(prefix)) {
+        (Some(p), Some(pre)) => p.len() > pre.len() && p[..pre.len()] == pre[..],
+        _ => false,
     }
 }
 
@@ -191,6 +224,40 @@ mod tests {
         ]);
         assert!(drafts.is_weaker_than(&both));
         assert!(!both.is_weaker_than(&drafts));
+    }
+
+    /// Prefixes are compared as the runtime reads them, `..` resolved: one that climbs back
+    /// out is not narrower, whatever its text starts with.
+    #[test]
+    fn a_prefix_is_compared_after_normalisation() {
+        let drafts = when(vec![outside("/workspace/drafts/")]);
+        for wider in [
+            "/workspace/drafts/../",
+            "/workspace/drafts/mine/../../",
+            "/workspace//drafts/x/../..",
+        ] {
+            assert!(
+                when(vec![outside(wider)]).is_weaker_than(&drafts),
+                "{wider}"
+            );
+        }
+        for same_or_deeper in [
+            "/workspace/./drafts",
+            "/workspace/drafts//mine/",
+            "/workspace/x/../drafts/mine",
+        ] {
+            assert!(
+                !when(vec![outside(same_or_deeper)]).is_weaker_than(&drafts),
+                "{same_or_deeper}"
+            );
+        }
+        // Above the root nothing is inside: it asks on every path.
+        assert!(!when(vec![outside("/../..")]).is_weaker_than(&drafts));
+        assert!(path_under("/workspace/drafts/a", "/workspace/x/../drafts"));
+        assert!(!path_under(
+            "/workspace/drafts/../secrets/a",
+            "/workspace/drafts/"
+        ));
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod ranges;
 mod rate;
 mod sensitivity;
 
-pub use approval::{Approval, Approver, Condition as ApprovalCondition};
+pub use approval::{Approval, Approver, Condition as ApprovalCondition, path_under};
 pub use endpoint::{HostPort, HostPortError};
 pub use layer::workspace_layer;
 pub use mode::{Egress, NetworkMode};

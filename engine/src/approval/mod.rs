@@ -451,23 +451,7 @@ fn holds_claim(claims: Option<&TokenClaims>, name: &str, value: &str) -> bool {
 /// Whether workspace path `p` is under `prefix`, after `.` and `..` are resolved (a path that
 /// climbs above the root is never under anything).
 fn under(p: &str, prefix: &str) -> bool {
-    fn norm(p: &str) -> Option<Vec<&str>> {
-        let mut out = Vec::new();
-        for part in p.split('/') {
-            match part {
-                "" | "." => {}
-                ".." => {
-                    out.pop()?;
-                }
-                x => out.push(x),
-            }
-        }
-        Some(out)
-    }
-    match (norm(p), norm(prefix)) {
-        (Some(p), Some(pre)) => p.len() > pre.len() && p[..pre.len()] == pre[..],
-        _ => false,
-    }
+    bulkhead_vocab::path_under(p, prefix)
 }
 
 /// The arguments as a person is shown them: the canonical JSON the approval is bound to (keys

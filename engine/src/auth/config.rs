@@ -22,45 +22,58 @@ pub const MIN_RSA_BITS: usize = 2048;
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// The only accepted `iss`.
+    #[schemars(extend("x-review" = "changed"))]
     pub issuer: String,
     /// The resource this server is; a token's `aud` must contain it.
+    #[schemars(extend("x-review" = "changed"))]
     pub audience: String,
     /// Clock-skew allowance for `exp` and `nbf`, in seconds (at most [`MAX_LEEWAY_SECS`]).
     #[serde(default = "default_leeway")]
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub leeway_secs: u64,
     /// Tokens longer than this are refused before any parsing.
     #[serde(default = "default_max_token_bytes")]
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_token_bytes: usize,
     /// Tokens remembered as verified (until they expire or the provider's keys change), so a
     /// session's every request does not check the same signature again; 0 checks every time.
     #[serde(default = "default_verified_tokens")]
+    #[schemars(extend("x-review" = "neutral"))]
     pub verified_tokens: usize,
     /// Keys given inline or by file.
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub keys: Vec<KeyConfig>,
     /// A JWKS JSON file whose keys are added to `keys`.
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub jwks_file: Option<PathBuf>,
     /// The identity provider's JWKS URL (`https://`; `http://` only to localhost): keys are
     /// fetched, cached and refreshed (see `jwks_refresh_secs`, `jwks_min_refetch_secs`).
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub jwks_url: Option<String>,
     /// Find the JWKS URL through OIDC discovery at `{issuer}/.well-known/openid-configuration`
     /// (the issuer must then be the provider's URL).
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub oidc_discovery: bool,
     /// Seconds between scheduled refreshes of remote keys.
     #[serde(default = "default_jwks_refresh")]
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub jwks_refresh_secs: u64,
     /// Shortest time between two fetches caused by tokens naming an unknown `kid`.
     #[serde(default = "default_jwks_min_refetch")]
+    #[schemars(extend("x-review" = "neutral"))]
     pub jwks_min_refetch_secs: u64,
     /// Time limit of one fetch (discovery document or key set), in milliseconds.
     #[serde(default = "default_jwks_timeout")]
+    #[schemars(extend("x-review" = "neutral"))]
     pub jwks_timeout_ms: u64,
     /// Extra root certificates (PEM) trusted for the identity provider's TLS, beside the system's
     /// (an internal CA).
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub jwks_ca_file: Option<PathBuf>,
     /// Scopes a token must carry to call tools of each permission (none required by default).
     #[serde(default)]
@@ -69,6 +82,7 @@ pub struct AuthConfig {
     /// that can put a per-conversation value into their tokens. `sid` (one per login) and `jti`
     /// (one per token) are refused: see [`AuthConfigError::SessionClaim`].
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub session_claim: Option<String>,
 }
 
@@ -78,12 +92,15 @@ pub struct AuthConfig {
 pub struct ScopeRequirements {
     /// Scope needed by `read` tools (and resource reads).
     #[serde(default)]
+    #[schemars(extend("x-review" = "scope"))]
     pub read: Option<String>,
     /// Scope needed by `write` tools.
     #[serde(default)]
+    #[schemars(extend("x-review" = "scope"))]
     pub write: Option<String>,
     /// Scope needed by `connect` tools.
     #[serde(default)]
+    #[schemars(extend("x-review" = "scope"))]
     pub connect: Option<String>,
 }
 

@@ -231,28 +231,24 @@ fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Res
             "note: {dep} is outside this repository: its code is no part of a revision and the review cannot see it change; pin the engine by version or git revision to have it judged"
         );
     }
+    // Matched by what runs: said once, as information (a rename or move is no weakening).
     for rename in &r.renames {
-        println!("note: {rename}");
+        println!("matched: {rename}");
     }
-    // Handler code runs inside the policy but is not described by it: a change to it is listed
-    // for a person to read (the review cannot judge Rust).
-    let changed = git(
-        root,
-        &["diff", "--name-only", &commit, "--", "src/handlers"],
-    )
-    .ok()
-    .and_then(|b| String::from_utf8(b).ok())
-    .unwrap_or_default();
-    for file in changed.lines().filter(|l| !l.trim().is_empty()) {
-        println!(
-            "read: {file} changed: handler code the policy does not describe; a person must read it"
-        );
-    }
+    // The project's own code runs inside the policy but is not described by it: each changed
+    // file is a weakening a person reads and accepts (the review cannot judge Rust).
+    r.weakenings
+        .extend(super::code_changed::code_changed(root, &commit)?);
+    // Fewer owners: the next weakening would need fewer people.
+    r.weakenings.extend(acks.owners_narrowed(&base_acks));
+    // Only what this change adds can accept its weakenings (an entry the base holds word for
+    // word accepted another change's).
+    let added = acks.added_since(&base_acks);
     let mut unacked = 0;
     let mut used = Vec::new();
     for w in &r.weakenings {
         let line = w.line();
-        match acks.find(&line) {
+        match added.iter().find(|a| a.weakening.trim() == line) {
             Some(a) => {
                 used.push(line.clone());
                 println!("acknowledged: {line} ({}) — {}", w.file, a.reason.trim());
@@ -264,7 +260,7 @@ fn compare(root: &Path, rev: &str, base_generated: Option<&Path>) -> anyhow::Res
         }
     }
     let mut stale = 0;
-    for a in acks.added_since(&base_acks) {
+    for a in added {
         if !used.iter().any(|u| u == a.weakening.trim()) {
             stale += 1;
             println!(

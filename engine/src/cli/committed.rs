@@ -17,9 +17,16 @@ fn key_file_name(path: &str) -> bool {
         || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"].contains(&name)
 }
 
-/// The files of the project (relative to `root`) that differ from `commit` or are new
-/// (untracked, not ignored).
-fn changed_files(root: &Path, commit: &str) -> anyhow::Result<Vec<String>> {
+/// The files of the project under `under` (relative to `root`) that differ from `commit` as
+/// `filter` selects (`AMR`: added, edited, renamed; `D`: removed too) or are new (untracked,
+/// not ignored).
+pub(super) fn changed_files(
+    root: &Path,
+    commit: &str,
+    filter: &str,
+    under: &str,
+) -> anyhow::Result<Vec<String>> {
+    let filter = format!("--diff-filter={filter}");
     let list = |args: &[&str]| -> anyhow::Result<Vec<String>> {
         Ok(String::from_utf8(super::git::git(root, args)?)?
             .lines()
@@ -31,17 +38,17 @@ fn changed_files(root: &Path, commit: &str) -> anyhow::Result<Vec<String>> {
         "diff",
         "--relative",
         "--name-only",
-        "--diff-filter=AMR",
+        &filter,
         commit,
         "--",
-        ".",
+        under,
     ])?;
     files.extend(list(&[
         "ls-files",
         "--others",
         "--exclude-standard",
         "--",
-        ".",
+        under,
     ])?);
     files.sort();
     files.dedup();
@@ -62,7 +69,7 @@ fn digest(value: &[u8]) -> String {
 pub(super) fn secrets_committed(root: &Path, commit: &str) -> anyhow::Result<Vec<Weakening>> {
     let rules = bulkhead::inspect::Rules::get()?;
     let mut out = Vec::new();
-    for path in changed_files(root, commit)? {
+    for path in changed_files(root, commit, "AMR", ".")? {
         let weakening = |change: String| Weakening {
             rule: Rule::SecretCommitted,
             subject: path.clone(),
@@ -90,6 +97,19 @@ pub(super) fn secrets_committed(root: &Path, commit: &str) -> anyhow::Result<Vec
             .collect();
         found.sort_unstable();
         found.dedup();
+        // What the base's version of the file already held was another change's to accept:
+        // only values this change brings are named.
+        let before: Vec<(&str, String)> =
+            super::git::git(root, &["show", &format!("{commit}:./{path}")])
+                .map(|old| {
+                    rules
+                        .find(&old)
+                        .iter()
+                        .map(|h| (h.rule, digest(&old[h.start..h.end])))
+                        .collect()
+                })
+                .unwrap_or_default();
+        found.retain(|f| !before.contains(f));
         for (rule, value) in found {
             out.push(weakening(format!(
                 "holds what rule `{rule}` finds (value sha256 {value}…)"

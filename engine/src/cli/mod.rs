@@ -2,6 +2,7 @@
 
 mod audit;
 mod check;
+mod code_changed;
 mod committed;
 mod connect;
 mod demo;

@@ -28,6 +28,7 @@ pub enum Environment {
 pub struct Config {
     /// Development or production.
     #[serde(default)]
+    #[schemars(extend("x-review" = "environment"))]
     pub environment: Environment,
     /// Token verification.
     pub auth: AuthConfig,
@@ -86,8 +87,10 @@ pub struct ApprovalsConfig {
     /// key of `auth.keys` (with neither, 2026-07-28 clients are refused approval with the
     /// reason); under `environment: production` no key stands in for it, and a server with a
     /// tool that asks for approval refuses to start.
+    #[schemars(extend("x-review" = "changed"))]
     pub key_file: Option<PathBuf>,
     /// Seconds a question stands: a later answer is refused (and on 2025-11-25, the wait ends).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub expiry_secs: u64,
 }
 
@@ -142,12 +145,16 @@ impl ApprovalsConfig {
 pub struct TelemetryConfig {
     /// The OTLP/HTTP traces endpoint, used as given (e.g. `http://collector:4318/v1/traces`);
     /// unset, nothing is exported.
+    #[schemars(extend("x-review" = "changed"))]
     pub otlp_endpoint: Option<String>,
     /// Share of calls traced, 0.0–1.0.
+    #[schemars(extend("x-review" = "neutral"))]
     pub sample_ratio: f64,
     /// Longest wait of one export, in milliseconds.
+    #[schemars(extend("x-review" = "neutral"))]
     pub export_timeout_ms: u64,
     /// Time between two export batches, in milliseconds.
+    #[schemars(extend("x-review" = "neutral"))]
     pub batch_delay_ms: u64,
 }
 
@@ -169,15 +176,20 @@ impl Default for TelemetryConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
     /// Each user's calls, over every tool of every server of the trust domain.
+    #[schemars(extend("x-review" = "budget"))]
     pub per_user: Option<bulkhead_vocab::RateLimit>,
     /// Each user's calls of one tool (a tool's own `rate_limit:` replaces it for that tool).
+    #[schemars(extend("x-review" = "budget"))]
     pub per_user_tool: Option<bulkhead_vocab::RateLimit>,
     /// All users' calls of one tool.
+    #[schemars(extend("x-review" = "budget"))]
     pub per_tool: Option<bulkhead_vocab::RateLimit>,
     /// All users' calls of one server.
+    #[schemars(extend("x-review" = "budget"))]
     pub per_server: Option<bulkhead_vocab::RateLimit>,
     /// Longest wait, in milliseconds, for the store to count a call; a store slower than this,
     /// or down, refuses the call (fail closed) with a retryable error.
+    #[schemars(extend("x-review" = "changed"))]
     pub store_timeout_ms: u64,
 }
 
@@ -218,9 +230,11 @@ impl RateLimitsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Tool calls running at once in this instance; beyond it a call gets a retryable "busy".
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_concurrent_calls: usize,
     /// Bytes one call's streamed result may hold in memory between its producer (a database or
     /// log reader) and the context preset.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub call_memory_bytes: usize,
 }
 
@@ -238,28 +252,37 @@ impl Default for LimitsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkspaceConfig {
     /// Bytes all files of one session may hold.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_bytes: u64,
     /// Files one session may hold.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_files: u64,
     /// Bytes of one saved result; a longer one is cut there (the preview says so).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_result_bytes: u64,
     /// Bytes all saved results of one session may hold; the oldest are removed to make room.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub results_max_bytes: u64,
     /// Saved results one session keeps; the oldest are removed beyond it.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub results_max_files: u64,
     /// Free bytes the workspace file system must keep; writes that would go below are refused
     /// (so the state store and the audit log never run out of space because of an agent).
+    #[schemars(extend("x-review" = "smaller-is-looser"))]
     pub min_free_bytes: u64,
     /// Largest file `read_file` returns, in bytes.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_read_bytes: u64,
     /// Session directories held open between calls (one descriptor each; the least recently used
     /// is closed first). A held directory is checked on every use and its path opened again
     /// after a second. 0: every call opens its session's path.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub open_dirs: usize,
     /// The host user (uid and gid) that owns workspace files when the server runs as root: the
     /// server and its jails write them through an idmapped view in which this user is root, so
     /// nothing a script writes is root's on the host. Ignored under any other server user (its
     /// own user owns them). Not 0.
+    #[schemars(extend("x-review" = "changed"))]
     pub host_uid: u32,
 }
 
@@ -299,40 +322,54 @@ impl WorkspaceConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// The URL clients use (for the protected-resource metadata); default from the listen address.
+    #[schemars(extend("x-review" = "changed"))]
     pub public_url: Option<String>,
     /// `Host` values accepted (DNS-rebinding protection); compose service names go here.
+    #[schemars(extend("x-review" = "allowlist"))]
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted (`scheme://host:port`, `*` for any port); a request carrying
     /// another `Origin` gets 403 (the MCP transport spec's DNS-rebinding defence). Requests
     /// without `Origin` (non-browser clients) are not affected. Defaults to the local origins; an
     /// empty list refuses every `Origin`.
+    #[schemars(extend("x-review" = "allowlist"))]
     pub allowed_origins: Vec<String>,
     /// Keep transport sessions (protocol 2025-11-25); each is bound to the token's identity.
+    #[schemars(extend("x-review" = "changed"))]
     pub stateful: bool,
     /// Stateless serving answers with one JSON body instead of an SSE stream unless the call
     /// sends progress first.
+    #[schemars(extend("x-review" = "neutral"))]
     pub json_response: bool,
     /// Most open TCP connections; beyond it new ones wait in the kernel's backlog.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_connections: usize,
     /// Most connections that have not yet presented a valid token; the oldest is closed to admit
     /// a new one (slow or silent clients cannot crowd out real ones).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_unauthenticated_connections: usize,
     /// Milliseconds a client has to send a request's headers; also the idle keep-alive timeout.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub header_read_timeout_ms: u64,
     /// Largest request head, in bytes.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_header_bytes: usize,
     /// Largest request body, in bytes (a bigger one gets 413).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_body_bytes: usize,
     /// Transport sessions open at once on this instance (beyond: 503).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_sessions: usize,
     /// Transport sessions open at once for one identity (beyond: 429).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_sessions_per_identity: usize,
     /// Seconds a transport session may stay silent before it is dropped; must exceed the longest
     /// tool call.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub session_idle_timeout_s: u64,
     /// Milliseconds a transport session may have nothing in flight before it is parked: its rmcp
     /// worker ends and only its `initialize` parameters stay (about 1 KB instead of 55–120 KB);
     /// its next request restores it unseen by the client. 0: never park.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub park_after_ms: u64,
 }
 
@@ -364,32 +401,43 @@ impl Default for HttpConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
     /// Directory of the compliance database, its lock file and the audit log.
+    #[schemars(extend("x-review" = "changed"))]
     pub dir: PathBuf,
     /// Root of all workspaces (`<root>/<server>/<user>/<session>`).
+    #[schemars(extend("x-review" = "changed"))]
     pub workspaces: PathBuf,
     /// `sqlite` (the embedded default: one host) or a `postgres://…` URL (replicas on many hosts).
+    #[schemars(extend("x-review" = "changed"))]
     pub store: String,
     /// Longest wait, in milliseconds, for a session's lock (held while another call of the session
     /// raises its level) before a call is refused as busy.
+    #[schemars(extend("x-review" = "neutral"))]
     pub lock_timeout_ms: u64,
     /// PostgreSQL: most connections per process (each running call holds one).
+    #[schemars(extend("x-review" = "neutral"))]
     pub postgres_pool_size: usize,
     /// PostgreSQL: longest wait, in milliseconds, to connect.
+    #[schemars(extend("x-review" = "neutral"))]
     pub connect_timeout_ms: u64,
     /// A process keeps a session's shared lock after a call, so that its next calls take no
     /// lock and read nothing, until no call came for this many milliseconds (0: keep nothing).
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub keep_idle_ms: u64,
     /// How often, in milliseconds, a process looks for escalations waiting on the locks it
     /// keeps (and lets go of them): what keeping adds, at most, to an escalation's wait.
+    #[schemars(extend("x-review" = "neutral"))]
     pub keep_check_ms: u64,
     /// A kept lock is let go after this many milliseconds however busy its session, so the
     /// store's checks on a read (a rolled-back database) run at least this often.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub keep_max_age_ms: u64,
     /// Most sessions whose lock one process keeps at once.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub max_kept: usize,
     /// The trust domain: every server whose configuration names the same domain (and shares the
     /// state directory or database) keeps one level per agent session, raised by any of them and
     /// read by all. Lowercase letters, digits, `_` and `-`.
+    #[schemars(extend("x-review" = "changed"))]
     pub trust_domain: String,
 }
 
@@ -559,26 +607,35 @@ fn real(p: &Path) -> PathBuf {
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
     /// Largest record, in bytes; the detail is cut to fit (arguments are only summarised).
+    #[schemars(extend("x-review" = "changed"))]
     pub max_record_bytes: usize,
     /// Size at which the log is rotated, in bytes.
+    #[schemars(extend("x-review" = "changed"))]
     pub rotate_bytes: u64,
     /// Rotated files kept (`audit-<server>.jsonl.1` … `.N`).
+    #[schemars(extend("x-review" = "smaller-is-looser"))]
     pub keep: usize,
     /// Longest time, in milliseconds, an outcome record waits before it is synced to disk.
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub sync_interval_ms: u64,
     /// Most bytes waiting to be written before every call is refused.
+    #[schemars(extend("x-review" = "changed"))]
     pub max_backlog_bytes: usize,
     /// Whether each record carries the hash of the one its writer wrote before it (`bulkhead
     /// audit verify` checks the chain and the heads anchored in the state store).
+    #[schemars(extend("x-review" = "on-is-safer"))]
     pub chain: bool,
     /// An Ed25519 private key (PKCS#8 PEM file) that signs every checkpoint; `audit verify`
     /// then needs the signature to match.
+    #[schemars(extend("x-review" = "changed"))]
     pub signing_key: Option<PathBuf>,
     /// Seconds a writer's head may go unrefreshed before another writer of its server closes it
     /// as stopped (at its last record in the log); idle writers refresh every third of it.
+    #[schemars(extend("x-review" = "changed"))]
     pub lease_secs: u64,
     /// Checkpoints kept in the state store (`verify --anchor` checks an anchor among these, or
     /// a full exported one against the newest).
+    #[schemars(extend("x-review" = "smaller-is-looser"))]
     pub checkpoints_kept: u64,
 }
 
@@ -622,6 +679,7 @@ impl AuditConfig {
 pub struct ContextConfig {
     /// Preset overrides by name (fields of a preset); new names define presets.
     #[serde(default)]
+    #[schemars(extend("x-review" = "larger-is-looser"))]
     pub presets: Option<serde_json::Value>,
 }
 
@@ -630,8 +688,10 @@ pub struct ContextConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct StdioConfig {
     /// User id.
+    #[schemars(extend("x-review" = "changed"))]
     pub user: String,
     /// Session id.
+    #[schemars(extend("x-review" = "changed"))]
     pub session: String,
 }
 
@@ -650,20 +710,26 @@ impl Default for StdioConfig {
 pub struct McpServerEntry {
     /// Always `client`.
     #[serde(rename = "type", default = "client")]
+    #[schemars(extend("x-review" = "changed"))]
     pub kind: String,
     /// The full-network instance.
+    #[schemars(extend("x-review" = "changed"))]
     pub url: String,
     /// The proxied instance (confidential sessions).
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub url_proxied: Option<String>,
     /// The isolated instance (secret sessions).
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub url_isolated: Option<String>,
     /// Seconds to wait for a result.
     #[serde(default = "sixty")]
+    #[schemars(extend("x-review" = "neutral"))]
     pub read_timeout: u64,
     /// Whether `[FATAL] ` results from this server may abort a run.
     #[serde(default)]
+    #[schemars(extend("x-review" = "changed"))]
     pub trusted: bool,
 }
 

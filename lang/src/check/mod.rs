@@ -5,7 +5,7 @@ mod connectors;
 mod deployments;
 mod own_secrets;
 mod params;
-mod reason;
+pub(crate) mod reason;
 mod resources;
 mod returns;
 mod secrets;

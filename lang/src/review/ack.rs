@@ -10,13 +10,19 @@ use std::path::Path;
 /// The fewest words a reason has: "ok", "." or "fine" tell a later reader nothing.
 pub const MIN_REASON_WORDS: usize = 4;
 
-/// Whether `reason` says something: at least [`MIN_REASON_WORDS`] words with letters in them.
+/// Words of a reason that must say something of their own (not "approved", "as discussed").
+const CONTENT_WORDS: usize = 2;
+
+/// Whether `reason` says what was decided: at least [`MIN_REASON_WORDS`] words with letters in
+/// them, no filler, and [`CONTENT_WORDS`] words that carry meaning (`check::reason`'s rule, the
+/// one `uninspected:` reasons meet too).
 fn usable_reason(reason: &str) -> bool {
     reason
         .split_whitespace()
         .filter(|w| w.chars().any(char::is_alphabetic))
         .count()
         >= MIN_REASON_WORDS
+        && crate::check::reason::says_nothing(reason, CONTENT_WORDS).is_none()
 }
 
 /// Where the acknowledgements live, relative to the project root.
@@ -146,12 +152,44 @@ impl Acks {
             .find(|s| s.finding.trim() == finding && s.description_sha256 == digest)
     }
 
-    /// The acknowledgements of `self` that `base` does not have: the ones this change adds.
+    /// The acknowledgements of `self` that `base` does not hold word for word (line and
+    /// reason): the ones this change adds, and the only ones that can accept its weakenings. A
+    /// line the base already acknowledged was another change's: when it comes back (a tool's
+    /// approval removed again), this change says anew why, in a new entry or a new reason.
     pub fn added_since(&self, base: &Acks) -> Vec<&Ack> {
         self.acks
             .iter()
-            .filter(|a| base.find(a.weakening.trim()).is_none())
+            .filter(|a| {
+                !base.acks.iter().any(|b| {
+                    b.weakening.trim() == a.weakening.trim() && b.reason.trim() == a.reason.trim()
+                })
+            })
             .collect()
+    }
+
+    /// The owners `base` named that `self` does not: each is an `owners-narrowed` weakening (the
+    /// generated CODEOWNERS would ask fewer people to approve the next one).
+    pub fn owners_narrowed(&self, base: &Acks) -> Vec<super::Weakening> {
+        let gone: Vec<&str> = base
+            .owners
+            .iter()
+            .filter(|o| !self.owners.contains(o))
+            .map(String::as_str)
+            .collect();
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        let now = if self.owners.is_empty() {
+            "none (no CODEOWNERS)".to_string()
+        } else {
+            self.owners.join(", ")
+        };
+        vec![super::Weakening {
+            rule: Rule::OwnersNarrowed,
+            subject: format!("{ACKS_FILE} owners"),
+            change: format!("- {} (now {now})", gone.join(", ")),
+            file: ACKS_FILE.to_string(),
+        }]
     }
 
     /// The acknowledgements a base revision's file holds (`None`: it had none), read for what

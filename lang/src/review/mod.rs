@@ -13,11 +13,12 @@ mod generated;
 mod policy;
 mod rule;
 mod rules;
+mod settings;
 mod table;
 mod trust;
 
 pub use ack::{ACKS_FILE, Ack, AckError, Acks, ScannerAck, description_digest};
-pub use config::Identity;
+pub use config::{CONFIG_SCHEMA, Class, Identity, Setting, schema_settings};
 pub use engine::{ENGINE_CRATES, EngineInputs, engine_changed, engine_paths, package_name};
 pub use generated::rules_changed;
 pub use policy::{Capability, ConnectorPolicy, InstancePolicy, Policy, resolve};

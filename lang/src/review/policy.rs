@@ -50,8 +50,11 @@ pub struct Capability {
     /// Each argument's limits, by name (`max_length`, `maximum`, `max_items`, `pattern`,
     /// `values`), as text.
     pub params: BTreeMap<String, BTreeMap<&'static str, String>>,
-    /// Its own per-user rate limit (tools only).
+    /// Its per-user budget (tools only): its own `rate_limit:`, else `config.yaml`'s
+    /// `rate_limits.per_user_tool`; None: unlimited.
     pub rate_limit: Option<bulkhead_vocab::RateLimit>,
+    /// Whether [`rate_limit`](Capability::rate_limit) is `config.yaml`'s, not the tool's own.
+    pub rate_limit_from_config: bool,
     /// When a person approves a call first (tools only).
     pub approval: Option<bulkhead_vocab::Approval>,
     /// Why its data is not read for credentials (`uninspected:`), if it is not.
@@ -425,6 +428,7 @@ fn capability(
         sensitivity: t.sensitivity,
         context: (preset_name, overrides),
         rate_limit: t.rate_limit,
+        rate_limit_from_config: false,
         approval: t.approval.clone(),
         uninspected: t.uninspected.clone(),
         params: params(&t.params),
@@ -456,6 +460,7 @@ pub fn resolve(model: &Model) -> Policy {
                 context: ("-".into(), BTreeMap::new()),
                 params: BTreeMap::new(),
                 rate_limit: None,
+                rate_limit_from_config: false,
                 approval: None,
                 uninspected: None,
             });
@@ -522,11 +527,22 @@ pub fn resolve(model: &Model) -> Policy {
             }
         }
     }
+    let identity = Identity::of(model.config.as_ref());
+    // The effective budget: a tool without its own limit counts under the configured one.
+    let per_user_tool = identity
+        .set_value("rate_limits.per_user_tool")
+        .and_then(|v| serde_json::from_value::<bulkhead_vocab::RateLimit>(v.clone()).ok());
+    for c in capabilities.iter_mut().filter(|c| c.kind == "tool") {
+        if c.rate_limit.is_none() && per_user_tool.is_some() {
+            c.rate_limit = per_user_tool;
+            c.rate_limit_from_config = true;
+        }
+    }
     Policy {
         capabilities,
         connectors,
         instances,
-        identity: Identity::of(model.config.as_ref()),
+        identity,
     }
 }
 

@@ -82,12 +82,16 @@ pub enum Rule {
     RulesChanged,
     /// `engine-changed`.
     EngineChanged,
+    /// `code-changed`.
+    CodeChanged,
+    /// `owners-narrowed`.
+    OwnersNarrowed,
 }
 
 impl Rule {
     /// Every rule in declaration order (`ALL[rule as usize] == rule`): capabilities, connectors,
     /// instances, then `config.yaml`, as the review checks them.
-    pub const ALL: [Rule; 36] = [
+    pub const ALL: [Rule; 38] = [
         Rule::NewCapability,
         Rule::SensitivityLowered,
         Rule::PermissionWidened,
@@ -124,6 +128,8 @@ impl Rule {
         Rule::SecretCommitted,
         Rule::RulesChanged,
         Rule::EngineChanged,
+        Rule::CodeChanged,
+        Rule::OwnersNarrowed,
     ];
 
     /// The kebab-case name that starts the review's lines and their acknowledgements.
@@ -164,6 +170,8 @@ impl Rule {
             Rule::LimitRaised => "limit-raised",
             Rule::RulesChanged => "rules-changed",
             Rule::EngineChanged => "engine-changed",
+            Rule::CodeChanged => "code-changed",
+            Rule::OwnersNarrowed => "owners-narrowed",
             Rule::SecretCommitted => "secret-committed",
         }
     }
@@ -193,7 +201,7 @@ impl Rule {
                 "An argument admits more than before (a minimum lowered, a maximum raised or removed, a pattern changed or removed, allowed values added), its type, item type or default changed, or it is no longer set from the claim the base bound it to (`from_claim`), so callers can pass values the base refused."
             }
             Rule::RateLimitRaised => {
-                "A tool's own rate limit (`rate_limit:` in its spec) admits more calls than before (a higher rate, a larger burst) or is removed, so one user can call it faster than was reviewed."
+                "A tool's per-user budget (its own `rate_limit:`, else `config.yaml`'s `rate_limits.per_user_tool`) admits more calls than before (a higher rate, a larger burst) or none applies any more, so one user can call it faster than was reviewed; a new copy of a rate-limited tool is never covered by it, since its calls count apart."
             }
             Rule::ApprovalWeakened => {
                 "A tool's `approval:` is removed, asks in fewer cases (a condition dropped, a level raised, a path prefix shortened, a pattern changed) or lets someone else approve, so calls run without the person the base required."
@@ -256,16 +264,16 @@ impl Rule {
                 "`config.yaml` existed in the base and is gone, so auth, scopes, allowlists and limits all fall back to the runtime's defaults."
             }
             Rule::AuthChanged => {
-                "`config.yaml`'s `auth` (issuer, audience, keys, JWKS, discovery) changed in any way, so tokens from another issuer or signed with other keys may be accepted."
+                "A setting of `config.yaml`'s `auth` or `token_service` whose every change counts (issuer, audience, keys, JWKS, discovery, the session claim, the signing key file, the provider, login and introspection clients, copied claims) changed, so tokens from another issuer, signed with other keys or carrying other claims may be accepted or minted."
             }
             Rule::ScopeDropped => {
                 "A scope `config.yaml` required for a permission (`auth.scopes.<permission>`) changed or is gone, so tokens without the reviewed scope may call capabilities of that permission."
             }
             Rule::AllowlistWidened => {
-                "`http.allowed_hosts` or `http.allowed_origins` gained entries, holds a wildcard (`*`, `*:port`, `null`), became empty (every value passes) or was unset (the runtime's default), so requests naming more hosts or coming from more browser origins are accepted."
+                "An allowlist of `config.yaml` (`http.allowed_hosts`, `http.allowed_origins`, the login's `redirect_origins`, introspection `clients`) gained entries, holds a wildcard (`*`, `*:port`, `null`), became empty where that admits every value, or was unset, so requests naming more hosts, coming from more origins or redirecting elsewhere are accepted."
             }
             Rule::ConfigChanged => {
-                "A `config.yaml` section reviewed as a whole changed (`state`: where the session levels live and their trust domain; `telemetry`: where traces go; `mcp_servers`: the clients' servers and their trust), or a key that stands for policy is written differently (`environment`, `stdio.user`, `http.public_url`, `auth.issuer`, `auth.audience`: another `${VAR}`, or a literal where the deployment's variable used to decide), so data or trust may now go elsewhere."
+                "A setting of `config.yaml` whose every change counts changed (the engine's schema classes it: where the session levels live and their trust domain, where traces go, the clients' servers and their trust, the audit log's key, approvals' key file, `audit.chain` turned off, …), a policy setting is written differently (another `${VAR}`, or a literal where the deployment's variable used to decide), or a key the review has no class for changed, so data or trust may now go elsewhere."
             }
             Rule::RulesChanged => {
                 "A file of `generated/` differs from what the base revision's generator and vocabulary make of this change's specs (`scripts/review` builds the base's `bulkhead-check` and passes its output as `--base-generated`), so a change to `vocab`, the generator or the review itself changed what deploys without a spec saying so, and the policy comparison, which judges both sides by this change's rules, cannot see it."
@@ -276,8 +284,14 @@ impl Rule {
             Rule::SecretCommitted => {
                 "A file this change adds or edits holds key material: a private key or key file by its name (`*.key`, `*.pem` with a private key, `id_rsa`, …) or a value one of inspection's credential rules finds (gitleaks' shapes), so a credential would live in the repository's history for everyone who can read it."
             }
+            Rule::CodeChanged => {
+                "Code that runs a tool or admits a call changed (a project's handler modules under `src/handlers/`, or code of its own that the generated servers call), which the policy does not describe, so a person must read it before it runs."
+            }
+            Rule::OwnersNarrowed => {
+                "`owners:` of the acknowledgements file lost an owner (or all of them), so the generated CODEOWNERS asks fewer people, possibly only the author, to approve the next weakening."
+            }
             Rule::LimitRaised => {
-                "A number under `http`, `limits`, `workspace`, `audit`, `rate_limits` or `context.presets` in `config.yaml` moved the looser way (up, a free-space reserve or a rate limit's period down, any change under `audit`, `audit.chain` turned off) or is set or unset where the other revision leaves the default (a rate limit removed), so more requests, calls, data or time are allowed than were reviewed."
+                "A number of `config.yaml` moved the way its class in the engine's schema calls looser, compared with the runtime's default where a file is silent (a size, count, lifetime or context limit up; a free-space reserve or the evidence kept down; a rate limit admitting more calls per second, a larger burst, or removed), so more requests, calls, data or time are allowed than were reviewed."
             }
         }
     }

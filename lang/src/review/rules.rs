@@ -3,7 +3,6 @@
 //! the capability runs and reported with whatever it carries. Additions and tightenings are not
 //! listed, except a new capability whose reach the base did not have.
 
-use super::config::larger_is_looser;
 use super::policy::{Capability, ConnectorPolicy, InstancePolicy, Policy};
 use super::rule::Rule;
 use bulkhead_vocab::NetworkMode;
@@ -47,7 +46,7 @@ pub fn review(base: &Policy, head: &Policy) -> Review {
     connectors(base, head, &mut r);
     instances(base, head, &mut r);
     super::trust::trust(base, head, &mut r);
-    identity(base, head, &mut r);
+    super::settings::compare(&base.identity, &head.identity, &mut r);
     r.weakenings.sort();
     r.weakenings.dedup();
     r.renames.sort();
@@ -107,8 +106,11 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
     }
     for (h, b, renamed) in pairs {
         let subject = if renamed {
-            r.renames
-                .push(format!("{} renamed from {}", h.label(), b.label()));
+            r.renames.push(if b.name == h.name {
+                format!("{} moved from server `{}`", h.label(), b.server)
+            } else {
+                format!("{} renamed from {}", h.label(), b.label())
+            });
             format!("{} (renamed from `{}.{}`)", h.label(), b.server, b.name)
         } else {
             h.label()
@@ -123,13 +125,19 @@ fn capabilities(base: &Policy, head: &Policy, r: &mut Review) {
         // one is nowhere looser (level, permission, context, arguments), by the same rules as a
         // change. Another server's is no cover: a server may be reached by other clients and
         // deployed in another trust domain (its own ratchet).
+        // A rate-limited operation is never covered: a copy counts its calls apart, so the
+        // operation's budget per user grows by the copy's.
         let covered = !h.key.starts_with("handler ")
             && base.capabilities.iter().any(|b| {
                 let mut probe = Review::default();
-                b.kind == h.kind && b.server == h.server && b.key == h.key && {
-                    compare_capability(b, h, "", &mut probe);
-                    probe.weakenings.is_empty()
-                }
+                b.kind == h.kind
+                    && b.server == h.server
+                    && b.key == h.key
+                    && b.rate_limit.is_none()
+                    && {
+                        compare_capability(b, h, "", &mut probe);
+                        probe.weakenings.is_empty()
+                    }
             });
         if let Some(reason) = &h.uninspected {
             push(
@@ -186,22 +194,33 @@ fn compare_capability(b: &Capability, h: &Capability, subject: &str, r: &mut Rev
             &h.source,
         );
     }
-    match (&b.rate_limit, &h.rate_limit) {
-        (Some(o), None) => push(
-            r,
-            Rule::RateLimitRaised,
-            s(),
-            format!("{o} → none (rate_limits.per_user_tool of config.yaml)"),
-            &h.source,
-        ),
-        (Some(o), Some(n)) if n.is_looser_than(o) => push(
-            r,
-            Rule::RateLimitRaised,
-            s(),
-            format!("{o} → {n}"),
-            &h.source,
-        ),
-        _ => {}
+    // Effective budgets (own, else the configured per-user-tool one); a change of the
+    // configured one alone is `config.yaml`'s line, not every tool's.
+    let from = |c: &Capability| {
+        if c.rate_limit_from_config {
+            " (rate_limits.per_user_tool of config.yaml)"
+        } else {
+            ""
+        }
+    };
+    if !(b.rate_limit_from_config && h.rate_limit_from_config) {
+        match (&b.rate_limit, &h.rate_limit) {
+            (Some(o), None) => push(
+                r,
+                Rule::RateLimitRaised,
+                s(),
+                format!("{o}{} → none", from(b)),
+                &h.source,
+            ),
+            (Some(o), Some(n)) if n.is_looser_than(o) => push(
+                r,
+                Rule::RateLimitRaised,
+                s(),
+                format!("{o}{} → {n}{}", from(b), from(h)),
+                &h.source,
+            ),
+            _ => {}
+        }
     }
     if let (None, Some(reason)) = (&b.uninspected, &h.uninspected) {
         push(
@@ -351,11 +370,8 @@ fn numbers_loosened<T: PartialOrd + std::fmt::Display>(
 ) {
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     for k in keys {
-        let looser_up = larger_is_looser(k);
         match (old.get(k), new.get(k)) {
-            (Some(o), Some(n)) if n != o && looser_up.is_none_or(|up| (n > o) == up) => {
-                report(format!("{what} {k} {o} → {n}"))
-            }
+            (Some(o), Some(n)) if n > o => report(format!("{what} {k} {o} → {n}")),
             (Some(o), None) => report(format!("{what} {k} {o} → unset (the runtime default)")),
             (None, Some(n)) => report(format!("{what} {k} default → {n}")),
             _ => {}
@@ -805,166 +821,6 @@ fn list<T: std::fmt::Display>(items: &BTreeSet<T>) -> String {
         .join(", ")
 }
 
-fn identity(base: &Policy, head: &Policy, r: &mut Review) {
-    let (b, h) = (&base.identity, &head.identity);
-    let file = "config.yaml";
-    if b.present && !h.present {
-        push(
-            r,
-            Rule::ConfigRemoved,
-            "config.yaml".into(),
-            "removed: every setting falls back to the runtime's defaults".into(),
-            file,
-        );
-        return;
-    }
-    if b.environment.as_deref() == Some("production")
-        && h.environment.as_deref() != Some("production")
-    {
-        push(
-            r,
-            Rule::EnvironmentLowered,
-            "config.yaml".into(),
-            format!(
-                "production → {}",
-                h.environment.as_deref().unwrap_or("unset")
-            ),
-            file,
-        );
-    }
-    if b.auth != h.auth {
-        // The fields that changed, each with its old and new value (not the whole section).
-        let fields = |t: &Option<String>| -> BTreeMap<String, String> {
-            t.as_deref()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-                .and_then(|v| v.as_object().cloned())
-                .map(|m| m.into_iter().map(|(k, v)| (k, v.to_string())).collect())
-                .unwrap_or_default()
-        };
-        let (old, new) = (fields(&b.auth), fields(&h.auth));
-        let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-        for key in keys {
-            let (o, n) = (old.get(key), new.get(key));
-            if o != n {
-                push(
-                    r,
-                    Rule::AuthChanged,
-                    format!("config.yaml auth.{key}"),
-                    format!(
-                        "{} → {}",
-                        o.map_or("(default)", String::as_str),
-                        n.map_or("(default)", String::as_str)
-                    ),
-                    file,
-                );
-            }
-        }
-    }
-    for (perm, scope) in &b.scopes {
-        if h.scopes.get(perm) != Some(scope) {
-            push(
-                r,
-                Rule::ScopeDropped,
-                format!("config.yaml auth.scopes.{perm}"),
-                format!(
-                    "{scope} → {}",
-                    h.scopes.get(perm).map_or("none", |s| s.as_str())
-                ),
-                file,
-            );
-        }
-    }
-    for (key, old, new) in [
-        ("http.allowed_hosts", &b.allowed_hosts, &h.allowed_hosts),
-        (
-            "http.allowed_origins",
-            &b.allowed_origins,
-            &h.allowed_origins,
-        ),
-    ] {
-        let subject = format!("config.yaml {key}");
-        match (old, new) {
-            (Some(_), None) => push(
-                r,
-                Rule::AllowlistWidened,
-                subject,
-                "unset (the runtime default)".into(),
-                file,
-            ),
-            (old, Some(new)) => {
-                if new
-                    .iter()
-                    .any(|x| x == "*" || x.contains("*:") || x == "null")
-                {
-                    push(
-                        r,
-                        Rule::AllowlistWidened,
-                        subject.clone(),
-                        format!("holds a wildcard: {}", new.join(", ")),
-                        file,
-                    );
-                }
-                if new.is_empty() && old.as_ref().is_none_or(|o| !o.is_empty()) {
-                    push(
-                        r,
-                        Rule::AllowlistWidened,
-                        subject.clone(),
-                        "empty (every value passes)".into(),
-                        file,
-                    );
-                }
-                let added: Vec<&String> = new
-                    .iter()
-                    .filter(|x| old.as_ref().is_some_and(|o| !o.contains(x)))
-                    .collect();
-                if !added.is_empty() {
-                    push(
-                        r,
-                        Rule::AllowlistWidened,
-                        subject,
-                        format!(
-                            "+ {}",
-                            added
-                                .iter()
-                                .map(|s| s.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        file,
-                    );
-                }
-            }
-            (None, None) => {}
-        }
-    }
-    let sections: BTreeSet<&&str> = b.sections.keys().chain(h.sections.keys()).collect();
-    for key in sections {
-        let (o, n) = (b.sections.get(*key), h.sections.get(*key));
-        if o != n {
-            push(
-                r,
-                Rule::ConfigChanged,
-                format!("config.yaml {key}"),
-                format!(
-                    "{} → {}",
-                    o.map_or("(default)", |v| v.as_str()),
-                    n.map_or("(default)", |v| v.as_str())
-                ),
-                file,
-            );
-        }
-    }
-    numbers_loosened(&b.numbers, &h.numbers, "", |c| {
-        push(
-            r,
-            Rule::LimitRaised,
-            "config.yaml".into(),
-            c.trim().to_string(),
-            file,
-        )
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -985,6 +841,7 @@ mod tests {
             context: ("default".into(), BTreeMap::new()),
             params: BTreeMap::new(),
             rate_limit: None,
+            rate_limit_from_config: false,
             approval: None,
             uninspected: None,
         };

@@ -162,39 +162,34 @@ fn legend(t: &mut String) {
     }
 }
 
-/// The identity section's body.
+/// The identity section's body: every setting the file sets, with the value in effect.
 fn identity(t: &mut String, id: &Identity) {
     if !id.present {
         t.push_str("No `config.yaml`: the runtime's defaults apply.\n");
         return;
     }
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(default)".into());
-    let list = |v: &Option<Vec<String>>| match v {
-        None => "(default)".to_string(),
-        Some(l) if l.is_empty() => "(empty: any)".to_string(),
-        Some(l) => l.join(", "),
-    };
     let _ = writeln!(t, "| setting | value |\n|---|---|");
-    let _ = writeln!(t, "| environment | {} |", opt(&id.environment));
-    let _ = writeln!(t, "| auth | `{}` |", cell(&opt(&id.auth)));
-    for (k, v) in &id.scopes {
-        let _ = writeln!(t, "| auth.scopes.{k} | {v} |");
+    for (k, s) in id.settings.iter().filter(|(_, s)| s.set) {
+        let value = match &s.value {
+            serde_json::Value::String(v) => v.clone(),
+            v => v.to_string(),
+        };
+        let _ = match &s.written {
+            Some(w) if *w != value => writeln!(
+                t,
+                "| {k} | `{}` (as written: `{}`) |",
+                cell(&value),
+                cell(w)
+            ),
+            _ => writeln!(t, "| {k} | `{}` |", cell(&value)),
+        };
     }
-    let _ = writeln!(
-        t,
-        "| http.allowed_hosts | {} |",
-        cell(&list(&id.allowed_hosts))
-    );
-    let _ = writeln!(
-        t,
-        "| http.allowed_origins | {} |",
-        cell(&list(&id.allowed_origins))
-    );
-    for (k, v) in &id.numbers {
-        let _ = writeln!(t, "| {k} | {v} |");
-    }
-    for (k, v) in &id.sections {
-        let _ = writeln!(t, "| {k} | `{}` |", cell(v));
+    for (k, v) in &id.unclassified {
+        let _ = writeln!(
+            t,
+            "| {k} | `{}` (not a setting the review knows) |",
+            cell(&v.to_string())
+        );
     }
 }
 
@@ -217,7 +212,7 @@ mod tests {
                 .map(|r| format!("| `{}` | {} |", r.name(), r.describe()))
                 .collect();
             assert_eq!(rows, expected);
-            assert!(t.ends_with(&format!("{} |\n", Rule::EngineChanged.describe())));
+            assert!(t.ends_with(&format!("{} |\n", Rule::OwnersNarrowed.describe())));
         }
     }
 }
