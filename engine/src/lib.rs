@@ -51,4 +51,5 @@ pub mod state;
 pub mod telemetry;
 pub mod testing;
 pub mod tooldef;
+pub mod tunnel;
 pub mod workspace;

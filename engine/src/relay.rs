@@ -133,7 +133,11 @@ pub async fn run(route: Route, listener: Bound, limits: RelayLimits, stop: Cance
 }
 
 /// Copies both ways until both sides are done, or nothing moved for `idle` (an error naming it).
-async fn relay_until_idle<A, B>(a: &mut A, b: &mut B, idle: Duration) -> std::io::Result<()>
+pub(crate) async fn relay_until_idle<A, B>(
+    a: &mut A,
+    b: &mut B,
+    idle: Duration,
+) -> std::io::Result<()>
 where
     A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,

@@ -45,4 +45,5 @@ mod stdio;
 mod telemetry;
 #[path = "../support/tls.rs"]
 mod tls;
+mod tunnel;
 mod upstream;

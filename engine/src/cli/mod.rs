@@ -105,8 +105,20 @@ enum Command {
     /// its `network_mode: none` instances and how a proxied one reaches its egress proxy).
     Relay {
         /// `LISTEN=TARGET`, each `host:port`, `tcp:host:port` or `unix:/path` (repeatable).
-        #[arg(long = "route", required = true)]
+        #[arg(long = "route", required_unless_present_any = ["tunnel_accept", "tunnel_dial"])]
         routes: Vec<bulkhead::relay::Route>,
+        /// `LOCAL=TUNNELS`: connections accepted on LOCAL (e.g. `unix:/run/bulkhead/sock/store.sock`)
+        /// are carried over tunnels accepted on TUNNELS (`host:port`); this side never dials
+        /// (an isolated pod's way to its state store). Repeatable.
+        #[arg(long = "tunnel-accept")]
+        tunnel_accept: Vec<bulkhead::relay::Route>,
+        /// `TUNNELS=TARGET`: keeps idle tunnels open to every address TUNNELS (`host:port`)
+        /// resolves to, and relays each one put to use to TARGET (the store). Repeatable.
+        #[arg(long = "tunnel-dial")]
+        tunnel_dial: Vec<bulkhead::relay::Route>,
+        /// Idle tunnels held (accept side) or kept per address (dial side).
+        #[arg(long, default_value_t = 8)]
+        tunnel_idle: usize,
         /// Most connections relayed at once per route.
         #[arg(long, default_value_t = 1024)]
         max_connections: usize,
@@ -360,9 +372,22 @@ pub fn main(project: &'static Project) -> ExitCode {
         }),
         Command::Relay {
             routes,
+            tunnel_accept,
+            tunnel_dial,
+            tunnel_idle,
             max_connections,
             idle_timeout_s,
-        } => relay::run(routes, max_connections, idle_timeout_s).map(|()| ExitCode::SUCCESS),
+        } => relay::run(
+            relay::Routes {
+                routes,
+                tunnel_accept,
+                tunnel_dial,
+                tunnel_idle,
+            },
+            max_connections,
+            idle_timeout_s,
+        )
+        .map(|()| ExitCode::SUCCESS),
         Command::Demo => {
             let path = config_path(cli.config.clone());
             load_config(project, cli.config)

@@ -1,28 +1,99 @@
-//! `bulkhead relay`: copies bytes along fixed routes until SIGTERM (see [`bulkhead::relay`]).
+//! `bulkhead relay`: copies bytes along fixed routes, and carries connections over reverse
+//! tunnels, until SIGTERM (see [`bulkhead::relay`] and [`bulkhead::tunnel`]).
 
+use bulkhead::endpoint::{Bound, Endpoint};
 use bulkhead::relay::{RelayLimits, Route};
+use bulkhead::tunnel::TunnelLimits;
 use tokio_util::sync::CancellationToken;
 
+/// What one relay process carries.
+pub struct Routes {
+    /// `LISTEN=TARGET` byte routes.
+    pub routes: Vec<Route>,
+    /// `LOCAL=TUNNELS`: local connections over tunnels that arrive.
+    pub tunnel_accept: Vec<Route>,
+    /// `TUNNELS=TARGET`: tunnels kept open to TUNNELS, relayed to TARGET when used.
+    pub tunnel_dial: Vec<Route>,
+    /// Idle tunnels per accept route, or per address of a dial route.
+    pub tunnel_idle: usize,
+}
+
+/// A tunnel endpoint must be TCP (`host:port`).
+fn tcp(ep: &Endpoint, what: &str) -> anyhow::Result<String> {
+    match ep {
+        Endpoint::Tcp(a) => Ok(a.clone()),
+        Endpoint::Unix(p) => anyhow::bail!(
+            "{what} must be host:port (tunnels cross the network), not unix:{}",
+            p.display()
+        ),
+    }
+}
+
 /// Runs the routes until Ctrl-C / SIGTERM.
-pub fn run(routes: Vec<Route>, max_connections: usize, idle_timeout_s: u64) -> anyhow::Result<()> {
+pub fn run(routes: Routes, max_connections: usize, idle_timeout_s: u64) -> anyhow::Result<()> {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     tokio.block_on(async move {
         let stop = CancellationToken::new();
-        let bound = bulkhead::relay::bind(&routes).await?;
         let limits = RelayLimits {
             max_connections,
             idle_timeout: std::time::Duration::from_secs(idle_timeout_s.max(1)),
             ..RelayLimits::default()
         };
+        let tunnel_limits = TunnelLimits {
+            idle: routes.tunnel_idle.max(1),
+            relay: limits,
+        };
+        let bound = bulkhead::relay::bind(&routes.routes).await?;
+        let mut accepting = Vec::new();
+        for r in &routes.tunnel_accept {
+            let tunnels = tcp(&r.target, "a tunnel-accept route's TUNNELS")?;
+            let local = Bound::bind(&r.listen).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", r.listen))
+            })?;
+            let tunnels_l = tokio::net::TcpListener::bind(tunnels.as_str())
+                .await
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("cannot listen on {tunnels}: {e}"))
+                })?;
+            accepting.push((r.clone(), local, tunnels_l));
+        }
+        for r in &routes.tunnel_dial {
+            tcp(&r.listen, "a tunnel-dial route's TUNNELS")?;
+        }
         for (route, _) in &bound {
             eprintln!("bulkhead: relaying {route}");
         }
-        let tasks: Vec<_> = bound
+        let mut tasks: Vec<_> = bound
             .into_iter()
             .map(|(r, l)| tokio::spawn(bulkhead::relay::run(r, l, limits, stop.clone())))
             .collect();
+        for (r, local, tunnels) in accepting {
+            eprintln!(
+                "bulkhead: carrying {} over tunnels accepted on {}",
+                r.listen, r.target
+            );
+            tasks.push(tokio::spawn(bulkhead::tunnel::accept_side(
+                local,
+                tunnels,
+                tunnel_limits,
+                stop.clone(),
+            )));
+        }
+        for r in routes.tunnel_dial {
+            let tunnels = tcp(&r.listen, "a tunnel-dial route's TUNNELS")?;
+            eprintln!(
+                "bulkhead: keeping {} tunnel(s) open to {tunnels} for {}",
+                tunnel_limits.idle, r.target
+            );
+            tasks.push(tokio::spawn(bulkhead::tunnel::dial_side(
+                tunnels,
+                r.target,
+                tunnel_limits,
+                stop.clone(),
+            )));
+        }
         super::serve::shutdown_signal().await;
         stop.cancel();
         for t in tasks {
