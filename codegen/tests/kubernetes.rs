@@ -1,6 +1,6 @@
 //! Properties of the Kubernetes manifests, for the project's own specs: every pod is selected by
-//! exactly the NetworkPolicies its role and mode require; a `none` pod can reach nothing but DNS
-//! and the state store; a proxied pod nothing but its proxy (and those two); no Secret values
+//! exactly the NetworkPolicies its role and mode require; a `none` pod can reach nothing at all
+//! (not DNS, not the store: its store relay dials in); a proxied pod nothing but its proxy (and those two); no Secret values
 //! anywhere; per-mode workspace claims mounted as compose mounts them; hardened pods.
 
 use bulkhead_codegen::source::SourceFile;
@@ -28,11 +28,34 @@ fn manifests() -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// A label selector's meaning (Kubernetes': `matchLabels` and `matchExpressions` all hold; a
+/// `NotIn` holds where the label is absent). An operator this test does not know selects nothing
+/// it can check, so it fails the test.
 fn selects(selector: &Value, labels: &Value) -> bool {
-    selector["matchLabels"]
+    let by_label = selector["matchLabels"]
         .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| labels[k] == *v))
-        && selector.get("matchExpressions").is_none()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels[k] == *v));
+    let by_expression = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let value = labels[e["key"].as_str().unwrap_or("")].as_str();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match e["operator"].as_str() {
+                Some("In") => value.is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => value.is_none_or(|v| !values.contains(&v)),
+                Some("Exists") => value.is_some(),
+                Some("DoesNotExist") => value.is_none(),
+                other => panic!("unknown selector operator {other:?}"),
+            }
+        });
+    by_label && by_expression
 }
 
 /// (policy name → spec) for each NetworkPolicy.
@@ -86,16 +109,18 @@ fn violations(all: &BTreeMap<String, Value>) -> Vec<String> {
         let server = labels["bulkhead.dev/server"].as_str().unwrap_or("");
         let name = d["metadata"]["name"].as_str().unwrap_or("");
         let (names, egress) = applied(&pols, labels);
-        let mut want: BTreeSet<String> = ["default-deny", "dns"].map(String::from).into();
-        match role {
-            "instance" => {
+        let mut want: BTreeSet<String> = ["default-deny".to_string(), name.to_string()].into();
+        match (role, mode) {
+            // Nothing out at all: no DNS, and the store only over tunnels that arrive.
+            ("instance", "none") => {}
+            ("instance", _) | ("store-relay", _) => {
+                want.insert("dns".into());
                 want.insert("state-store".into());
-                want.insert(name.to_string());
             }
-            "egress-proxy" => {
-                want.insert(name.to_string());
+            ("egress-proxy", _) => {
+                want.insert("dns".into());
             }
-            other => bad.push(format!("{file}: unknown role {other}")),
+            (other, _) => bad.push(format!("{file}: unknown role {other}")),
         }
         if names != want {
             bad.push(format!("{file}: selected by {names:?}, want {want:?}"));
@@ -105,8 +130,8 @@ fn violations(all: &BTreeMap<String, Value>) -> Vec<String> {
             .filter(|r| **r != dns && **r != store)
             .collect();
         match (role, mode) {
-            ("instance", "none") if !extra.is_empty() => {
-                bad.push(format!("{file}: a none pod with egress {extra:?}"));
+            ("instance", "none") if !egress.is_empty() => {
+                bad.push(format!("{file}: a none pod with egress {egress:?}"));
             }
             ("instance", "proxied") => {
                 for r in &extra {
@@ -128,13 +153,15 @@ fn violations(all: &BTreeMap<String, Value>) -> Vec<String> {
         }
         let pod = &d["spec"]["template"]["spec"];
         let c = &pod["containers"][0];
-        if pod["securityContext"]["runAsNonRoot"] != true
-            || c["securityContext"]["readOnlyRootFilesystem"] != true
-            || c["securityContext"]["allowPrivilegeEscalation"] != false
-            || c["securityContext"]["capabilities"]["drop"] != json!(["ALL"])
-            || c["resources"]["limits"].is_null()
-        {
-            bad.push(format!("{file}: not hardened"));
+        for c in pod["containers"].as_array().into_iter().flatten() {
+            if pod["securityContext"]["runAsNonRoot"] != true
+                || c["securityContext"]["readOnlyRootFilesystem"] != true
+                || c["securityContext"]["allowPrivilegeEscalation"] != false
+                || c["securityContext"]["capabilities"]["drop"] != json!(["ALL"])
+                || c["resources"]["limits"].is_null()
+            {
+                bad.push(format!("{file}: container {} not hardened", c["name"]));
+            }
         }
         for e in c["env"].as_array().cloned().unwrap_or_default() {
             let n = e["name"].as_str().unwrap_or("");

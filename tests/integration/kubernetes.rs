@@ -87,3 +87,87 @@ fn the_example_manifests_pass_strict_validation() {
         .collect();
     assert_eq!(listed, present);
 }
+
+const ANALYZER: &str = "network-config-analyzer==2.1.0";
+
+/// `nca --connectivity` on the manifests in `dir` with the cluster around them: one line per
+/// allowed connection, `src => dst : conns`.
+fn connectivity(dir: &Path) -> Vec<String> {
+    let nca = super::harness::pip_venv("nca-venv", &[ANALYZER]).join("bin/nca");
+    let peers =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes/cluster-peers.yaml");
+    let out = Command::new(nca)
+        .arg("--connectivity")
+        .arg(dir)
+        .arg("--resource_list")
+        .arg(dir)
+        .arg("--resource_list")
+        .arg(&peers)
+        .args(["--output_format", "txt_no_fw_rules"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains(" => "))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        lines.len() > 10,
+        "network-config-analyzer said: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+/// network-config-analyzer on the generated NetworkPolicies: a `none` instance sends nothing
+/// anywhere, DNS and the store included; only the agents (on its port) and its store relay (on
+/// the tunnel port) reach it, and the store relay reaches the store. Negative control: the DNS
+/// rule as it was (every pod of the namespace) shows the isolated instance reaching kube-dns.
+#[test]
+fn network_config_analyzer_finds_no_egress_from_isolated_pods() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated/kubernetes/cluster");
+    let lines = connectivity(&dir);
+    let from_isolated: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("bulkhead-cluster/template-isolated[Deployment] => "))
+        .collect();
+    assert!(from_isolated.is_empty(), "{from_isolated:#?}");
+    for want in [
+        "agents/agent[Pod] => bulkhead-cluster/template-isolated[Deployment] : {protocols:TCP,dst_ports:8000}",
+        "bulkhead-cluster/template-isolated-store-relay[Deployment] => bulkhead-cluster/template-isolated[Deployment] : {protocols:TCP,dst_ports:5433}",
+        "bulkhead-cluster/template-isolated-store-relay[Deployment] => store/postgres[Pod] : {protocols:TCP,dst_ports:5432}",
+        "bulkhead-cluster/template-proxied[Deployment] => bulkhead-cluster/template-egress-proxy[Deployment] : {protocols:TCP,dst_ports:3128}",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == want),
+            "missing {want}: {lines:#?}"
+        );
+    }
+    // Nothing but its relay reaches the tunnel port.
+    let tunnel: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.ends_with("dst_ports:5433}"))
+        .collect();
+    assert_eq!(tunnel.len(), 1, "{tunnel:#?}");
+
+    let old = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            std::fs::copy(&p, old.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let dns = old.path().join("netpol-dns.yaml");
+    let text = std::fs::read_to_string(&dns).unwrap();
+    let start = text.find("    matchExpressions:").expect("the exclusion");
+    let end = text.find("  policyTypes:").unwrap();
+    std::fs::write(&dns, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let lines = connectivity(old.path());
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "bulkhead-cluster/template-isolated[Deployment] => kube-system/coredns[Pod]"
+        )),
+        "the control should reach DNS: {lines:#?}"
+    );
+}

@@ -98,3 +98,99 @@ fn a_process_without_network_reaches_postgres_over_tunnels_that_arrive() {
     let (ok, text) = psql_in(&ns, &sockets, &db);
     assert!(!ok, "reached the store without a tunnel: {text}");
 }
+
+/// `GET path` over the Unix socket at `sock`: the status code, if it answered.
+fn get_status(sock: &std::path::Path, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = String::new();
+    s.read_to_string(&mut head).ok()?;
+    head.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// An isolated instance as a Kubernetes `none` pod runs it: the pod's server command (the
+/// generated manifests' bubblewrap prefix, as the image's unprivileged user) gives `serve --mode
+/// none` a network namespace with only loopback, so its isolation self-check passes (no route,
+/// no name server), and its PostgreSQL store is reached through `state.store_socket` over
+/// tunnels that arrive. It answers `/readyz`, which needs the store.
+#[test]
+fn an_isolated_instance_serves_with_its_postgres_store_over_tunnels() {
+    let pg = super::procs::pg::server();
+    let url = super::procs::pg::database("tunnel_serve");
+    let dir = tempfile::tempdir().unwrap();
+    let sockets = dir.path().join("sock");
+    std::fs::create_dir(&sockets).unwrap();
+    let tunnels = format!("127.0.0.1:{}", super::scaffold::free_port());
+    let _accept = relay(&[
+        "--tunnel-accept".into(),
+        format!("unix:{}/.s.PGSQL.5432={tunnels}", sockets.display()),
+    ]);
+    let _dial = relay(&[
+        "--tunnel-dial".into(),
+        format!("{tunnels}=127.0.0.1:{}", pg.port),
+    ]);
+    let config = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config.yaml"),
+    )
+    .unwrap()
+    .replace(
+        "  workspaces: ${BULKHEAD_WORKSPACES:-.bulkhead/workspaces}\n",
+        &format!(
+            "  workspaces: ${{BULKHEAD_WORKSPACES:-.bulkhead/workspaces}}\n  store: \"{url}\"\n  store_socket: {}\n",
+            sockets.display()
+        ),
+    );
+    assert!(config.contains("store_socket"), "{config}");
+    let cfg = dir.path().join("config.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    let serve_sock = dir.path().join("serve.sock");
+    // The image's user owns what the server writes (as in the pod).
+    let uid = bulkhead_codegen::emit::deploy::UID.to_string();
+    let owned = Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let prefix = bulkhead_codegen::emit::deploy::OWN_NETWORK;
+    let (bwrap, rest) = prefix.split_first().unwrap();
+    let (_, bwrap_args) = rest.split_last().unwrap();
+    let _serve = Killed(
+        Command::new("setpriv")
+            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", bwrap])
+            .args(bwrap_args)
+            .arg(env!("CARGO_BIN_EXE_bulkhead"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["serve", "template", "--mode", "none", "--listen"])
+            .arg(format!("unix:{}", serve_sock.display()))
+            .env("BULKHEAD_STATE_DIR", dir.path().join("state"))
+            .env("BULKHEAD_WORKSPACES", dir.path().join("ws"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("serve.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut status = None;
+    while Instant::now() < deadline {
+        status = get_status(&serve_sock, "/readyz");
+        if status == Some(200) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(
+        status,
+        Some(200),
+        "the isolated instance never became ready: {}",
+        std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default()
+    );
+}

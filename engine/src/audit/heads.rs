@@ -89,10 +89,10 @@ pub struct PgHeads {
 }
 
 impl PgHeads {
-    /// Checkpoints in the database at `url` (connects on first use), keeping `kept`.
-    pub fn new(url: &str, connect_timeout: Duration, kept: u64) -> Result<PgHeads, String> {
+    /// Checkpoints in the store `pg` (connects on first use), keeping `kept`.
+    pub fn new(pg: &crate::state::postgres::PgOptions, kept: u64) -> Result<PgHeads, String> {
         Ok(PgHeads {
-            link: super::postgres::PgLink::new(url, "bulkhead-audit-heads", connect_timeout)?,
+            link: super::postgres::PgLink::new(pg, "bulkhead-audit-heads")?,
             kept: kept.max(1),
         })
     }

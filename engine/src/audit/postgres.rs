@@ -6,8 +6,7 @@
 //! connection, as [`super::heads::PgHeads`] has its own.
 
 use super::AuditSink;
-use std::str::FromStr;
-use std::time::Duration;
+use crate::state::postgres::PgOptions;
 
 /// A blocking connection of the audit writer thread to PostgreSQL: made on first use, and
 /// again after it closed or a statement failed.
@@ -18,13 +17,12 @@ pub struct PgLink {
 }
 
 impl PgLink {
-    /// A link to the database at `url`, named `application` in `pg_stat_activity`.
-    pub fn new(url: &str, application: &str, connect_timeout: Duration) -> Result<PgLink, String> {
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| format!("postgres url: {e}"))?;
+    /// A link to the store `pg`, named `application` in `pg_stat_activity`.
+    pub fn new(pg: &PgOptions, application: &str) -> Result<PgLink, String> {
+        let mut config = pg.config()?;
         config
             .application_name(application)
-            .connect_timeout(connect_timeout);
+            .connect_timeout(pg.connect_timeout);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -74,10 +72,10 @@ pub struct PgAuditSink {
 const COPY: &str = "COPY bulkhead_audit (server, line) FROM STDIN (FORMAT binary)";
 
 impl PgAuditSink {
-    /// A sink for `server`'s records in the database at `url` (connects on first use).
-    pub fn new(url: &str, server: &str, connect_timeout: Duration) -> Result<PgAuditSink, String> {
+    /// A sink for `server`'s records in the store `pg` (connects on first use).
+    pub fn new(pg: &PgOptions, server: &str) -> Result<PgAuditSink, String> {
         Ok(PgAuditSink {
-            link: PgLink::new(url, "bulkhead-audit", connect_timeout)?,
+            link: PgLink::new(pg, "bulkhead-audit")?,
             server: server.to_owned(),
             copy: None,
         })

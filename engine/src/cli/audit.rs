@@ -140,7 +140,7 @@ fn verify(
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            rt.block_on(pg_log(&pg.url, &mut reader))?;
+            rt.block_on(pg_log(&pg, &mut reader))?;
             "table bulkhead_audit".to_string()
         }
     };
@@ -226,8 +226,11 @@ fn checkpoints(config: &Config) -> anyhow::Result<Vec<Stored>> {
                 .enable_all()
                 .build()?;
             rt.block_on(async {
-                let (client, conn) =
-                    tokio_postgres::connect(&pg.url, tokio_postgres::NoTls).await?;
+                let (client, conn) = pg
+                    .config()
+                    .map_err(anyhow::Error::msg)?
+                    .connect(tokio_postgres::NoTls)
+                    .await?;
                 tokio::spawn(conn);
                 heads::read_pg(&client).await.map_err(anyhow::Error::msg)
             })
@@ -235,9 +238,16 @@ fn checkpoints(config: &Config) -> anyhow::Result<Vec<Stored>> {
     }
 }
 
-async fn pg_log(url: &str, reader: &mut Reader) -> anyhow::Result<()> {
+async fn pg_log(
+    pg: &bulkhead::state::postgres::PgOptions,
+    reader: &mut Reader,
+) -> anyhow::Result<()> {
     use futures::TryStreamExt;
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let (client, conn) = pg
+        .config()
+        .map_err(anyhow::Error::msg)?
+        .connect(tokio_postgres::NoTls)
+        .await?;
     tokio::spawn(conn);
     let rows = client
         .query_raw(

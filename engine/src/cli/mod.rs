@@ -105,7 +105,7 @@ enum Command {
     /// its `network_mode: none` instances and how a proxied one reaches its egress proxy).
     Relay {
         /// `LISTEN=TARGET`, each `host:port`, `tcp:host:port` or `unix:/path` (repeatable).
-        #[arg(long = "route", required_unless_present_any = ["tunnel_accept", "tunnel_dial"])]
+        #[arg(long = "route", required_unless_present_any = ["tunnel_accept", "tunnel_dial", "tunnel_dial_store"])]
         routes: Vec<bulkhead::relay::Route>,
         /// `LOCAL=TUNNELS`: connections accepted on LOCAL (e.g. `unix:/run/bulkhead/sock/store.sock`)
         /// are carried over tunnels accepted on TUNNELS (`host:port`); this side never dials
@@ -116,6 +116,13 @@ enum Command {
         /// resolves to, and relays each one put to use to TARGET (the store). Repeatable.
         #[arg(long = "tunnel-dial")]
         tunnel_dial: Vec<bulkhead::relay::Route>,
+        /// `TUNNELS`: as `--tunnel-dial TUNNELS=TARGET`, the target being the host and port of
+        /// the PostgreSQL URL in `--store-url-file` (the state store's Secret). Repeatable.
+        #[arg(long = "tunnel-dial-store", requires = "store_url_file")]
+        tunnel_dial_store: Vec<String>,
+        /// A file holding the state store's `postgres://` URL (for `--tunnel-dial-store`).
+        #[arg(long)]
+        store_url_file: Option<std::path::PathBuf>,
         /// Idle tunnels held (accept side) or kept per address (dial side).
         #[arg(long, default_value_t = 8)]
         tunnel_idle: usize,
@@ -374,6 +381,8 @@ pub fn main(project: &'static Project) -> ExitCode {
             routes,
             tunnel_accept,
             tunnel_dial,
+            tunnel_dial_store,
+            store_url_file,
             tunnel_idle,
             max_connections,
             idle_timeout_s,
@@ -382,6 +391,8 @@ pub fn main(project: &'static Project) -> ExitCode {
                 routes,
                 tunnel_accept,
                 tunnel_dial,
+                tunnel_dial_store,
+                store_url_file,
                 tunnel_idle,
             },
             max_connections,

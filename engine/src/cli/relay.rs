@@ -14,8 +14,36 @@ pub struct Routes {
     pub tunnel_accept: Vec<Route>,
     /// `TUNNELS=TARGET`: tunnels kept open to TUNNELS, relayed to TARGET when used.
     pub tunnel_dial: Vec<Route>,
+    /// Tunnel addresses whose target is the store of `store_url_file`.
+    pub tunnel_dial_store: Vec<String>,
+    /// The file with the state store's URL.
+    pub store_url_file: Option<std::path::PathBuf>,
     /// Idle tunnels per accept route, or per address of a dial route.
     pub tunnel_idle: usize,
+}
+
+/// The `host:port` of the PostgreSQL URL in `file` (its first TCP host; port 5432 by default).
+fn store_address(file: &std::path::Path) -> anyhow::Result<Endpoint> {
+    use std::str::FromStr;
+    let url =
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let config = tokio_postgres::Config::from_str(url.trim())
+        .map_err(|e| anyhow::anyhow!("{}: not a PostgreSQL URL: {e}", file.display()))?;
+    let host = config
+        .get_hosts()
+        .iter()
+        .find_map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => Some(h.clone()),
+            tokio_postgres::config::Host::Unix(_) => None,
+        })
+        .ok_or_else(|| anyhow::anyhow!("{}: the URL names no TCP host", file.display()))?;
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    Ok(Endpoint::Tcp(format!("{host}:{port}")))
 }
 
 /// A tunnel endpoint must be TCP (`host:port`).
@@ -81,7 +109,17 @@ pub fn run(routes: Routes, max_connections: usize, idle_timeout_s: u64) -> anyho
                 stop.clone(),
             )));
         }
-        for r in routes.tunnel_dial {
+        let mut dial = routes.tunnel_dial;
+        if let Some(file) = &routes.store_url_file {
+            let store = store_address(file)?;
+            for t in &routes.tunnel_dial_store {
+                dial.push(Route {
+                    listen: Endpoint::Tcp(t.clone()),
+                    target: store.clone(),
+                });
+            }
+        }
+        for r in dial {
             let tunnels = tcp(&r.listen, "a tunnel-dial route's TUNNELS")?;
             eprintln!(
                 "bulkhead: keeping {} tunnel(s) open to {tunnels} for {}",

@@ -409,6 +409,11 @@ pub struct StateConfig {
     /// `sqlite` (the embedded default: one host) or a `postgres://…` URL (replicas on many hosts).
     #[schemars(extend("x-review" = "changed"))]
     pub store: String,
+    /// A folder holding the PostgreSQL store's Unix socket (`.s.PGSQL.5432`, whatever the URL's
+    /// port): the store named by `store` is reached there instead of at its host (an isolated pod, whose relay carries
+    /// the socket over tunnels that arrive, `bulkhead relay --tunnel-accept`). Empty: the host.
+    #[schemars(extend("x-review" = "changed"))]
+    pub store_socket: Option<PathBuf>,
     /// Longest wait, in milliseconds, for a session's lock (held while another call of the session
     /// raises its level) before a call is refused as busy.
     #[schemars(extend("x-review" = "neutral"))]
@@ -455,6 +460,7 @@ impl Default for StateConfig {
             keep_max_age_ms: 1_000,
             max_kept: 256,
             trust_domain: "default".into(),
+            store_socket: None,
         }
     }
 }
@@ -465,6 +471,10 @@ impl StateConfig {
         if self.store.starts_with("postgres://") || self.store.starts_with("postgresql://") {
             crate::state::StoreLocation::Postgres(crate::state::postgres::PgOptions {
                 url: self.store.clone(),
+                socket_dir: self
+                    .store_socket
+                    .clone()
+                    .filter(|p| !p.as_os_str().is_empty()),
                 pool_size: self.postgres_pool_size,
                 connect_timeout: std::time::Duration::from_millis(self.connect_timeout_ms),
             })

@@ -96,13 +96,12 @@ pub fn open_audit(
         match (config.state.location(), state) {
             (StoreLocation::Postgres(pg), _) => (
                 Box::new(
-                    crate::audit::PgAuditSink::new(&pg.url, server, pg.connect_timeout)
+                    crate::audit::PgAuditSink::new(&pg, server)
                         .map_err(|e| setup("audit log")(&e))?,
                 ),
                 match chained {
                     true => Some(Box::new(
-                        PgHeads::new(&pg.url, pg.connect_timeout, kept)
-                            .map_err(|e| setup("audit log")(&e))?,
+                        PgHeads::new(&pg, kept).map_err(|e| setup("audit log")(&e))?,
                     )),
                     false => None,
                 },

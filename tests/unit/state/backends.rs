@@ -71,6 +71,7 @@ impl Fixture {
 fn pg_options(url: &str) -> PgOptions {
     PgOptions {
         url: url.to_owned(),
+        socket_dir: None,
         pool_size: 8,
         connect_timeout: Duration::from_secs(10),
     }

@@ -18,6 +18,7 @@ fn domain_options(server: &str) -> StoreOptions {
 fn pg(url: &str) -> PgOptions {
     PgOptions {
         url: url.to_string(),
+        socket_dir: None,
         pool_size: 4,
         connect_timeout: Duration::from_secs(5),
     }

@@ -27,10 +27,47 @@ const SCHEMA_LOCK: i64 = 0x4248_5343_4845_4d41; // "BHSCHEMA"
 pub struct PgOptions {
     /// `postgres://user:password@host:port/database` (the password usually from `${VAR}`).
     pub url: String,
+    /// A folder with the store's Unix socket, used instead of the URL's hosts (same port,
+    /// database, user and password).
+    pub socket_dir: Option<std::path::PathBuf>,
     /// Most connections of this process (each running call holds one).
     pub pool_size: usize,
     /// Longest wait for a connection or a TCP connect.
     pub connect_timeout: Duration,
+}
+
+impl PgOptions {
+    /// The connection settings: the URL's, with its hosts replaced by the socket folder when
+    /// there is one (the one place every connection to the store is configured).
+    pub fn config(&self) -> Result<tokio_postgres::Config, String> {
+        let config = tokio_postgres::Config::from_str(&self.url)
+            .map_err(|e| format!("postgres url: {e}"))?;
+        Ok(match &self.socket_dir {
+            Some(dir) => via_socket(&config, dir),
+            None => config,
+        })
+    }
+}
+
+/// `config` with its hosts replaced by the socket `dir/.s.PGSQL.5432` (the relay that carries it
+/// listens there whatever port the store has; database, user and password kept).
+fn via_socket(config: &tokio_postgres::Config, dir: &std::path::Path) -> tokio_postgres::Config {
+    let mut c = tokio_postgres::Config::new();
+    c.host_path(dir);
+    c.port(5432);
+    if let Some(u) = config.get_user() {
+        c.user(u);
+    }
+    if let Some(p) = config.get_password() {
+        c.password(p);
+    }
+    if let Some(d) = config.get_dbname() {
+        c.dbname(d);
+    }
+    if let Some(o) = config.get_options() {
+        c.options(o);
+    }
+    c
 }
 
 /// A PostgreSQL store.
@@ -159,9 +196,9 @@ impl PgStore {
         options: StoreOptions,
         create: bool,
     ) -> Result<PgStore, StateError> {
-        let mut config = tokio_postgres::Config::from_str(&pg.url).map_err(|e| {
-            StateError::new(StateErrorKind::Unavailable, format!("postgres url: {e}"))
-        })?;
+        let mut config = pg
+            .config()
+            .map_err(|e| StateError::new(StateErrorKind::Unavailable, e))?;
         let lock_ms = options.lock_timeout.as_millis().max(1);
         config
             .application_name("bulkhead")

@@ -4,23 +4,29 @@
 //! workspace claims with the per-mode data rule, Secret *references* (never values), and
 //! NetworkPolicies that give each mode exactly its way out:
 //!
-//! - every pod: nothing in or out (`default-deny`), except DNS (`dns`);
-//! - every instance: the PostgreSQL state store on 5432 (`state-store`; the ratchet is shared by
-//!   all instances and replicas, so even `none` must reach it; nothing else), and ingress from the
-//!   agents' namespace on its port;
+//! - every pod: nothing in or out (`default-deny`), except DNS (`dns`) for every pod but the
+//!   `none` instances;
+//! - every `full` and `proxied` instance and every store relay: the PostgreSQL state store on
+//!   5432 (`state-store`), and each instance ingress from the agents' namespace on its port;
 //! - `full`: the TCP ports of the deployment's `egress`, to any public address (a NetworkPolicy
 //!   cannot name hosts);
 //! - `proxied`: only its egress proxy on 3128; the proxy alone reaches out, on the allowlist's
 //!   ports, and squid checks the `host:port` pairs;
-//! - `none`: nothing more.
+//! - `none`: no egress at all, DNS and the store included. Its pod runs the server in a user
+//!   and network namespace of its own (bubblewrap: only loopback; a pod's containers otherwise
+//!   share one network namespace) serving on a Unix socket in an `emptyDir`, beside a relay
+//!   container that carries clients to that socket and the server's store connections over
+//!   *tunnels that arrive*: a store relay (`<instance>-store-relay`, which may reach the store)
+//!   dials into the pod's port 5433 ahead of need (`bulkhead relay --tunnel-dial`), so the pod
+//!   itself never sends a packet anywhere first.
 //!
 //! Every instance serves statelessly (`http.stateful: false`), so replicas need no session
 //! affinity: a session's level lives in the store, and cancellation works per request.
 
 use super::compose::workspace_volume;
 use super::{
-    CONFIG_PATH, NetworkMode, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, STATE_DIR, ServerPlan, UID,
-    WORKSPACES_DIR, plan, proxy,
+    CONFIG_PATH, NetworkMode, OWN_NETWORK, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, SERVE_SOCKET,
+    SOCKET_DIR, STATE_DIR, STORE_SOCKET, ServerPlan, TUNNEL_PORT, UID, WORKSPACES_DIR, plan, proxy,
 };
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
@@ -103,6 +109,21 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                 format!("netpol-{svc}.yaml"),
                 instance_policy(p, inst.mode, &svc),
             ));
+            if inst.mode == NetworkMode::None {
+                let relay = format!("{svc}-store-relay");
+                files.push((
+                    format!("{svc}-tunnel-service.yaml"),
+                    tunnel_service(p, &svc),
+                ));
+                files.push((
+                    format!("{relay}-deployment.yaml"),
+                    store_relay(d, p, &svc, &relay, &ns),
+                ));
+                files.push((
+                    format!("netpol-{relay}.yaml"),
+                    store_relay_policy(p, &relay),
+                ));
+            }
         }
         for m in &p.data {
             let claim_name = format!("{name}-data-{}", dns(&m.connector));
@@ -184,6 +205,8 @@ fn config_map(d: &Deployment, plans: &[ServerPlan]) -> Value {
             "dir": STATE_DIR,
             "workspaces": WORKSPACES_DIR,
             "store": "${BULKHEAD_STATE_STORE:?set Secret bulkhead-state, key url, to the PostgreSQL store}",
+            // Set in `none` pods only: their store is the relay's socket.
+            "store_socket": "${BULKHEAD_STATE_STORE_SOCKET:-}",
             "trust_domain": format!(
                 "${{BULKHEAD_TRUST_DOMAIN:-{}}}",
                 crate::model::default_trust_domain(&d.name)
@@ -313,19 +336,90 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         mounts.push(json!({"name": vol, "mountPath": path, "readOnly": m.read_only}));
         volumes.push(json!({"name": vol, "persistentVolumeClaim": {"claimName": vol, "readOnly": m.read_only}}));
     }
+    let isolated = mode == NetworkMode::None;
     let probe = |path: &str| {
-        json!({
-            "httpGet": {"path": path, "port": port, "httpHeaders": [{"name": "Host", "value": "localhost"}]},
-            "periodSeconds": 10,
-            "timeoutSeconds": 3,
-        })
+        if isolated {
+            // Its server has no network the kubelet reaches: asked over its socket.
+            json!({
+                "exec": {"command": ["curl", "-fsS", "--noproxy", "*", "-o", "/dev/null",
+                                     "--unix-socket", SERVE_SOCKET, format!("http://localhost{path}")]},
+                "periodSeconds": 10,
+                "timeoutSeconds": 3,
+            })
+        } else {
+            json!({
+                "httpGet": {"path": path, "port": port, "httpHeaders": [{"name": "Host", "value": "localhost"}]},
+                "periodSeconds": 10,
+                "timeoutSeconds": 3,
+            })
+        }
     };
     let sel = labels(p, "instance", Some(mode));
     let mut metadata = json!({"name": name, "labels": sel});
-    if p.sandbox {
+    if p.sandbox || isolated {
         metadata["annotations"] = json!({
-            "checkov.io/skip1": "CKV_K8S_31=the code sandbox (bubblewrap) needs a user namespace, which RuntimeDefault refuses; the jail installs its own seccomp filter on the code it runs",
+            "checkov.io/skip1": "CKV_K8S_31=bubblewrap (the code sandbox, and an isolated instance's own network namespace) needs a user namespace, which RuntimeDefault refuses; the jail installs its own seccomp filter on the code it runs",
         });
+    }
+    let mut server = json!({
+        "name": "bulkhead",
+        "image": d.image.reference(),
+        "args": ["serve", p.server.name, "--listen", format!("0.0.0.0:{port}"),
+                 "--mode", mode.as_str(), "--config", CONFIG_PATH],
+        "ports": [{"name": "http", "containerPort": port}],
+        "env": env,
+        "volumeMounts": mounts,
+        "readinessProbe": probe("/readyz"),
+        "livenessProbe": probe("/healthz"),
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"cpu": "1", "memory": "512Mi"},
+        },
+        "securityContext": container_security(),
+    });
+    let mut containers = Vec::new();
+    if isolated {
+        server["command"] = json!(OWN_NETWORK);
+        server["args"] = json!([
+            "serve",
+            p.server.name,
+            "--listen",
+            format!("unix:{SERVE_SOCKET}"),
+            "--mode",
+            mode.as_str(),
+            "--config",
+            CONFIG_PATH
+        ]);
+        server.as_object_mut().map(|o| o.remove("ports"));
+        server["env"]
+            .as_array_mut()
+            .expect("a list")
+            .push(json!({"name": "BULKHEAD_STATE_STORE_SOCKET", "value": SOCKET_DIR}));
+        server["volumeMounts"]
+            .as_array_mut()
+            .expect("a list")
+            .push(json!({"name": "sock", "mountPath": SOCKET_DIR}));
+        volumes.push(json!({"name": "sock", "emptyDir": {}}));
+        containers.push(server);
+        containers.push(json!({
+            "name": "relay",
+            "image": d.image.reference(),
+            "args": ["relay",
+                     "--route", format!("0.0.0.0:{port}=unix:{SERVE_SOCKET}"),
+                     "--tunnel-accept", format!("unix:{STORE_SOCKET}=0.0.0.0:{TUNNEL_PORT}")],
+            "ports": [{"name": "http", "containerPort": port},
+                      {"name": "tunnel", "containerPort": TUNNEL_PORT}],
+            "volumeMounts": [{"name": "sock", "mountPath": SOCKET_DIR}],
+            "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10},
+            "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "timeoutSeconds": 3},
+            "resources": {
+                "requests": {"cpu": "50m", "memory": "32Mi"},
+                "limits": {"cpu": "500m", "memory": "128Mi"},
+            },
+            "securityContext": container_security(),
+        }));
+    } else {
+        containers.push(server);
     }
     json!({
         "apiVersion": "apps/v1",
@@ -345,24 +439,9 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
                         "fsGroup": UID,
                         // The runtime's default profile refuses bubblewrap's user namespace;
                         // the jail installs its own filter on the code it runs.
-                        "seccompProfile": {"type": if p.sandbox { "Unconfined" } else { "RuntimeDefault" }},
+                        "seccompProfile": {"type": if p.sandbox || isolated { "Unconfined" } else { "RuntimeDefault" }},
                     },
-                    "containers": [{
-                        "name": "bulkhead",
-                        "image": d.image.reference(),
-                        "args": ["serve", p.server.name, "--listen", format!("0.0.0.0:{port}"),
-                                 "--mode", mode.as_str(), "--config", CONFIG_PATH],
-                        "ports": [{"name": "http", "containerPort": port}],
-                        "env": env,
-                        "volumeMounts": mounts,
-                        "readinessProbe": probe("/readyz"),
-                        "livenessProbe": probe("/healthz"),
-                        "resources": {
-                            "requests": {"cpu": "100m", "memory": "128Mi"},
-                            "limits": {"cpu": "1", "memory": "512Mi"},
-                        },
-                        "securityContext": container_security(),
-                    }],
+                    "containers": containers,
                     "volumes": volumes,
                 },
             },
@@ -439,10 +518,21 @@ fn policy(
     })
 }
 
-/// Default deny, DNS for every pod, the state store for every instance.
+/// Default deny, DNS for every pod but the `none` instances, the state store for the other
+/// instances and the store relays.
 fn common_policies() -> Vec<(String, Value)> {
-    let part_of = json!({"matchLabels": {"app.kubernetes.io/part-of": "bulkhead"}});
-    let instances = json!({"matchLabels": {"app.kubernetes.io/part-of": "bulkhead", "bulkhead.dev/role": "instance"}});
+    let not_isolated = json!({"key": "bulkhead.dev/mode", "operator": "NotIn", "values": ["none"]});
+    let part_of = json!({
+        "matchLabels": {"app.kubernetes.io/part-of": "bulkhead"},
+        "matchExpressions": [not_isolated],
+    });
+    let instances = json!({
+        "matchLabels": {"app.kubernetes.io/part-of": "bulkhead"},
+        "matchExpressions": [
+            {"key": "bulkhead.dev/role", "operator": "In", "values": ["instance", "store-relay"]},
+            not_isolated,
+        ],
+    });
     vec![
         (
             "netpol-default-deny.yaml".into(),
@@ -495,10 +585,18 @@ fn ports_of(entries: &[HostPort]) -> Vec<u16> {
 
 fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
     let sel = json!({"matchLabels": labels(p, "instance", Some(mode))});
-    let ingress = json!([{
+    let mut ingress = json!([{
         "from": [{"namespaceSelector": {"matchLabels": {AGENTS_LABEL: "true"}}}],
         "ports": [{"protocol": "TCP", "port": p.server.port}],
     }]);
+    if mode == NetworkMode::None {
+        // Its store relay dials in; nothing goes out (no egress rule at all).
+        ingress.as_array_mut().expect("a list").push(json!({
+            "from": [{"podSelector": {"matchLabels": labels(p, "store-relay", None)}}],
+            "ports": [{"protocol": "TCP", "port": TUNNEL_PORT}],
+        }));
+        return policy(name, sel, &["Ingress", "Egress"], Some(ingress), None);
+    }
     let egress = match mode {
         NetworkMode::Full => {
             let ports = ports_of(&p.server.egress);
@@ -519,6 +617,82 @@ fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
         &["Ingress"]
     };
     policy(name, sel, types, Some(ingress), egress)
+}
+
+/// The headless Service naming each `none` pod's tunnel port (its store relay resolves it to
+/// every pod, replicas included).
+fn tunnel_service(p: &ServerPlan, svc: &str) -> Value {
+    let sel = labels(p, "instance", Some(NetworkMode::None));
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": format!("{svc}-tunnel"), "labels": sel},
+        "spec": {
+            "clusterIP": "None",
+            "selector": sel,
+            "ports": [{"name": "tunnel", "port": TUNNEL_PORT, "targetPort": TUNNEL_PORT}],
+        },
+    })
+}
+
+/// The store relay of a `none` instance: keeps tunnels open into each of its pods and relays
+/// each one put to use to the state store (read from the same Secret the instances read).
+fn store_relay(d: &Deployment, p: &ServerPlan, svc: &str, name: &str, ns: &str) -> Value {
+    let sel = labels(p, "store-relay", None);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "labels": sel,
+            "annotations": {
+                "checkov.io/skip1": "CKV_K8S_8=a store relay listens on nothing a probe could ask: it only dials (the tunnels into the isolated pods, and the store)",
+                "checkov.io/skip2": "CKV_K8S_9=a store relay listens on nothing a probe could ask: it only dials (the tunnels into the isolated pods, and the store)",
+            },
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": sel},
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": UID,
+                        "runAsGroup": UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [{
+                        "name": "relay",
+                        "image": d.image.reference(),
+                        "args": ["relay",
+                                 "--tunnel-dial-store", format!("{svc}-tunnel.{ns}.svc.cluster.local:{TUNNEL_PORT}"),
+                                 "--store-url-file", format!("{STATE_SECRET_DIR}/url")],
+                        "volumeMounts": [{"name": "state-store", "mountPath": STATE_SECRET_DIR, "readOnly": true}],
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "32Mi"},
+                            "limits": {"cpu": "500m", "memory": "128Mi"},
+                        },
+                        "securityContext": container_security(),
+                    }],
+                    "volumes": [
+                        {"name": "state-store", "secret": {"secretName": STATE_SECRET, "items": [{"key": "url", "path": "url"}]}},
+                    ],
+                },
+            },
+        },
+    })
+}
+
+/// A store relay reaches its instance's tunnel port (and, by `state-store`, the store).
+fn store_relay_policy(p: &ServerPlan, name: &str) -> Value {
+    let sel = json!({"matchLabels": labels(p, "store-relay", None)});
+    let egress = json!([{
+        "to": [{"podSelector": {"matchLabels": labels(p, "instance", Some(NetworkMode::None))}}],
+        "ports": [{"protocol": "TCP", "port": TUNNEL_PORT}],
+    }]);
+    policy(name, sel, &["Ingress", "Egress"], None, Some(egress))
 }
 
 fn proxy_policy(p: &ServerPlan, name: &str) -> Value {
@@ -576,11 +750,12 @@ fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
          Instances serve statelessly, so replicas need no session affinity: a session's level lives in the store, read on every call.\n\n\
          ## Network policies\n\n\
          | pods | in | out |\n|---|---|---|\n\
-         | every pod | nothing (`default-deny`) | DNS (`dns`) |\n\
-         | every instance | agents' namespace, its port | + PostgreSQL store on 5432 (`state-store`) |\n\
+         | every pod but `none` instances | nothing (`default-deny`) | DNS (`dns`) |\n\
+         | every `full` and `proxied` instance | agents' namespace, its port | + PostgreSQL store on 5432 (`state-store`) |\n\
          | `full` | | + the ports of `egress` to public addresses |\n\
          | `proxied` | | + its egress proxy on {PROXY_PORT} only |\n\
-         | `none` | | nothing more (DNS and the store: the ratchet is shared state) |\n\
+         | `none` | agents' namespace, its port; its store relay on {TUNNEL_PORT} | nothing at all: its server runs in a network namespace of its own (bubblewrap, only loopback) on a Unix socket, and the pod's relay carries clients to it and its store connections over tunnels its store relay opens into the pod |\n\
+         | store relay (`<instance>-store-relay`) | nothing | DNS, the store on 5432, its `none` instance's pods on {TUNNEL_PORT} |\n\
          | egress proxy | its proxied instance on {PROXY_PORT} | + the allowlist's ports to public addresses and the named internal ranges (squid checks each `host:port`; never local, link-local or other private ranges) |\n",
         d.name
     );

@@ -39,6 +39,23 @@ pub const SOCKET_DIR: &str = "/run/bulkhead/sock";
 pub const SERVE_SOCKET: &str = "/run/bulkhead/sock/serve.sock";
 /// The socket the relay of a proxied instance accepts egress on (to the squid service).
 pub const EGRESS_SOCKET: &str = "/run/bulkhead/sock/egress.sock";
+/// Where an isolated Kubernetes pod's relay serves the state store's socket (`.s.PGSQL.5432`).
+pub const STORE_SOCKET: &str = "/run/bulkhead/sock/.s.PGSQL.5432";
+/// The port an isolated Kubernetes pod's relay accepts store tunnels on.
+pub const TUNNEL_PORT: u16 = 5433;
+/// How an isolated Kubernetes pod's server runs: in a user and network namespace of its own
+/// (bubblewrap; only loopback), since a pod's containers share one network namespace.
+pub const OWN_NETWORK: [&str; 9] = [
+    "bwrap",
+    "--unshare-user",
+    "--unshare-net",
+    "--die-with-parent",
+    "--dev-bind",
+    "/",
+    "/",
+    "--",
+    "/usr/local/bin/bulkhead",
+];
 /// Where a proxied instance with no network finds its egress proxy: a loopback port it forwards
 /// to [`EGRESS_SOCKET`] itself (`serve --forward`).
 pub const EGRESS_FORWARD: &str = "127.0.0.1:3128";
