@@ -1,6 +1,6 @@
 //! Properties of the Kubernetes manifests, for the project's own specs: every pod is selected by
 //! exactly the NetworkPolicies its role and mode require; a `none` pod can reach nothing at all
-//! (not DNS, not the store: its store relay dials in); a proxied pod nothing but its proxy (and those two); no Secret values
+//! (not DNS, not the store: its store relay dials in); a proxied pod nothing but its proxy; no Secret values
 //! anywhere; per-mode workspace claims mounted as compose mounts them; hardened pods.
 
 use bulkhead_codegen::source::SourceFile;
@@ -111,8 +111,9 @@ fn violations(all: &BTreeMap<String, Value>) -> Vec<String> {
         let (names, egress) = applied(&pols, labels);
         let mut want: BTreeSet<String> = ["default-deny".to_string(), name.to_string()].into();
         match (role, mode) {
-            // Nothing out at all: no DNS, and the store only over tunnels that arrive.
-            ("instance", "none") => {}
+            // No DNS, and the store only over tunnels that arrive (`none`: nothing out at all;
+            // `proxied`: its proxy only).
+            ("instance", "none") | ("instance", "proxied") => {}
             ("instance", _) | ("store-relay", _) => {
                 want.insert("dns".into());
                 want.insert("state-store".into());

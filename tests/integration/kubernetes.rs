@@ -121,8 +121,9 @@ fn connectivity(dir: &Path) -> Vec<String> {
 }
 
 /// network-config-analyzer on the generated NetworkPolicies: a `none` instance sends nothing
-/// anywhere, DNS and the store included; only the agents (on its port) and its store relay (on
-/// the tunnel port) reach it, and the store relay reaches the store. Negative control: the DNS
+/// anywhere, DNS and the store included, and a `proxied` one nothing but its egress proxy; only
+/// the agents (on its port) and its store relay (on the tunnel port) reach either, and the store
+/// relays reach the store. Negative control: the DNS
 /// rule as it was (every pod of the namespace) shows the isolated instance reaching kube-dns.
 #[test]
 fn network_config_analyzer_finds_no_egress_from_isolated_pods() {
@@ -144,12 +145,24 @@ fn network_config_analyzer_finds_no_egress_from_isolated_pods() {
             "missing {want}: {lines:#?}"
         );
     }
-    // Nothing but its relay reaches the tunnel port.
+    // A proxied pod reaches its proxy and nothing else (no DNS, no store).
+    let from_proxied: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("bulkhead-cluster/template-proxied[Deployment] => "))
+        .collect();
+    assert_eq!(from_proxied.len(), 1, "{from_proxied:#?}");
+    // Nothing but their relays reaches the tunnel ports.
     let tunnel: Vec<&String> = lines
         .iter()
         .filter(|l| l.ends_with("dst_ports:5433}"))
         .collect();
-    assert_eq!(tunnel.len(), 1, "{tunnel:#?}");
+    assert!(
+        tunnel.len() == 3
+            && tunnel
+                .iter()
+                .all(|l| l.contains("-store-relay[Deployment] => ")),
+        "{tunnel:#?}"
+    );
 
     let old = tempfile::tempdir().unwrap();
     for e in std::fs::read_dir(&dir).unwrap() {

@@ -18,9 +18,23 @@ impl Drop for Killed {
 }
 
 fn relay(args: &[String]) -> Killed {
+    relay_as(None, args)
+}
+
+/// `bulkhead relay ARGS`, as user `uid` when given (as in the pod, where the relay and the
+/// server are the image's user and share the socket folder).
+fn relay_as(uid: Option<&str>, args: &[String]) -> Killed {
+    let mut c = match uid {
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid", u, "--regid", u, "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_bulkhead"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_bulkhead")),
+    };
     Killed(
-        Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-            .arg("relay")
+        c.arg("relay")
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -127,10 +141,6 @@ fn an_isolated_instance_serves_with_its_postgres_store_over_tunnels() {
     let sockets = dir.path().join("sock");
     std::fs::create_dir(&sockets).unwrap();
     let tunnels = format!("127.0.0.1:{}", super::scaffold::free_port());
-    let _accept = relay(&[
-        "--tunnel-accept".into(),
-        format!("unix:{}/.s.PGSQL.5432={tunnels}", sockets.display()),
-    ]);
     let _dial = relay(&[
         "--tunnel-dial".into(),
         format!("{tunnels}=127.0.0.1:{}", pg.port),
@@ -158,6 +168,20 @@ fn an_isolated_instance_serves_with_its_postgres_store_over_tunnels() {
         .status()
         .unwrap();
     assert!(owned.success());
+    let _accept = relay_as(
+        Some(&uid),
+        &[
+            "--tunnel-accept".into(),
+            format!("unix:{}/.s.PGSQL.5432={tunnels}", sockets.display()),
+        ],
+    );
+    // The server opens its store at start: wait (bounded) for the relay's socket first.
+    let store_socket = sockets.join(".s.PGSQL.5432");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !store_socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(store_socket.exists(), "the accepting relay never listened");
     let prefix = bulkhead_codegen::emit::deploy::OWN_NETWORK;
     let (bwrap, rest) = prefix.split_first().unwrap();
     let (_, bwrap_args) = rest.split_last().unwrap();

@@ -5,28 +5,33 @@
 //! NetworkPolicies that give each mode exactly its way out:
 //!
 //! - every pod: nothing in or out (`default-deny`), except DNS (`dns`) for every pod but the
-//!   `none` instances;
-//! - every `full` and `proxied` instance and every store relay: the PostgreSQL state store on
-//!   5432 (`state-store`), and each instance ingress from the agents' namespace on its port;
+//!   `proxied` and `none` instances;
+//! - every `full` instance and every store relay: the PostgreSQL state store on 5432
+//!   (`state-store`); every instance: ingress from the agents' namespace on its port;
 //! - `full`: the TCP ports of the deployment's `egress`, to any public address (a NetworkPolicy
 //!   cannot name hosts);
-//! - `proxied`: only its egress proxy on 3128; the proxy alone reaches out, on the allowlist's
-//!   ports, and squid checks the `host:port` pairs;
-//! - `none`: no egress at all, DNS and the store included. Its pod runs the server in a user
-//!   and network namespace of its own (bubblewrap: only loopback; a pod's containers otherwise
-//!   share one network namespace) serving on a Unix socket in an `emptyDir`, beside a relay
-//!   container that carries clients to that socket and the server's store connections over
-//!   *tunnels that arrive*: a store relay (`<instance>-store-relay`, which may reach the store)
-//!   dials into the pod's port 5433 ahead of need (`bulkhead relay --tunnel-dial`), so the pod
-//!   itself never sends a packet anywhere first.
+//! - `proxied`: only its egress proxy on 3128 (by the address of the proxy's Service, which
+//!   Kubernetes puts in the environment: no name lookup); the proxy alone reaches out, on the
+//!   allowlist's ports, and squid checks the `host:port` pairs;
+//! - `none`: no egress at all, DNS and the store included.
+//!
+//! A `proxied` or `none` pod runs its server in a user and network namespace of its own
+//! (bubblewrap: only loopback; a pod's containers otherwise share one network namespace), as
+//! compose runs it with `network_mode: none`: it serves on a Unix socket in an `emptyDir` and
+//! resolves no name. A relay container beside it carries clients to that socket, a proxied
+//! server's loopback forward to its proxy, and the server's store connections over *tunnels that
+//! arrive*: a store relay (`<instance>-store-relay`, which may reach DNS and the store) dials into
+//! the pod's port 5433 ahead of need (`bulkhead relay --tunnel-dial-store`), so the pod never
+//! opens a connection to the store itself.
 //!
 //! Every instance serves statelessly (`http.stateful: false`), so replicas need no session
 //! affinity: a session's level lives in the store, and cancellation works per request.
 
 use super::compose::workspace_volume;
 use super::{
-    CONFIG_PATH, NetworkMode, OWN_NETWORK, PROXY_POLICY_PATH, PROXY_PORT, PROXY_UID, SERVE_SOCKET,
-    SOCKET_DIR, STATE_DIR, STORE_SOCKET, ServerPlan, TUNNEL_PORT, UID, WORKSPACES_DIR, plan, proxy,
+    CONFIG_PATH, EGRESS_FORWARD, EGRESS_SOCKET, NetworkMode, OWN_NETWORK, PROXY_POLICY_PATH,
+    PROXY_PORT, PROXY_UID, SERVE_SOCKET, SOCKET_DIR, STATE_DIR, STORE_SOCKET, ServerPlan,
+    TUNNEL_PORT, UID, WORKSPACES_DIR, plan, proxy,
 };
 use crate::emit::yaml_text::to_yaml;
 use crate::emit::{Output, header};
@@ -109,19 +114,19 @@ pub fn emit(model: &Model, d: &Deployment, out: &mut Output) {
                 format!("netpol-{svc}.yaml"),
                 instance_policy(p, inst.mode, &svc),
             ));
-            if inst.mode == NetworkMode::None {
+            if inst.mode != NetworkMode::Full {
                 let relay = format!("{svc}-store-relay");
                 files.push((
                     format!("{svc}-tunnel-service.yaml"),
-                    tunnel_service(p, &svc),
+                    tunnel_service(p, inst.mode, &svc),
                 ));
                 files.push((
                     format!("{relay}-deployment.yaml"),
-                    store_relay(d, p, &svc, &relay, &ns),
+                    store_relay(d, p, inst.mode, &svc, &relay, &ns),
                 ));
                 files.push((
                     format!("netpol-{relay}.yaml"),
-                    store_relay_policy(p, &relay),
+                    store_relay_policy(p, inst.mode, &relay),
                 ));
             }
         }
@@ -286,14 +291,13 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         secret_items.push(json!({"key": s.name, "path": s.name}));
     }
     if mode.uses_proxy() {
-        let proxy = format!(
-            "http://{}:{PROXY_PORT}",
-            dns(&p.proxy_service().unwrap_or_default())
-        );
+        // The server's own loopback forward to the relay's socket (`serve --forward`), as in
+        // compose: it resolves no name, the relay reaches the proxy.
+        let proxy = format!("http://{EGRESS_FORWARD}");
         for var in ["HTTP_PROXY", "HTTPS_PROXY"] {
             env.push(json!({"name": var, "value": proxy}));
         }
-        env.push(json!({"name": "NO_PROXY", "value": "localhost,127.0.0.1"}));
+        env.push(json!({"name": "NO_PROXY", "value": "localhost"}));
     }
     let mut mounts = vec![
         json!({"name": "config", "mountPath": "/etc/bulkhead", "readOnly": true}),
@@ -336,7 +340,8 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
         mounts.push(json!({"name": vol, "mountPath": path, "readOnly": m.read_only}));
         volumes.push(json!({"name": vol, "persistentVolumeClaim": {"claimName": vol, "readOnly": m.read_only}}));
     }
-    let isolated = mode == NetworkMode::None;
+    // `proxied` and `none` servers have a network namespace of their own (only loopback).
+    let isolated = mode != NetworkMode::Full;
     let probe = |path: &str| {
         if isolated {
             // Its server has no network the kubelet reaches: asked over its socket.
@@ -380,16 +385,21 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
     let mut containers = Vec::new();
     if isolated {
         server["command"] = json!(OWN_NETWORK);
-        server["args"] = json!([
-            "serve",
-            p.server.name,
-            "--listen",
-            format!("unix:{SERVE_SOCKET}"),
-            "--mode",
-            mode.as_str(),
-            "--config",
-            CONFIG_PATH
-        ]);
+        let mut args = vec![
+            json!("serve"),
+            json!(p.server.name),
+            json!("--listen"),
+            json!(format!("unix:{SERVE_SOCKET}")),
+            json!("--mode"),
+            json!(mode.as_str()),
+        ];
+        if mode.uses_proxy() {
+            args.push(json!("--forward"));
+            args.push(json!(format!("{EGRESS_FORWARD}=unix:{EGRESS_SOCKET}")));
+        }
+        args.push(json!("--config"));
+        args.push(json!(CONFIG_PATH));
+        server["args"] = json!(args);
         server.as_object_mut().map(|o| o.remove("ports"));
         server["env"]
             .as_array_mut()
@@ -401,12 +411,26 @@ fn instance(d: &Deployment, p: &ServerPlan, mode: NetworkMode, name: &str) -> Va
             .push(json!({"name": "sock", "mountPath": SOCKET_DIR}));
         volumes.push(json!({"name": "sock", "emptyDir": {}}));
         containers.push(server);
+        let mut relay_args = vec![
+            "relay".to_string(),
+            "--route".into(),
+            format!("0.0.0.0:{port}=unix:{SERVE_SOCKET}"),
+        ];
+        if let Some(proxy) = p.proxy_service().filter(|_| mode.uses_proxy()) {
+            // By the Service's address Kubernetes puts in the environment: no name lookup.
+            let var = format!(
+                "{}_SERVICE_HOST",
+                dns(&proxy).to_uppercase().replace('-', "_")
+            );
+            relay_args.push("--route".into());
+            relay_args.push(format!("unix:{EGRESS_SOCKET}=$({var}):{PROXY_PORT}"));
+        }
+        relay_args.push("--tunnel-accept".into());
+        relay_args.push(format!("unix:{STORE_SOCKET}=0.0.0.0:{TUNNEL_PORT}"));
         containers.push(json!({
             "name": "relay",
             "image": d.image.reference(),
-            "args": ["relay",
-                     "--route", format!("0.0.0.0:{port}=unix:{SERVE_SOCKET}"),
-                     "--tunnel-accept", format!("unix:{STORE_SOCKET}=0.0.0.0:{TUNNEL_PORT}")],
+            "args": relay_args,
             "ports": [{"name": "http", "containerPort": port},
                       {"name": "tunnel", "containerPort": TUNNEL_PORT}],
             "volumeMounts": [{"name": "sock", "mountPath": SOCKET_DIR}],
@@ -521,7 +545,8 @@ fn policy(
 /// Default deny, DNS for every pod but the `none` instances, the state store for the other
 /// instances and the store relays.
 fn common_policies() -> Vec<(String, Value)> {
-    let not_isolated = json!({"key": "bulkhead.dev/mode", "operator": "NotIn", "values": ["none"]});
+    let not_isolated =
+        json!({"key": "bulkhead.dev/mode", "operator": "NotIn", "values": ["none", "proxied"]});
     let part_of = json!({
         "matchLabels": {"app.kubernetes.io/part-of": "bulkhead"},
         "matchExpressions": [not_isolated],
@@ -589,12 +614,15 @@ fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
         "from": [{"namespaceSelector": {"matchLabels": {AGENTS_LABEL: "true"}}}],
         "ports": [{"protocol": "TCP", "port": p.server.port}],
     }]);
-    if mode == NetworkMode::None {
-        // Its store relay dials in; nothing goes out (no egress rule at all).
+    if mode != NetworkMode::Full {
+        // Its store relay dials in.
         ingress.as_array_mut().expect("a list").push(json!({
-            "from": [{"podSelector": {"matchLabels": labels(p, "store-relay", None)}}],
+            "from": [{"podSelector": {"matchLabels": store_relay_labels(p, mode)}}],
             "ports": [{"protocol": "TCP", "port": TUNNEL_PORT}],
         }));
+    }
+    if mode == NetworkMode::None {
+        // Nothing goes out: no egress rule at all.
         return policy(name, sel, &["Ingress", "Egress"], Some(ingress), None);
     }
     let egress = match mode {
@@ -619,10 +647,17 @@ fn instance_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
     policy(name, sel, types, Some(ingress), egress)
 }
 
-/// The headless Service naming each `none` pod's tunnel port (its store relay resolves it to
-/// every pod, replicas included).
-fn tunnel_service(p: &ServerPlan, svc: &str) -> Value {
-    let sel = labels(p, "instance", Some(NetworkMode::None));
+/// A store relay's labels: for the instance of `mode`.
+fn store_relay_labels(p: &ServerPlan, mode: NetworkMode) -> Value {
+    let mut l = labels(p, "store-relay", None);
+    l["bulkhead.dev/instance-mode"] = json!(mode.as_str());
+    l
+}
+
+/// The headless Service naming each pod's tunnel port of an instance with a network of its own
+/// (its store relay resolves it to every pod, replicas included).
+fn tunnel_service(p: &ServerPlan, mode: NetworkMode, svc: &str) -> Value {
+    let sel = labels(p, "instance", Some(mode));
     json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -635,10 +670,18 @@ fn tunnel_service(p: &ServerPlan, svc: &str) -> Value {
     })
 }
 
-/// The store relay of a `none` instance: keeps tunnels open into each of its pods and relays
-/// each one put to use to the state store (read from the same Secret the instances read).
-fn store_relay(d: &Deployment, p: &ServerPlan, svc: &str, name: &str, ns: &str) -> Value {
-    let sel = labels(p, "store-relay", None);
+/// The store relay of a `proxied` or `none` instance: keeps tunnels open into each of its pods
+/// and relays each one put to use to the state store (read from the same Secret the instances
+/// read).
+fn store_relay(
+    d: &Deployment,
+    p: &ServerPlan,
+    mode: NetworkMode,
+    svc: &str,
+    name: &str,
+    ns: &str,
+) -> Value {
+    let sel = store_relay_labels(p, mode);
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -686,10 +729,10 @@ fn store_relay(d: &Deployment, p: &ServerPlan, svc: &str, name: &str, ns: &str) 
 }
 
 /// A store relay reaches its instance's tunnel port (and, by `state-store`, the store).
-fn store_relay_policy(p: &ServerPlan, name: &str) -> Value {
-    let sel = json!({"matchLabels": labels(p, "store-relay", None)});
+fn store_relay_policy(p: &ServerPlan, mode: NetworkMode, name: &str) -> Value {
+    let sel = json!({"matchLabels": store_relay_labels(p, mode)});
     let egress = json!([{
-        "to": [{"podSelector": {"matchLabels": labels(p, "instance", Some(NetworkMode::None))}}],
+        "to": [{"podSelector": {"matchLabels": labels(p, "instance", Some(mode))}}],
         "ports": [{"protocol": "TCP", "port": TUNNEL_PORT}],
     }]);
     policy(name, sel, &["Ingress", "Egress"], None, Some(egress))
@@ -750,12 +793,12 @@ fn review(d: &Deployment, plans: &[ServerPlan], ns: &str) -> String {
          Instances serve statelessly, so replicas need no session affinity: a session's level lives in the store, read on every call.\n\n\
          ## Network policies\n\n\
          | pods | in | out |\n|---|---|---|\n\
-         | every pod but `none` instances | nothing (`default-deny`) | DNS (`dns`) |\n\
-         | every `full` and `proxied` instance | agents' namespace, its port | + PostgreSQL store on 5432 (`state-store`) |\n\
-         | `full` | | + the ports of `egress` to public addresses |\n\
-         | `proxied` | | + its egress proxy on {PROXY_PORT} only |\n\
-         | `none` | agents' namespace, its port; its store relay on {TUNNEL_PORT} | nothing at all: its server runs in a network namespace of its own (bubblewrap, only loopback) on a Unix socket, and the pod's relay carries clients to it and its store connections over tunnels its store relay opens into the pod |\n\
-         | store relay (`<instance>-store-relay`) | nothing | DNS, the store on 5432, its `none` instance's pods on {TUNNEL_PORT} |\n\
+         | every pod but `proxied` and `none` instances | nothing (`default-deny`) | DNS (`dns`) |\n\
+         | `full` instance | agents' namespace, its port | + PostgreSQL store on 5432 (`state-store`), + the ports of `egress` to public addresses |\n\
+         | `proxied` instance | agents' namespace, its port; its store relay on {TUNNEL_PORT} | its egress proxy on {PROXY_PORT} only (by its Service's address: no DNS) |\n\
+         | `none` instance | agents' namespace, its port; its store relay on {TUNNEL_PORT} | nothing at all |\n\
+         | (`proxied`, `none`) | | the server runs in a network namespace of its own (bubblewrap, only loopback) on a Unix socket; the pod's relay carries clients to it, a proxied server's forward to its proxy, and its store connections over tunnels its store relay opens into the pod |\n\
+         | store relay (`<instance>-store-relay`) | nothing | DNS, the store on 5432, its instance's pods on {TUNNEL_PORT} |\n\
          | egress proxy | its proxied instance on {PROXY_PORT} | + the allowlist's ports to public addresses and the named internal ranges (squid checks each `host:port`; never local, link-local or other private ranges) |\n",
         d.name
     );
