@@ -52,6 +52,20 @@ impl Default for TunnelLimits {
     }
 }
 
+/// How long a tunnel may sit idle before the kernel starts probing it (TCP keepalive), so an idle
+/// tunnel outlives connection-tracking timeouts between the pods, and a peer that vanished is
+/// noticed.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+
+/// Turns on TCP keepalive for a tunnel (best effort: a tunnel without it still works).
+fn keep_alive(t: &TcpStream) {
+    use rustix::net::sockopt;
+    let _ = t.set_nodelay(true);
+    let _ = sockopt::set_socket_keepalive(t, true);
+    let _ = sockopt::set_tcp_keepidle(t, KEEPALIVE_IDLE);
+    let _ = sockopt::set_tcp_keepintvl(t, Duration::from_secs(10));
+}
+
 /// Whether an idle tunnel is still open: a peek that would block means nothing arrived and the
 /// peer has not closed it (asked of the socket itself, not of the runtime's cached readiness).
 fn still_open(t: &TcpStream) -> bool {
@@ -82,7 +96,7 @@ pub async fn accept_side(
             };
             match arrived {
                 Ok((t, from)) => {
-                    let _ = t.set_nodelay(true);
+                    keep_alive(&t);
                     if idle_tx.try_send(t).is_err() {
                         tracing::debug!(%from, "tunnel refused: {} idle already", limits.idle);
                     }
@@ -226,7 +240,7 @@ async fn keep_one(
                 continue;
             }
         };
-        let _ = t.set_nodelay(true);
+        keep_alive(&t);
         let mut first = [0u8; 1];
         let opened = tokio::select! {
             r = t.read_exact(&mut first) => r.is_ok() && first[0] == OPEN,
@@ -344,6 +358,21 @@ mod tests {
             c.await.unwrap();
         }
         stop.cancel();
+    }
+
+    /// Both sides set TCP keepalive on a tunnel, so an idle one survives connection tracking
+    /// and a vanished peer is noticed: the options as the kernel reports them.
+    #[tokio::test]
+    async fn a_tunnel_is_kept_alive_while_idle() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let t = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        assert!(!rustix::net::sockopt::socket_keepalive(&t).unwrap());
+        keep_alive(&t);
+        assert!(rustix::net::sockopt::socket_keepalive(&t).unwrap());
+        assert_eq!(
+            rustix::net::sockopt::tcp_keepidle(&t).unwrap(),
+            KEEPALIVE_IDLE
+        );
     }
 
     /// Without a dial side, a local connection is closed after the connect timeout: the pod
