@@ -108,36 +108,59 @@ pub async fn run(route: Route, listener: Bound, limits: RelayLimits, stop: Cance
         let stop = stop.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut outbound =
-                match tokio::time::timeout(limits.connect_timeout, connect(&target)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::warn!(%target, error = %e, "relay target unreachable");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::warn!(%target, "relay target did not accept in time");
-                        return;
-                    }
-                };
-            tokio::select! {
-                r = relay_until_idle(&mut inbound, &mut outbound, limits.idle_timeout) => {
-                    if let Err(e) = r {
-                        tracing::debug!(%target, error = %e, "relayed connection ended");
-                    }
-                }
-                _ = stop.cancelled() => {}
-            }
+            relay_to(&mut inbound, &target, limits, &stop).await;
         });
     }
 }
 
-/// Copies both ways until both sides are done, or nothing moved for `idle` (an error naming it).
-pub(crate) async fn relay_until_idle<A, B>(
+/// Connects to `target` (within the connect timeout) and relays `inbound` to it
+/// ([`relay_while`]); a target that is unreachable or slow to accept is logged and `inbound`
+/// dropped.
+pub(crate) async fn relay_to<S>(
+    inbound: &mut S,
+    target: &Endpoint,
+    limits: RelayLimits,
+    stop: &CancellationToken,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut outbound = match tokio::time::timeout(limits.connect_timeout, connect(target)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::warn!(%target, error = %e, "relay target unreachable");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%target, "relay target did not accept in time");
+            return;
+        }
+    };
+    relay_while(inbound, &mut outbound, limits.idle_timeout, stop).await;
+}
+
+/// Copies both ways between `a` and `b` until both are done, nothing moved for `idle`, or
+/// `stop` fires.
+pub(crate) async fn relay_while<A, B>(
     a: &mut A,
     b: &mut B,
     idle: Duration,
-) -> std::io::Result<()>
+    stop: &CancellationToken,
+) where
+    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    tokio::select! {
+        r = relay_until_idle(a, b, idle) => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "relayed connection ended");
+            }
+        }
+        _ = stop.cancelled() => {}
+    }
+}
+
+/// Copies both ways until both sides are done, or nothing moved for `idle` (an error naming it).
+async fn relay_until_idle<A, B>(a: &mut A, b: &mut B, idle: Duration) -> std::io::Result<()>
 where
     A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,

@@ -14,8 +14,8 @@
 //! the relay's connection limit and idle timeout; the dial side keeps `idle` tunnels to each
 //! address the name resolves to, each redialled after a failure with a backoff of at most 10 s.
 
-use crate::endpoint::{Bound, Endpoint, connect};
-use crate::relay::{RelayLimits, relay_until_idle};
+use crate::endpoint::{Bound, Endpoint};
+use crate::relay::{RelayLimits, relay_to, relay_while};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -152,14 +152,7 @@ pub async fn accept_side(
                         }
                     }
                 };
-                tokio::select! {
-                    r = relay_until_idle(&mut inbound, &mut tunnel, limits.relay.idle_timeout) => {
-                        if let Err(e) = r {
-                            tracing::debug!(error = %e, "tunnelled connection ended");
-                        }
-                    }
-                    _ = stop.cancelled() => {}
-                }
+                relay_while(&mut inbound, &mut tunnel, limits.relay.idle_timeout, &stop).await;
             });
         }
     };
@@ -264,26 +257,7 @@ async fn keep_one(
         let stop = stop.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut store =
-                match tokio::time::timeout(limits.connect_timeout, connect(&target)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::warn!(%target, error = %e, "tunnel target unreachable");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::warn!(%target, "tunnel target did not accept in time");
-                        return;
-                    }
-                };
-            tokio::select! {
-                r = relay_until_idle(&mut t, &mut store, limits.idle_timeout) => {
-                    if let Err(e) = r {
-                        tracing::debug!(%target, error = %e, "tunnelled connection ended");
-                    }
-                }
-                _ = stop.cancelled() => {}
-            }
+            relay_to(&mut t, &target, limits, &stop).await;
         });
     }
 }
