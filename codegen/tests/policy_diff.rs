@@ -270,6 +270,22 @@ fn settings_as_written_and_the_locks_package_are_reviewed() {
     }
 }
 
+/// A `/proc` for an upstream's jail (issue 56: its mount table names host paths) is named.
+#[test]
+fn a_proc_for_an_upstream_is_named() {
+    let base = load(project().path());
+    let h = project();
+    edit(
+        h.path(),
+        "specs/connectors/clock.yaml",
+        "  call_timeout_ms: \"${MCP_CALL_TIMEOUT_MS:-10000}\"\n",
+        "  call_timeout_ms: \"${MCP_CALL_TIMEOUT_MS:-10000}\"\n  proc: true\n",
+    );
+    let got = lines(&base, h.path());
+    let want = "settings-changed: connector `clock`: settings.proc: (unset) → true";
+    assert!(got.iter().any(|l| l == want), "missing {want}\n{got:#?}");
+}
+
 /// The images an instance runs from (issue 34): another registry for the server image and
 /// another digest for the proxy's are named; a new tag of the same repository is not.
 #[test]

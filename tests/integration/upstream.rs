@@ -328,6 +328,17 @@ async fn call_in_mode(
     }
 }
 
+/// Whether this host lets a jail mount a `/proc` of its own (a container engine masks its own,
+/// and the kernel then refuses a new one).
+fn host_mounts_a_proc() -> bool {
+    std::process::Command::new("bwrap")
+        .args(["--unshare-user", "--unshare-pid", "--ro-bind", "/", "/"])
+        .args(["--proc", "/proc", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 fn workspace(dir: &Path) -> std::sync::Arc<bulkhead::workspace::SessionWorkspace> {
     let root = bulkhead::workspace::WorkspaceRoot::new(dir.join("ws")).unwrap();
     std::sync::Arc::new(
@@ -440,10 +451,11 @@ async fn an_upstream_that_crashes_mid_call_gets_a_retryable_error_and_is_restart
 
 /// A hostile upstream (it does what the model asks of it) in its jail, declared with no
 /// `egress`: none of the server's files exist for it (state store, configuration, other
-/// sessions' workspaces, the host's secrets), none of the server's environment is readable from
-/// any process it can see, and on every mode nothing it sends leaves its own loopback: not a
-/// host 127.0.0.1 listener, not a host abstract Unix socket, even though this test instance
-/// runs unisolated on the host's network.
+/// sessions' workspaces, the host's secrets), it has no `/proc` (so no mount table naming the
+/// host paths of its folders) and, given one (`proc: true`), none of the server's environment
+/// is readable from any process it can see; on every mode nothing it sends leaves its own
+/// loopback: not a host 127.0.0.1 listener, not a host abstract Unix socket, even though this
+/// test instance runs unisolated on the host's network.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_any_mode() {
     let dir = tempfile::tempdir().unwrap();
@@ -472,7 +484,27 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_any_mode() {
             assert!(said.starts_with("refused"), "{mode:?} {order}: {said}");
         }
         let said = echo_in(&c, &ws, "environ", mode).await.unwrap();
-        assert!(said.starts_with("environ"), "{said}");
+        assert_eq!(said, "environ: no /proc", "{mode:?}");
+        let said = echo_in(&c, &ws, "show /proc/self/mountinfo", mode)
+            .await
+            .unwrap();
+        assert!(said.starts_with("refused"), "{mode:?}: {said}");
+        // With `proc: true` it sees its own jail's processes (where the host lets a jail
+        // mount one), and nothing of the server's.
+        let with_proc = misbehaving("snoop", &state, json!({"proc": true}));
+        let said = echo_in(&with_proc, &ws, "environ", mode).await.unwrap();
+        let shown = echo_in(&with_proc, &ws, "show /proc/self/mountinfo", mode)
+            .await
+            .unwrap();
+        if host_mounts_a_proc() {
+            assert!(
+                said.starts_with("environ ") && said.contains(": "),
+                "{said}"
+            );
+            assert!(shown.starts_with("shown "), "{mode:?}: {shown}");
+        } else {
+            assert_eq!(said, "environ: no /proc", "{mode:?}");
+        }
         let path = std::env::var("PATH").unwrap_or_default();
         for (key, value) in std::env::vars() {
             // What the jail is given on purpose: its own variables (the server's PATH).

@@ -67,8 +67,8 @@ pub struct Layout<'a> {
     pub workspace: Option<BorrowedFd<'a>>,
     /// Whether bubblewrap reports the jail's first process on descriptor 4.
     pub info: bool,
-    /// Whether the jail gets a `/proc` (where the host allows one). A run does not: its
-    /// mount table would name the host paths its folders come from.
+    /// Whether the jail gets a `/proc` (where the host allows one). Only an upstream whose
+    /// spec says `proc: true` does: its mount table names the host paths its folders come from.
     pub proc: bool,
     /// How many system-call filters come on descriptors 5 and up.
     pub filters: usize,

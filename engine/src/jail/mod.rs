@@ -78,6 +78,9 @@ pub struct Launch<'a> {
     /// A run's limits (rlimits) and the pipe bubblewrap reports the jail's first process on; a
     /// long-lived jail (an upstream) has neither and is bounded by its cgroup.
     pub run: Option<(&'a Limits, &'a OwnedFd)>,
+    /// Whether the jail gets a `/proc` (where the host allows one): its mount table names the
+    /// host paths its folders come from, so only a jail whose program needs one has it.
+    pub proc: bool,
     /// Processes and bytes of memory of the whole jail (its cgroup, where one can be made).
     pub cgroup: (u64, u64),
     /// The program's whole environment, when the caller decides it; else a fresh minimal one.
@@ -288,7 +291,7 @@ impl Jailer {
                 f.as_fd()
             }),
             info: launch.run.is_some(),
-            proc: launch.run.is_none(),
+            proc: launch.proc,
             filters: filters.len(),
             binds: launch.binds,
             inherit_env: launch.env.is_some(),

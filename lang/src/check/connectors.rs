@@ -242,6 +242,9 @@ fn authoring_rules(settings: &Settings) -> Result<(), String> {
                 if s.env.is_some() {
                     return Err("`env` is for a launched upstream (`command`), not a `url`".into());
                 }
+                if s.proc.is_some() {
+                    return Err("`proc` is for a launched upstream (`command`), not a `url`".into());
+                }
                 let host = u
                     .split_once("://")
                     .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())

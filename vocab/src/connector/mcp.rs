@@ -49,6 +49,12 @@ pub struct McpSettings {
     /// Host folders a launched upstream may write (absolute; same path in its jail).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_write: Vec<String>,
+    /// Whether a launched upstream gets a `/proc` (of its own jail: its processes only), for
+    /// programs that need one, such as a browser. Its mount table then names the host folders
+    /// its jail binds (the session's folder among them). Default: no `/proc`, as in a container
+    /// engine, which masks it anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc: Option<Flag>,
     /// One upstream per session, with that session's folder at `/workspace` (for upstreams
     /// that take a root folder, such as the filesystem server); default: one per instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,6 +109,11 @@ impl McpSettings {
     /// One upstream per session rather than per instance.
     pub fn session_workspace(&self) -> Result<bool, SettingError> {
         flag(&self.session_workspace, "session_workspace", false)
+    }
+
+    /// Whether a launched upstream's jail has a `/proc`.
+    pub fn proc(&self) -> Result<bool, SettingError> {
+        flag(&self.proc, "proc", false)
     }
 
     /// Milliseconds to start and answer `initialize`.

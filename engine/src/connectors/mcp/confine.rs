@@ -8,7 +8,9 @@
 //! system, its own install folder (the nearest enclosing virtualenv or `node_modules` of its
 //! program, read-only), the folders its spec names (`read_only`, `read_write`), and, for an
 //! upstream of one session (`session_workspace: true`), that session's folder of this
-//! instance's layer at `/workspace`, bound by descriptor, so no host path reaches the model.
+//! instance's layer at `/workspace`, bound by descriptor, so no host path reaches the model;
+//! it has no `/proc` (whose mount table would name those host paths) unless its spec says
+//! `proc: true`.
 //! Its network is a namespace of its own with only loopback, on every mode: an upstream whose
 //! connector declares `egress:` reaches those hosts through its gate ([`egress`]) and nothing
 //! else (and only on `full` and `proxied`); its environment is what its spec gives it.
@@ -30,10 +32,14 @@ const PROBE_WAIT: Duration = Duration::from_secs(10);
 
 /// The jail of one `mcp` connector's upstreams.
 pub(crate) struct Confine {
+    /// The connector's name (for its logs).
+    connector: &'static str,
     /// Host folders bound at the same path (the spec's, and the program's install folder).
     binds: Vec<jail::Bind>,
     /// Processes and bytes of memory one upstream (with everything it starts) may use.
     limits: (u64, u64),
+    /// Whether its jail has a `/proc` (`proc: true`; the host may still refuse one).
+    proc: bool,
     /// The jails of its upstreams.
     jailer: jail::Jailer,
 }
@@ -49,18 +55,16 @@ pub(crate) struct Launch {
 }
 
 impl Confine {
-    /// The jail for `command`, with the folders a spec names.
+    /// The jail for `command`, with the folders, bounds and `/proc` its settings name.
     pub fn new(
         connector: &'static str,
         command: &[String],
-        read_only: &[String],
-        read_write: &[String],
-        limits: (u64, u64),
+        settings: &super::Settings,
         egress: egress::Egress,
         helper: Option<PathBuf>,
     ) -> Result<Confine, String> {
         let mut binds = Vec::new();
-        for (paths, writable) in [(read_only, false), (read_write, true)] {
+        for (paths, writable) in [(&settings.read_only, false), (&settings.read_write, true)] {
             for p in paths {
                 binds.push(jail::Bind {
                     path: folder(p)?,
@@ -104,8 +108,10 @@ impl Confine {
             );
         }
         Ok(Confine {
+            connector,
             binds,
-            limits,
+            limits: settings.limits(),
+            proc: settings.proc(),
             jailer,
         })
     }
@@ -129,7 +135,13 @@ impl Confine {
         workspace: Option<&SessionWorkspace>,
         env: &[(String, String)],
     ) -> Result<Launch, String> {
-        self.host().await?;
+        let host = self.host().await?;
+        if self.proc && !host.proc {
+            tracing::warn!(
+                connector = self.connector,
+                "`proc: true`, but this host refuses a jail a /proc of its own (a container engine masks its own): the upstream starts without one"
+            );
+        }
         let mut argv = argv.to_vec();
         if let Some(abs) = resolve(&argv[0]) {
             argv[0] = abs.to_string_lossy().into_owned();
@@ -146,6 +158,7 @@ impl Confine {
                         .map_err(|e| format!("the session's workspace: {e}"))?,
                     binds: &self.binds,
                     run: None,
+                    proc: self.proc,
                     cgroup: self.limits,
                     env: Some(env),
                 },
@@ -303,12 +316,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(data.join("ref")).unwrap();
+        let settings = super::super::Settings::read(bulkhead_vocab::connector::McpSettings {
+            read_only: vec![data.join("ref").display().to_string()],
+            read_write: vec![data.display().to_string()],
+            ..Default::default()
+        })
+        .unwrap();
         let c = Confine::new(
             "t",
             &["/usr/bin/env".to_string()],
-            &[data.join("ref").display().to_string()],
-            &[data.display().to_string()],
-            (64, 1 << 30),
+            &settings,
             egress::Egress::none("t"),
             None,
         )

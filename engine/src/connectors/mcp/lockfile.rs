@@ -39,9 +39,7 @@ pub async fn list(connector: &'static str, settings: Value) -> anyhow::Result<Li
             super::confine::Confine::new(
                 connector,
                 c,
-                &s.read_only,
-                &s.read_write,
-                s.limits(),
+                &s,
                 crate::jail::egress::Egress::none(connector),
                 None,
             )

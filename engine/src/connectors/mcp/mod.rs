@@ -72,6 +72,7 @@ pub(crate) struct Settings {
     idle: Duration,
     pin_max_age: Duration,
     limits: (u64, u64),
+    proc: bool,
 }
 
 impl std::ops::Deref for Settings {
@@ -109,6 +110,7 @@ impl Settings {
                 given.processes()?,
                 given.memory_mb()?.saturating_mul(1 << 20),
             ),
+            proc: given.proc()?,
             given,
         })
     }
@@ -129,6 +131,11 @@ impl Settings {
     /// Processes and bytes of memory of one upstream.
     pub(crate) fn limits(&self) -> (u64, u64) {
         self.limits
+    }
+
+    /// Whether a launched upstream's jail has a `/proc`.
+    pub(crate) fn proc(&self) -> bool {
+        self.proc
     }
 
     pub(crate) fn idle(&self) -> Duration {
@@ -241,9 +248,7 @@ impl Mcp {
                 confine::Confine::new(
                     def.name,
                     c,
-                    &settings.read_only,
-                    &settings.read_write,
-                    settings.limits(),
+                    &settings,
                     egress,
                     crate::jail::helper_path(lookup),
                 )

@@ -205,6 +205,7 @@ impl Sandbox {
                     })?),
                     binds: &[],
                     run: Some((&self.limits, &info_writer)),
+                    proc: false,
                     cgroup: (self.limits.processes, self.limits.memory_bytes),
                     env: None,
                 },
