@@ -542,6 +542,50 @@ async fn a_hostile_upstream_sees_no_server_file_and_no_network_on_any_mode() {
     }
 }
 
+/// Nothing an upstream writes can raise privileges on the host: its setuid and setgid modes are
+/// refused, and under a root server its `read_write` folder is written through an idmapped view
+/// as `workspace.host_uid` (10001), so no file there is root's; a folder that is not that
+/// user's is refused, naming the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_plants_nothing_setuid_or_roots_in_its_folders() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let owner = bulkhead::workspace::HostOwner::for_this_process(10001)
+        .unwrap()
+        .map(Arc::new);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let uid = match &owner {
+        Some(o) => {
+            // Root's folder first: refused, since the upstream could not write it.
+            let c = misbehaving("snoop", &state, json!({})).with_host_owner(owner.clone());
+            let refused = echo(&c, &ws, "start").await.unwrap_err().wire_text();
+            assert!(
+                refused.contains("belongs to uid 0") && refused.contains("chown -R 10001:10001"),
+                "{refused}"
+            );
+            std::os::unix::fs::chown(&state, Some(o.uid()), Some(o.uid())).unwrap();
+            o.uid()
+        }
+        None => nix::unistd::geteuid().as_raw(),
+    };
+    let c = misbehaving("snoop", &state, json!({})).with_host_owner(owner.clone());
+    let said = echo(&c, &ws, &format!("plant {}", state.display()))
+        .await
+        .unwrap();
+    assert_eq!(said, "planted: planted refused 1, elf refused 1");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&state).unwrap().flatten() {
+        let meta = e.metadata().unwrap();
+        assert_eq!(meta.uid(), uid, "{:?} belongs to {}", e.path(), meta.uid());
+        assert_eq!(meta.permissions().mode() & 0o6000, 0, "{:?}", e.path());
+        seen += 1;
+    }
+    // `starts` (written at its start), `planted` and `elf`.
+    assert_eq!(seen, 3);
+}
+
 /// An upstream and everything it starts live in a cgroup of their own (as root here): one that
 /// allocates without end is stopped at `memory_mb`, the call gets a retryable error, and the
 /// server goes on.

@@ -116,7 +116,8 @@ impl Runtime {
                 "a connector secret is set as a plain environment variable; pass it as a file ({var}_FILE), as every generated deployment does"
             );
         }
-        let connectors = Connectors::from_env(used_connectors(&server))?;
+        let connectors = Connectors::from_env(used_connectors(&server))?
+            .with_host_owner(workspaces.host_owner());
         let limits = CallLimits::default();
         let name = server.def.name;
         let metrics = Arc::new(Metrics::new());
@@ -188,7 +189,9 @@ impl Runtime {
         mut self,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Runtime, RuntimeError> {
-        self.connectors = Connectors::new(used_connectors(&self.server), env)?;
+        self.connectors = Connectors::new(used_connectors(&self.server), env)?
+            .with_host_owner(self.workspaces.host_owner())
+            .with_budget(self.connectors.budget());
         Ok(self)
     }
 

@@ -136,6 +136,25 @@ impl Connectors {
         })
     }
 
+    /// Under a root server (`owner` is `Some`), launched upstreams write their `read_write`
+    /// folders through idmapped views, as that owner's user ([`HostOwner`](crate::workspace::HostOwner)).
+    pub fn with_host_owner(
+        mut self,
+        owner: Option<std::sync::Arc<crate::workspace::HostOwner>>,
+    ) -> Connectors {
+        for built in self.by_name.values_mut() {
+            if let Instance::Mcp(m) = &mut built.instance {
+                m.set_host_owner(owner.clone());
+            }
+        }
+        self
+    }
+
+    /// The memory budget of each call's streamed result.
+    pub(crate) fn budget(&self) -> stream::StreamBudget {
+        self.budget
+    }
+
     /// Sets the memory budget of each call's streamed result.
     pub fn with_budget(mut self, budget: stream::StreamBudget) -> Connectors {
         self.budget = budget;

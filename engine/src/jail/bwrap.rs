@@ -272,6 +272,9 @@ pub struct PreExec {
     /// Where the workspace descriptor (a detached mount) is attached first, in a mount
     /// namespace of bubblewrap's own ([`WorkspaceBind::Staged`](super::WorkspaceBind)).
     stage: Option<CString>,
+    /// Detached mounts attached over host folders in that namespace, in order, before the
+    /// workspace ([`Launch::attach`](super::Launch)): bubblewrap then binds those paths.
+    attach: Vec<(i32, CString)>,
 }
 
 impl PreExec {
@@ -309,11 +312,18 @@ impl PreExec {
             rlimits,
             cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
             stage: None,
+            attach: Vec::new(),
         }
     }
 
-    /// Attaches the workspace descriptor at `stage` before bubblewrap starts, when given.
-    pub fn staged_at(mut self, stage: Option<CString>) -> PreExec {
+    /// Attaches each detached mount of `attach` over its folder, then the workspace
+    /// descriptor at `stage` when given, before bubblewrap starts (the descriptors must stay
+    /// open until it has).
+    pub fn staged_at(mut self, attach: &[super::Attach], stage: Option<CString>) -> PreExec {
+        self.attach = attach
+            .iter()
+            .map(|a| (a.tree.as_raw_fd(), a.at.clone()))
+            .collect();
         self.stage = stage;
         self
     }
@@ -330,6 +340,7 @@ impl PreExec {
             rlimits: vec![(libc::RLIMIT_CORE, 0, 0), (libc::RLIMIT_NOFILE, 1024, 1024)],
             cgroup_procs: cgroup.map(RunCgroup::procs_files).unwrap_or_default(),
             stage: None,
+            attach: Vec::new(),
         }
     }
 
@@ -368,12 +379,16 @@ impl PreExec {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            // A detached workspace mount is attached over the stage folder in a mount namespace
-            // of this process's own (the host's is untouched), then opened there.
-            let mut staged = -1;
-            if let Some(at) = &self.stage
-                && let Some(&(tree, _)) = self.fds.iter().find(|(_, t)| *t == WORKSPACE_FD)
-            {
+            // Detached mounts are attached over their folders in a mount namespace of this
+            // process's own (the host's is untouched): the idmapped views of writable binds,
+            // then the workspace's over the stage folder, which is opened there.
+            let workspace_tree = self.stage.as_ref().and_then(|at| {
+                self.fds
+                    .iter()
+                    .find(|(_, t)| *t == WORKSPACE_FD)
+                    .map(|&(tree, _)| (tree, at))
+            });
+            if !self.attach.is_empty() || workspace_tree.is_some() {
                 check(libc::unshare(libc::CLONE_NEWNS))?;
                 check(libc::mount(
                     c"none".as_ptr(),
@@ -382,6 +397,8 @@ impl PreExec {
                     libc::MS_REC | libc::MS_PRIVATE,
                     std::ptr::null(),
                 ))?;
+            }
+            let attach = |tree: i32, at: &CString| {
                 check(libc::syscall(
                     libc::SYS_move_mount,
                     tree,
@@ -389,7 +406,14 @@ impl PreExec {
                     libc::AT_FDCWD,
                     at.as_ptr(),
                     libc::MOVE_MOUNT_F_EMPTY_PATH,
-                ) as libc::c_int)?;
+                ) as libc::c_int)
+            };
+            for (tree, at) in &self.attach {
+                attach(*tree, at)?;
+            }
+            let mut staged = -1;
+            if let Some((tree, at)) = workspace_tree {
+                attach(tree, at)?;
                 staged = check(libc::open(
                     at.as_ptr(),
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,

@@ -75,6 +75,9 @@ pub struct Launch<'a> {
     pub workspace: Option<WorkspaceBind<'a>>,
     /// Host folders bound at the same path.
     pub binds: &'a [Bind],
+    /// Detached mounts attached over some of those folders first (under a root server, the
+    /// idmapped views of the writable ones), parents first.
+    pub attach: Vec<Attach>,
     /// A run's limits (rlimits) and the pipe bubblewrap reports the jail's first process on; a
     /// long-lived jail (an upstream) has neither and is bounded by its cgroup.
     pub run: Option<(&'a Limits, &'a OwnedFd)>,
@@ -100,6 +103,15 @@ pub enum WorkspaceBind<'a> {
         /// The host path of the empty folder it is attached over.
         at: std::ffi::CString,
     },
+}
+
+/// A detached mount (an idmapped view of a folder) and the host folder it is attached over in
+/// the jail's own mount namespace before bubblewrap starts.
+pub struct Attach {
+    /// The detached mount.
+    pub tree: OwnedFd,
+    /// The host path of the folder it covers.
+    pub at: std::ffi::CString,
 }
 
 /// A jail ready to start: its command, the descriptors it needs until it has started, its
@@ -307,7 +319,7 @@ impl Jailer {
             ),
             None => PreExec::descriptors(layout.workspace, &filters, cgroup.as_ref()),
         }
-        .staged_at(stage);
+        .staged_at(&launch.attach, stage);
         let mut command = tokio::process::Command::new(bwrap);
         command.args(args(&layout, launch.argv)).env_clear();
         if let Some(env) = launch.env {
@@ -326,6 +338,7 @@ impl Jailer {
         }
         keep.extend(workspace);
         keep.extend(filters);
+        keep.extend(launch.attach.into_iter().map(|a| a.tree));
         Ok(Prepared {
             command,
             keep,

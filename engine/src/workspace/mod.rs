@@ -118,6 +118,11 @@ impl WorkspaceRoot {
         Ok(self)
     }
 
+    /// The owner of this root's files under a root server (the user jails write as).
+    pub fn host_owner(&self) -> Option<std::sync::Arc<HostOwner>> {
+        self.idmapped.as_ref().map(|i| i.owner.clone())
+    }
+
     /// Adds read-only lower layers, nearest first: the workspace roots of less isolated
     /// instances of the same server. A session sees its files there (the ones it wrote before
     /// it moved up) wherever this root has none by that name; it never writes there. A layer

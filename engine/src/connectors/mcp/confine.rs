@@ -14,6 +14,10 @@
 //! Its network is a namespace of its own with only loopback, on every mode: an upstream whose
 //! connector declares `egress:` reaches those hosts through its gate ([`egress`]) and nothing
 //! else (and only on `full` and `proxied`); its environment is what its spec gives it.
+//! Nothing it writes is root's on the host: under a root server its `read_write` folders are
+//! bound through idmapped views (`nosuid,nodev`) in which `workspace.host_uid` is root, as its
+//! `/workspace` is ([`crate::workspace::HostOwner`]), and a folder not that user's is refused;
+//! setuid and setgid modes are refused by the jail's filter anyway.
 //! Without bubblewrap, or on a host where a jail does not start, an upstream does not start.
 //! Where this process can write cgroups (as for the sandbox), an upstream and everything it
 //! starts get one of their own: `processes` and `memory_mb` bound them (a fork or memory bomb
@@ -25,7 +29,8 @@ use std::time::Duration;
 
 use crate::jail::{self, cgroup::RunCgroup, egress};
 use crate::policy::NetworkMode;
-use crate::workspace::SessionWorkspace;
+use crate::workspace::{HostOwner, SessionWorkspace};
+use std::sync::Arc;
 
 /// How long one trial jail may take to start when probing the host.
 const PROBE_WAIT: Duration = Duration::from_secs(10);
@@ -40,6 +45,9 @@ pub(crate) struct Confine {
     limits: (u64, u64),
     /// Whether its jail has a `/proc` (`proc: true`; the host may still refuse one).
     proc: bool,
+    /// Under a root server, the user its writable binds are written as (through idmapped
+    /// views of them, [`HostOwner`]).
+    host_owner: Option<Arc<HostOwner>>,
     /// The jails of its upstreams.
     jailer: jail::Jailer,
 }
@@ -112,8 +120,51 @@ impl Confine {
             binds,
             limits: settings.limits(),
             proc: settings.proc(),
+            host_owner: None,
             jailer,
         })
+    }
+
+    /// Under a root server, the owner the upstream writes its `read_write` folders as.
+    pub fn set_host_owner(&mut self, owner: Option<Arc<HostOwner>>) {
+        self.host_owner = owner;
+    }
+
+    /// Under a root server, an idmapped view of each writable bind, to attach over it: what
+    /// the upstream writes there belongs to the owner's user on disk, never to root. A folder
+    /// that is not that user's is refused (through the view the upstream could not write it).
+    fn writable_views(&self) -> Result<Vec<jail::Attach>, String> {
+        let Some(owner) = &self.host_owner else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for b in self.binds.iter().filter(|b| b.writable) {
+            use std::os::fd::AsFd as _;
+            use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+            let dir = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_NOFOLLOW)
+                .open(&b.path)
+                .map_err(|e| format!("`{}` (read_write): {e}", b.path.display()))?;
+            let meta = dir
+                .metadata()
+                .map_err(|e| format!("`{}` (read_write): {e}", b.path.display()))?;
+            if meta.uid() != owner.uid() {
+                return Err(format!(
+                    "`{path}` (read_write) belongs to uid {uid}: under a root server an upstream writes as `workspace.host_uid` ({host}), so nothing it writes is root's; give the folder to that user (`chown -R {host}:{host} {path}`)",
+                    path = b.path.display(),
+                    uid = meta.uid(),
+                    host = owner.uid(),
+                ));
+            }
+            let tree = owner
+                .view(dir.as_fd())
+                .map_err(|e| format!("`{}` (read_write): {e}", b.path.display()))?;
+            let at = std::ffi::CString::new(b.path.as_os_str().as_encoded_bytes())
+                .map_err(|_| format!("`{}` holds a NUL byte", b.path.display()))?;
+            out.push(jail::Attach { tree, at });
+        }
+        Ok(out)
     }
 
     /// Whether a jail starts here (readiness).
@@ -157,6 +208,7 @@ impl Confine {
                         .transpose()
                         .map_err(|e| format!("the session's workspace: {e}"))?,
                     binds: &self.binds,
+                    attach: self.writable_views()?,
                     run: None,
                     proc: self.proc,
                     cgroup: self.limits,

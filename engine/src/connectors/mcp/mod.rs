@@ -229,6 +229,13 @@ impl Drop for Abandon {
 }
 
 impl Mcp {
+    /// Under a root server, the owner a launched upstream writes its `read_write` folders as.
+    pub(crate) fn set_host_owner(&mut self, owner: Option<Arc<crate::workspace::HostOwner>>) {
+        if let Some(c) = &mut self.confine {
+            c.set_host_owner(owner);
+        }
+    }
+
     /// Reads the settings and the pins of the declared operations.
     pub fn new(
         def: &'static ConnectorDef,

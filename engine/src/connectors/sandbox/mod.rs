@@ -204,6 +204,7 @@ impl Sandbox {
                         ToolError::fatal(format!("`{}`: the workspace: {e}", self.name))
                     })?),
                     binds: &[],
+                    attach: Vec::new(),
                     run: Some((&self.limits, &info_writer)),
                     proc: false,
                     cgroup: (self.limits.processes, self.limits.memory_bytes),
