@@ -35,6 +35,7 @@ pub mod inspect;
 pub mod isolation;
 pub mod jail;
 pub mod metrics;
+pub mod pg_tls;
 pub mod policy;
 pub mod project;
 pub mod ratelimit;

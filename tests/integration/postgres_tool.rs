@@ -58,6 +58,41 @@ pub async fn crm_database(tag: &str) -> String {
     url
 }
 
+/// A connection URL that says `sslmode=verify-full` (with the test server's CA) reaches the
+/// database encrypted: the tool answers, and the server lists the connector's connection as TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_backed_tool_reaches_its_database_over_verified_tls() {
+    let url = crm_database("crm_tls").await;
+    let ca = super::procs::pg::server().ca.display().to_string();
+    let mut dep = Deployment::new(Store::Sqlite, "crm").await;
+    let secret = dep.path().join("crm_database_url");
+    std::fs::write(
+        &secret,
+        format!("{url}?sslmode=verify-full&sslrootcert={ca}\n"),
+    )
+    .unwrap();
+    dep.set_env("CRM_DATABASE_URL_FILE", secret.to_str().unwrap());
+    let p = dep.try_start_server("crm", "proxied", None).unwrap();
+    let c = client(&p.url, "ana", "crm-tls").await;
+    let r = call(&c, "get_account", json!({"id": 2})).await.unwrap();
+    assert!(r.text.contains("2,Globex,ben"), "{}", r.text);
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let name = url.rsplit('/').next().unwrap();
+    let row = db
+        .query_one(
+            "SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) WHERE a.datname = $1 AND a.application_name = 'bulkhead'",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    let (encrypted, all): (i64, i64) = (row.get(0), row.get(1));
+    assert!(all >= 1, "the connector's connection is open");
+    assert_eq!(encrypted, all, "a connector connection in clear");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_backed_tool_answers_through_the_server() {
     let url = crm_database("crm").await;

@@ -12,12 +12,15 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// A running test server.
+/// A running test server. It takes TLS too (clients that do not ask for it connect in clear),
+/// with a certificate for `127.0.0.1` only (no name) signed by a CA of its own.
 pub struct PgServer {
     /// `127.0.0.1` port.
     pub port: u16,
     /// The cluster's folder (kept until the process ends).
     pub dir: PathBuf,
+    /// The PEM file of the CA that signed the server's certificate.
+    pub ca: PathBuf,
 }
 
 static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
@@ -144,6 +147,7 @@ fn start() -> Result<PgServer, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    let ca = certificates(&dir, user)?;
     let port = free_port();
     // The postmaster is spawned from a thread that never ends: the parent-death signal follows
     // the spawning thread, not the process.
@@ -166,6 +170,12 @@ fn start() -> Result<PgServer, String> {
                 "max_connections=300",
                 "-c",
                 "shared_buffers=32MB",
+                "-c",
+                "ssl=on",
+                "-c",
+                &format!("ssl_cert_file={}", dir2.join("server.crt").display()),
+                "-c",
+                &format!("ssl_key_file={}", dir2.join("server.key").display()),
             ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -198,7 +208,89 @@ fn start() -> Result<PgServer, String> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(PgServer { port, dir })
+    Ok(PgServer { port, dir, ca })
+}
+
+/// A CA (`ca.pem`) and the server's key and certificate for `127.0.0.1` signed by it, made by
+/// `openssl` in `dir` (the key the server's user's, mode 0600); the CA's path.
+fn certificates(dir: &Path, user: Option<(u32, u32)>) -> Result<PathBuf, String> {
+    let ca = dir.join("ca.pem");
+    let ext = dir.join("server.ext");
+    std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").map_err(|e| e.to_string())?;
+    let d = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let curve = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let steps: Vec<Vec<String>> = vec![
+        [
+            &["req", "-x509"][..],
+            &curve[..],
+            &["-keyout", &d("ca.key"), "-out", &d("ca.pem")],
+        ]
+        .concat()
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["-days", "30", "-subj", "/CN=bulkhead test CA"].map(String::from))
+        .collect(),
+        [
+            &["req"][..],
+            &curve[..],
+            &["-keyout", &d("server.key"), "-out", &d("server.csr")],
+        ]
+        .concat()
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["-subj", "/CN=127.0.0.1"].map(String::from))
+        .collect(),
+        [
+            "x509",
+            "-req",
+            "-in",
+            &d("server.csr"),
+            "-CA",
+            &d("ca.pem"),
+            "-CAkey",
+            &d("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &d("server.crt"),
+            "-days",
+            "30",
+            "-extfile",
+            &d("server.ext"),
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("openssl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl {}: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    let key = dir.join("server.key");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| e.to_string())?;
+    if let Some((uid, gid)) = user {
+        for f in ["server.key", "server.crt"] {
+            std::os::unix::fs::chown(dir.join(f), Some(uid), Some(gid))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(ca)
 }
 
 /// The shared server (started on first use; a test fails with the reason when it cannot start).

@@ -12,15 +12,16 @@ use crate::state::postgres::PgOptions;
 /// again after it closed or a statement failed.
 pub struct PgLink {
     rt: tokio::runtime::Runtime,
-    config: tokio_postgres::Config,
+    target: crate::pg_tls::PgTarget,
     client: Option<tokio_postgres::Client>,
 }
 
 impl PgLink {
     /// A link to the store `pg`, named `application` in `pg_stat_activity`.
     pub fn new(pg: &PgOptions, application: &str) -> Result<PgLink, String> {
-        let mut config = pg.config()?;
-        config
+        let mut target = pg.target()?;
+        target
+            .config_mut()
             .application_name(application)
             .connect_timeout(pg.connect_timeout);
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -29,7 +30,7 @@ impl PgLink {
             .map_err(|e| e.to_string())?;
         Ok(PgLink {
             rt,
-            config,
+            target,
             client: None,
         })
     }
@@ -39,13 +40,10 @@ impl PgLink {
     pub fn connect(&mut self) -> Result<bool, String> {
         let fresh = self.client.as_ref().is_none_or(|c| c.is_closed());
         if fresh {
-            let (client, conn) = self
+            let (client, _task) = self
                 .rt
-                .block_on(self.config.connect(tokio_postgres::NoTls))
+                .block_on(self.target.connect())
                 .map_err(|e| e.to_string())?;
-            self.rt.spawn(async move {
-                let _ = conn.await;
-            });
             self.client = Some(client);
         }
         Ok(fresh)

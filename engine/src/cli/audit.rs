@@ -226,12 +226,7 @@ fn checkpoints(config: &Config) -> anyhow::Result<Vec<Stored>> {
                 .enable_all()
                 .build()?;
             rt.block_on(async {
-                let (client, conn) = pg
-                    .config()
-                    .map_err(anyhow::Error::msg)?
-                    .connect(tokio_postgres::NoTls)
-                    .await?;
-                tokio::spawn(conn);
+                let (client, _task) = pg.target().map_err(anyhow::Error::msg)?.connect().await?;
                 heads::read_pg(&client).await.map_err(anyhow::Error::msg)
             })
         }
@@ -243,12 +238,7 @@ async fn pg_log(
     reader: &mut Reader,
 ) -> anyhow::Result<()> {
     use futures::TryStreamExt;
-    let (client, conn) = pg
-        .config()
-        .map_err(anyhow::Error::msg)?
-        .connect(tokio_postgres::NoTls)
-        .await?;
-    tokio::spawn(conn);
+    let (client, _task) = pg.target().map_err(anyhow::Error::msg)?.connect().await?;
     let rows = client
         .query_raw(
             "SELECT id, coalesce(line, record::text) FROM bulkhead_audit ORDER BY id",

@@ -24,11 +24,11 @@ pub struct Routes {
 
 /// The `host:port` of the PostgreSQL URL in `file` (its first TCP host; port 5432 by default).
 fn store_address(file: &std::path::Path) -> anyhow::Result<Endpoint> {
-    use std::str::FromStr;
     let url =
         std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    let config = tokio_postgres::Config::from_str(url.trim())
-        .map_err(|e| anyhow::anyhow!("{}: not a PostgreSQL URL: {e}", file.display()))?;
+    // Read as the store reads it (its TLS settings aside: the tunnel carries TLS untouched).
+    let config = bulkhead::pg_tls::settings(url.trim())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let host = config
         .get_hosts()
         .iter()

@@ -406,7 +406,9 @@ pub struct StateConfig {
     /// Root of all workspaces (`<root>/<server>/<user>/<session>`).
     #[schemars(extend("x-review" = "changed"))]
     pub workspaces: PathBuf,
-    /// `sqlite` (the embedded default: one host) or a `postgres://…` URL (replicas on many hosts).
+    /// `sqlite` (the embedded default: one host) or a `postgres://…` URL (replicas on many hosts;
+    /// `?sslmode=verify-full&sslrootcert=<PEM file>` encrypts and verifies the server, also
+    /// through `store_socket`).
     #[schemars(extend("x-review" = "changed"))]
     pub store: String,
     /// A folder holding the PostgreSQL store's Unix socket (`.s.PGSQL.5432`, whatever the URL's

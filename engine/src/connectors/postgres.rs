@@ -74,10 +74,9 @@ impl Postgres {
                 }
             }
         }
-        let mut config: tokio_postgres::Config = s
-            .url
-            .parse()
-            .map_err(|e| err(format!("settings.url is not a PostgreSQL URL: {e}")))?;
+        let mut target = crate::pg_tls::PgTarget::parse(&s.url)
+            .map_err(|e| err(format!("settings.url: {e}")))?;
+        let config = target.config_mut();
         let connect_timeout =
             Duration::from_millis(s.connect_timeout_ms().map_err(settings::invalid(def))?);
         config.connect_timeout(connect_timeout);
@@ -92,13 +91,18 @@ impl Postgres {
         };
         // A proxied instance reaches its database only through its egress proxy (a CONNECT
         // tunnel, allowed when the database's `host:port` is on `proxied_egress`).
-        let manager = match tunnel::proxy_for(&config) {
+        let manager = match tunnel::proxy_for(target.config()) {
             Some((proxy, host, port)) => Manager::from_connect(
-                config,
-                tunnel::ThroughProxy { proxy, host, port },
+                target.config().clone(),
+                tunnel::ThroughProxy {
+                    proxy,
+                    host,
+                    port,
+                    target,
+                },
                 manager_config,
             ),
-            None => Manager::from_config(config, tokio_postgres::NoTls, manager_config),
+            None => target.manager(manager_config),
         };
         let pool = Pool::builder(manager)
             .max_size(
@@ -307,12 +311,11 @@ mod tunnel {
     //! Connections through an HTTP CONNECT proxy (`HTTPS_PROXY`/`HTTP_PROXY`, minus `NO_PROXY`):
     //! how a proxied instance's database traffic passes its egress proxy.
 
+    use crate::pg_tls::Failed;
     use deadpool_postgres::Connect;
     use futures::future::BoxFuture;
     use std::io;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-    use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     use tokio::net::TcpStream;
     use tokio_postgres::config::Host;
 
@@ -375,62 +378,13 @@ mod tunnel {
         }
     }
 
-    /// A stream that fails with one error: how a tunnel failure becomes a `tokio_postgres::Error`
-    /// (which has no public constructor).
-    struct Failed(Option<io::Error>);
-
-    impl AsyncRead for Failed {
-        fn poll_read(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            _: &mut ReadBuf<'_>,
-        ) -> Poll<io::Result<()>> {
-            Poll::Ready(Err(self
-                .0
-                .take()
-                .unwrap_or_else(|| io::Error::other("closed"))))
-        }
-    }
-
-    impl AsyncWrite for Failed {
-        fn poll_write(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            _: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            Poll::Ready(Err(self
-                .0
-                .take()
-                .unwrap_or_else(|| io::Error::other("closed"))))
-        }
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-    }
-
-    /// The PostgreSQL handshake over `stream`; its connection task runs until the client drops.
-    async fn handshake<S>(
-        config: &tokio_postgres::Config,
-        stream: S,
-    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let (client, connection) = config.connect_raw(stream, tokio_postgres::NoTls).await?;
-        let task = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok((client, task))
-    }
-
-    /// Every pooled connection opened through the proxy.
+    /// Every pooled connection opened through the proxy (TLS, when the URL asks for it, runs
+    /// through the tunnel to the database itself).
     pub struct ThroughProxy {
         pub proxy: String,
         pub host: String,
         pub port: u16,
+        pub target: crate::pg_tls::PgTarget,
     }
 
     impl Connect for ThroughProxy {
@@ -441,12 +395,13 @@ mod tunnel {
             '_,
             Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
         > {
-            let config = pg_config.clone();
+            let mut target = self.target.clone();
+            *target.config_mut() = pg_config.clone();
             Box::pin(async move {
                 match open(&self.proxy, &self.host, self.port).await {
-                    Ok(stream) => handshake(&config, stream).await,
+                    Ok(stream) => target.handshake(stream).await,
                     // A refused tunnel surfaces as the handshake's I/O error.
-                    Err(e) => handshake(&config, Failed(Some(e))).await,
+                    Err(e) => target.handshake(Failed(Some(e))).await,
                 }
             })
         }

@@ -211,6 +211,7 @@ impl RateLimiter {
             ),
             StateStore::Postgres(p) => Backend::Postgres(postgres::PgBuckets::new(
                 p.pool().clone(),
+                p.target().clone(),
                 p.scope().to_owned(),
             )),
         };

@@ -2,11 +2,14 @@
 //! on a pooled connection — the one extra round trip — deciding by the database's clock.
 
 use super::{Counted, Visit};
+use crate::pg_tls::PgTarget;
 use deadpool_postgres::Pool;
 
 /// The buckets of a trust domain in PostgreSQL.
 pub(super) struct PgBuckets {
     pool: Pool,
+    /// How the pool's connections are opened (a cancel request opens one more).
+    target: PgTarget,
     scope: String,
 }
 
@@ -14,13 +17,20 @@ const TAKE: &str =
     "SELECT wait, refused, tats, now_s FROM bulkhead_rate_take($1, $2, $3, $4, $5, $6)";
 
 impl PgBuckets {
-    pub(super) fn new(pool: Pool, scope: String) -> PgBuckets {
-        PgBuckets { pool, scope }
+    pub(super) fn new(pool: Pool, target: PgTarget, scope: String) -> PgBuckets {
+        PgBuckets {
+            pool,
+            target,
+            scope,
+        }
     }
 
     /// One visit (see [`Visit`]); arrival times converted to this host's clock.
     pub(super) async fn take(&self, v: &Visit<'_>) -> Result<Counted, String> {
-        let mut guard = Unanswered(Some(self.pool.get().await.map_err(|e| e.to_string())?));
+        let mut guard = Unanswered(
+            Some(self.pool.get().await.map_err(|e| e.to_string())?),
+            self.target.clone(),
+        );
         let conn = guard.0.as_ref().expect("set above");
         let stmt = conn.prepare_cached(TAKE).await.map_err(|e| e.to_string())?;
         let keys: Vec<&str> = v.buckets.iter().map(|b| b.key.as_str()).collect();
@@ -52,16 +62,17 @@ impl PgBuckets {
 /// A pooled connection whose statement has not answered. Dropped so (the caller's timeout gave
 /// up on the visit), the statement is cancelled and the connection closed, never returned to the
 /// pool: the next user of a connection still waiting on a lock would wait behind it.
-struct Unanswered(Option<deadpool_postgres::Object>);
+struct Unanswered(Option<deadpool_postgres::Object>, PgTarget);
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
         let Some(conn) = self.0.take() else { return };
         let cancel = conn.cancel_token();
         let raw = deadpool_postgres::Object::take(conn);
+        let target = self.1.clone();
         if let Ok(h) = tokio::runtime::Handle::try_current() {
             h.spawn(async move {
-                let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                let _ = target.cancel(&cancel).await;
                 drop(raw);
             });
         }

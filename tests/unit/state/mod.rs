@@ -8,6 +8,7 @@ mod migrate;
 mod model;
 mod ratchet;
 mod tamper;
+mod tls;
 
 use bulkhead::identity::Identity;
 use bulkhead::policy::Sensitivity;

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct PostgresSettings {
     /// Connection URL, `postgres://user@host:port/db` (keep the password in a `secrets:` variable).
+    /// `?sslmode=verify-full` encrypts and verifies the server's certificate and name (against
+    /// `sslrootcert=<PEM file>`, or the system's roots); `require` and `verify-ca` verify as
+    /// much; `prefer` and `allow`, which fall back to clear text, are refused.
     pub url: String,
     /// Milliseconds to wait for a connection (default 5000).
     #[serde(default, skip_serializing_if = "Option::is_none")]

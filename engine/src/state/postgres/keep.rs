@@ -77,12 +77,9 @@ impl PgKeptHold {
 impl KeeperConn {
     /// Connects (bounded by the config's connect timeout) and prepares the three statements.
     pub(crate) async fn connect(
-        config: &tokio_postgres::Config,
+        target: &crate::pg_tls::PgTarget,
     ) -> Result<Arc<KeeperConn>, StateError> {
-        let (client, connection) = config
-            .connect(tokio_postgres::NoTls)
-            .await
-            .map_err(db_error)?;
+        let (client, connection) = target.connect().await.map_err(db_error)?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
         tokio::spawn(async move {
@@ -166,7 +163,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 impl KeeperSlot {
     /// The live keeper connection; `None` (keep nothing now) while another call connects or
     /// after a recent failure.
-    pub(crate) async fn get(&self, config: &tokio_postgres::Config) -> Option<Arc<KeeperConn>> {
+    pub(crate) async fn get(&self, target: &crate::pg_tls::PgTarget) -> Option<Arc<KeeperConn>> {
         let mut slot = self.slot.try_lock().ok()?;
         if let Some(c) = slot.0.as_ref().filter(|c| c.is_live()) {
             return Some(c.clone());
@@ -174,7 +171,7 @@ impl KeeperSlot {
         if slot.1.is_some_and(|t| t.elapsed() < RETRY_AFTER) {
             return None;
         }
-        match KeeperConn::connect(config).await {
+        match KeeperConn::connect(target).await {
             Ok(c) => {
                 *slot = (Some(c.clone()), None);
                 Some(c)

@@ -13,9 +13,9 @@ use super::{
     level_from_i64, level_to_i64,
 };
 use crate::identity::Identity;
+use crate::pg_tls::PgTarget;
 use crate::policy::Sensitivity;
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use std::str::FromStr;
+use deadpool_postgres::{ManagerConfig, Object, Pool, RecyclingMethod};
 use std::time::Duration;
 
 const SCHEMA: &str = include_str!("schema.sql");
@@ -37,44 +37,23 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
-    /// The connection settings: the URL's, with its hosts replaced by the socket folder when
-    /// there is one (the one place every connection to the store is configured).
-    pub fn config(&self) -> Result<tokio_postgres::Config, String> {
-        let config = tokio_postgres::Config::from_str(&self.url)
-            .map_err(|e| format!("postgres url: {e}"))?;
+    /// The server to connect to: the URL's (its `sslmode` and `sslrootcert` read by
+    /// [`PgTarget`]), through the socket folder when there is one (the one place every
+    /// connection to the store is configured).
+    pub fn target(&self) -> Result<PgTarget, String> {
+        let target = PgTarget::parse(&self.url)?;
         Ok(match &self.socket_dir {
-            Some(dir) => via_socket(&config, dir),
-            None => config,
+            Some(dir) => target.via_socket(dir),
+            None => target,
         })
     }
-}
-
-/// `config` with its hosts replaced by the socket `dir/.s.PGSQL.5432` (the relay that carries it
-/// listens there whatever port the store has; database, user and password kept).
-fn via_socket(config: &tokio_postgres::Config, dir: &std::path::Path) -> tokio_postgres::Config {
-    let mut c = tokio_postgres::Config::new();
-    c.host_path(dir);
-    c.port(5432);
-    if let Some(u) = config.get_user() {
-        c.user(u);
-    }
-    if let Some(p) = config.get_password() {
-        c.password(p);
-    }
-    if let Some(d) = config.get_dbname() {
-        c.dbname(d);
-    }
-    if let Some(o) = config.get_options() {
-        c.options(o);
-    }
-    c
 }
 
 /// A PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
-    /// The connection settings (the keeper connection is made from them).
-    config: tokio_postgres::Config,
+    /// The server and connection settings (the keeper connection is made from them).
+    target: PgTarget,
     /// Shared passes kept across calls, and the connection holding their locks.
     keeper: Keeper,
     keeper_conn: keep::KeeperSlot,
@@ -174,7 +153,20 @@ fn pg_error(
 
 fn db_error(e: tokio_postgres::Error) -> StateError {
     let code = e.code().cloned();
-    pg_error(&e, code.as_ref())
+    pg_error(with_causes(&e), code.as_ref())
+}
+
+/// An error and its causes (tokio-postgres's own text names only the kind: "db error",
+/// "error performing TLS handshake").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> StateError {
@@ -196,23 +188,20 @@ impl PgStore {
         options: StoreOptions,
         create: bool,
     ) -> Result<PgStore, StateError> {
-        let mut config = pg
-            .config()
+        let mut target = pg
+            .target()
             .map_err(|e| StateError::new(StateErrorKind::Unavailable, e))?;
         let lock_ms = options.lock_timeout.as_millis().max(1);
-        config
+        target
+            .config_mut()
             .application_name("bulkhead")
             .connect_timeout(pg.connect_timeout)
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(10))
             .options(format!("-c lock_timeout={lock_ms}"));
-        let manager = Manager::from_config(
-            config.clone(),
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager = target.manager(ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        });
         let pool = Pool::builder(manager)
             .max_size(pg.pool_size.max(2))
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -269,7 +258,7 @@ impl PgStore {
         };
         Ok(PgStore {
             pool,
-            config,
+            target,
             keeper: Keeper::new(options.keep),
             keeper_conn: keep::KeeperSlot::default(),
             store_id: row.get(0),
@@ -280,6 +269,11 @@ impl PgStore {
     /// The store's id.
     pub fn store_id(&self) -> &str {
         &self.store_id
+    }
+
+    /// The server and how connections to it are opened (a cancel request opens one more).
+    pub fn target(&self) -> &PgTarget {
+        &self.target
     }
 
     /// The pool (the audit sink and the tests use it).
@@ -361,7 +355,7 @@ impl PgStore {
     /// A kept pass taken on the keeper connection: `None` when there is none or the lock is not
     /// granted there (the caller then waits in line on a pooled connection).
     async fn enter_kept(&self, id: &Identity) -> Result<Option<Pass>, StateError> {
-        let Some(conn) = self.keeper_conn.get(&self.config).await else {
+        let Some(conn) = self.keeper_conn.get(&self.target).await else {
             return Ok(None);
         };
         let Ok(Some((hold, level, store_id))) = conn
