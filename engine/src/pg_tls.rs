@@ -25,6 +25,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+/// An open connection (its task runs until the client drops), or why none opened.
+pub type Connected =
+    Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>;
+
 /// The socket file a PostgreSQL server (or the relay standing for it) listens on in its folder.
 const SOCKET_FILE: &str = ".s.PGSQL.5432";
 
@@ -156,9 +160,7 @@ impl PgTarget {
     }
 
     /// Opens a connection; its task runs until the client drops.
-    pub async fn connect(
-        &self,
-    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
+    pub async fn connect(&self) -> Connected {
         // tokio-postgres asks the TLS connector for the host's name before it reads the mode,
         // and a socket path is no name: a connection in clear gets no connector at all.
         if !self.encrypted() {
@@ -186,10 +188,7 @@ impl PgTarget {
 
     /// The PostgreSQL handshake (TLS first when encrypted, to the URL's host) over `stream`, a
     /// connection already open to the server or to something that carries its bytes.
-    pub async fn handshake<S>(
-        &self,
-        stream: S,
-    ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+    pub async fn handshake<S>(&self, stream: S) -> Connected
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -254,13 +253,7 @@ pub fn settings(url: &str) -> Result<tokio_postgres::Config, String> {
 struct Pooled(PgTarget);
 
 impl deadpool_postgres::Connect for Pooled {
-    fn connect(
-        &self,
-        pg_config: &tokio_postgres::Config,
-    ) -> BoxFuture<
-        '_,
-        Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
-    > {
+    fn connect(&self, pg_config: &tokio_postgres::Config) -> BoxFuture<'_, Connected> {
         let mut target = self.0.clone();
         target.config = pg_config.clone();
         Box::pin(async move { target.connect().await })

@@ -217,65 +217,22 @@ fn certificates(dir: &Path, user: Option<(u32, u32)>) -> Result<PathBuf, String>
     let ca = dir.join("ca.pem");
     let ext = dir.join("server.ext");
     std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").map_err(|e| e.to_string())?;
-    let d = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let curve = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let steps: Vec<Vec<String>> = vec![
-        [
-            &["req", "-x509"][..],
-            &curve[..],
-            &["-keyout", &d("ca.key"), "-out", &d("ca.pem")],
-        ]
-        .concat()
-        .iter()
-        .map(|s| s.to_string())
-        .chain(["-days", "30", "-subj", "/CN=bulkhead test CA"].map(String::from))
-        .collect(),
-        [
-            &["req"][..],
-            &curve[..],
-            &["-keyout", &d("server.key"), "-out", &d("server.csr")],
-        ]
-        .concat()
-        .iter()
-        .map(|s| s.to_string())
-        .chain(["-subj", "/CN=127.0.0.1"].map(String::from))
-        .collect(),
-        [
-            "x509",
-            "-req",
-            "-in",
-            &d("server.csr"),
-            "-CA",
-            &d("ca.pem"),
-            "-CAkey",
-            &d("ca.key"),
-            "-CAcreateserial",
-            "-out",
-            &d("server.crt"),
-            "-days",
-            "30",
-            "-extfile",
-            &d("server.ext"),
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for args in steps {
+    // Run in `dir` with plain file names: no path (which may hold spaces) on the command lines.
+    let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30";
+    for line in [
+        format!("req -x509 {key} -subj /CN=ca -keyout ca.key -out ca.pem"),
+        format!("req {key} -subj /CN=127.0.0.1 -keyout server.key -out server.csr"),
+        "x509 -req -days 30 -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.crt -extfile server.ext".to_string(),
+    ] {
         let out = Command::new("openssl")
-            .args(&args)
+            .args(line.split_whitespace())
+            .current_dir(dir)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("openssl: {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "openssl {}: {}",
-                args[0],
+                "openssl {line}: {}",
                 String::from_utf8_lossy(&out.stderr)
             ));
         }

@@ -391,10 +391,7 @@ mod tunnel {
         fn connect(
             &self,
             pg_config: &tokio_postgres::Config,
-        ) -> BoxFuture<
-            '_,
-            Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
-        > {
+        ) -> BoxFuture<'_, crate::pg_tls::Connected> {
             let mut target = self.target.clone();
             *target.config_mut() = pg_config.clone();
             Box::pin(async move {

@@ -45,19 +45,26 @@ fn with(url: &str, query: &str) -> String {
     format!("{url}{}{query}", if url.contains('?') { '&' } else { '?' })
 }
 
+/// Opens the store at `url` with `sslmode=<mode>&sslrootcert=<ca>`, directly or through the
+/// socket folder `socket`.
+fn open_tls(
+    url: &str,
+    mode: &str,
+    ca: &Path,
+    socket: Option<PathBuf>,
+    ws: &Path,
+) -> Result<StateStore, StateError> {
+    let query = format!("sslmode={mode}&sslrootcert={}", ca.display());
+    try_open(&options_for(with(url, &query), socket), ws)
+}
+
 #[test]
 fn a_store_that_asks_for_tls_is_encrypted_to_the_server_it_names() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = pg::server().ca.display().to_string();
+    let ws = dir.path().join("ws");
+    let ca = &pg::server().ca;
     let url = pg::database("tls");
-    let store = try_open(
-        &options_for(
-            with(&url, &format!("sslmode=verify-full&sslrootcert={ca}")),
-            None,
-        ),
-        &dir.path().join("ws"),
-    )
-    .unwrap();
+    let store = open_tls(&url, "verify-full", ca, None, &ws).unwrap();
     assert!(encrypted(&store), "verify-full connected in clear");
     let who = id("ana", "s1");
     assert_eq!(
@@ -65,17 +72,10 @@ fn a_store_that_asks_for_tls_is_encrypted_to_the_server_it_names() {
         Sensitivity::Confidential
     );
     // `require` verifies as much (libpq's would take any certificate).
-    let store = try_open(
-        &options_for(
-            with(&url, &format!("sslmode=require&sslrootcert={ca}")),
-            None,
-        ),
-        &dir.path().join("ws"),
-    )
-    .unwrap();
+    let store = open_tls(&url, "require", ca, None, &ws).unwrap();
     assert!(encrypted(&store));
     // Without `sslmode`: clear text, as before.
-    let store = try_open(&options_for(url, None), &dir.path().join("ws")).unwrap();
+    let store = try_open(&options_for(url, None), &ws).unwrap();
     assert!(!encrypted(&store));
 }
 
@@ -101,26 +101,24 @@ fn another_ca_another_name_or_a_server_without_tls_is_refused() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
-    for query in [
-        format!("sslmode=verify-full&sslrootcert={}", other.display()),
-        "sslmode=verify-full".to_string(),
-    ] {
-        let refused = try_open(&options_for(with(&url, &query), None), &ws).unwrap_err();
-        let text = refused.to_string();
-        assert!(text.contains("certificate"), "{query}: {text}");
-    }
-    // The right CA, but a name the certificate does not carry (it names 127.0.0.1 only).
-    let ca = pg::server().ca.display().to_string();
+    // Every encrypting mode verifies the chain and the name (libpq's `require` checks neither,
+    // its `verify-ca` not the name).
+    let ca = &pg::server().ca;
     let by_name = url.replace("127.0.0.1", "localhost");
-    let refused = try_open(
-        &options_for(
-            with(&by_name, &format!("sslmode=verify-full&sslrootcert={ca}")),
-            None,
-        ),
-        &ws,
-    )
-    .unwrap_err();
-    assert!(refused.to_string().contains("certificate"), "{refused}");
+    for mode in ["verify-full", "verify-ca", "require"] {
+        let text = open_tls(&url, mode, &other, None, &ws)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("certificate"), "{mode}, another CA: {text}");
+        // The right CA, but a name the certificate does not carry (it names 127.0.0.1 only).
+        let text = open_tls(&by_name, mode, ca, None, &ws)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("certificate"), "{mode}, another name: {text}");
+    }
+    let refused = try_open(&options_for(with(&url, "sslmode=verify-full"), None), &ws);
+    let text = refused.unwrap_err().to_string();
+    assert!(text.contains("certificate"), "the system's roots: {text}");
     // Whoever answers in the server's place and says it has no TLS (`N` to the TLS request).
     let decliner = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = decliner.local_addr().unwrap().port();
@@ -133,14 +131,8 @@ fn another_ca_another_name_or_a_server_without_tls_is_refused() {
             }
         }
     });
-    let refused = try_open(
-        &options_for(
-            format!("postgres://bulkhead@127.0.0.1:{port}/x?sslmode=verify-full&sslrootcert={ca}"),
-            None,
-        ),
-        &ws,
-    )
-    .unwrap_err();
+    let decliner_url = format!("postgres://bulkhead@127.0.0.1:{port}/x");
+    let refused = open_tls(&decliner_url, "verify-full", ca, None, &ws).unwrap_err();
     assert!(refused.to_string().contains("TLS"), "{refused}");
     // Modes that would fall back to clear text are refused before any connection.
     let refused = try_open(&options_for(with(&url, "sslmode=prefer"), None), &ws).unwrap_err();
@@ -155,6 +147,7 @@ fn another_ca_another_name_or_a_server_without_tls_is_refused() {
 #[test]
 fn through_a_store_socket_the_session_is_encrypted_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
     let sockets = dir.path().join("sockets");
     std::fs::create_dir_all(&sockets).unwrap();
     let port = pg::server().port;
@@ -171,16 +164,9 @@ fn through_a_store_socket_the_session_is_encrypted_end_to_end() {
             });
         }
     });
-    let ca = pg::server().ca.display().to_string();
     let url = pg::database("tls_socket");
-    let store = try_open(
-        &options_for(
-            with(&url, &format!("sslmode=verify-full&sslrootcert={ca}")),
-            Some(sockets.clone()),
-        ),
-        &dir.path().join("ws"),
-    )
-    .unwrap();
+    let ca = &pg::server().ca;
+    let store = open_tls(&url, "verify-full", ca, Some(sockets.clone()), &ws).unwrap();
     assert!(encrypted(&store), "through the socket in clear");
     // And the store works through it (the keeper connection too).
     let who = id("ben", "s1");
@@ -188,6 +174,6 @@ fn through_a_store_socket_the_session_is_encrypted_end_to_end() {
         raise(&store, &who, "hr", Sensitivity::Internal),
         Sensitivity::Internal
     );
-    let store = try_open(&options_for(url, Some(sockets)), &dir.path().join("ws")).unwrap();
+    let store = try_open(&options_for(url, Some(sockets)), &ws).unwrap();
     assert!(!encrypted(&store));
 }
